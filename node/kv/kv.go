@@ -1,0 +1,202 @@
+// Package kv is a node's KV configuration (RocketMQ's KVConfigManager):
+// namespace -> key -> value, kept in memory and persisted to one JSON file in
+// the data directory on every change. Writes are atomic: the file is written
+// to a temporary name, synced, and renamed over the old one, so a crash
+// leaves either the old or the new contents, never a torn file.
+package kv
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+)
+
+// FileName is the name of the KV file inside a node's data directory.
+const FileName = "kvconfig.json"
+
+// Limits on what one namespace, key or value may hold.
+const (
+	MaxNameLen  = 255
+	MaxValueLen = 64 << 10
+)
+
+// Errors that callers branch on.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrInvalid  = errors.New("invalid argument")
+)
+
+// Store is the KV configuration. It is safe for concurrent use.
+type Store struct {
+	path string
+	mu   sync.RWMutex
+	data map[string]map[string]string
+}
+
+// Open loads the store from dir/kvconfig.json, or starts empty when the file
+// does not exist yet.
+func Open(dir string) (*Store, error) {
+	s := &Store{path: filepath.Join(dir, FileName), data: make(map[string]map[string]string)}
+	b, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load KV config: %w", err)
+	}
+	if err := json.Unmarshal(b, &s.data); err != nil {
+		return nil, fmt.Errorf("load KV config %s: %w", s.path, err)
+	}
+	if s.data == nil {
+		s.data = make(map[string]map[string]string)
+	}
+	return s, nil
+}
+
+// Put sets a value and persists the store. On a persist error nothing
+// changes.
+func (s *Store) Put(namespace, key, value string) error {
+	if err := validate(namespace, key); err != nil {
+		return err
+	}
+	if len(value) > MaxValueLen {
+		return fmt.Errorf("%w: value of %d bytes exceeds %d", ErrInvalid, len(value), MaxValueLen)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := s.cloneNamespace(namespace)
+	next[key] = value
+	return s.commit(namespace, next)
+}
+
+// Get returns a value.
+func (s *Store) Get(namespace, key string) (string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v, ok := s.data[namespace][key]
+	if !ok {
+		return "", fmt.Errorf("%w: key %q in namespace %q", ErrNotFound, key, namespace)
+	}
+	return v, nil
+}
+
+// Delete removes a key and persists the store; a namespace left empty
+// disappears.
+func (s *Store) Delete(namespace, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.data[namespace][key]; !ok {
+		return fmt.Errorf("%w: key %q in namespace %q", ErrNotFound, key, namespace)
+	}
+	next := s.cloneNamespace(namespace)
+	delete(next, key)
+	return s.commit(namespace, next)
+}
+
+// List returns a copy of one namespace.
+func (s *Store) List(namespace string) (map[string]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ns, ok := s.data[namespace]
+	if !ok {
+		return nil, fmt.Errorf("%w: namespace %q", ErrNotFound, namespace)
+	}
+	return maps.Clone(ns), nil
+}
+
+// Namespaces returns the namespace names, sorted.
+func (s *Store) Namespaces() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Sorted(maps.Keys(s.data))
+}
+
+func (s *Store) cloneNamespace(namespace string) map[string]string {
+	next := maps.Clone(s.data[namespace])
+	if next == nil {
+		next = make(map[string]string)
+	}
+	return next
+}
+
+// commit persists the store with namespace replaced by next, then makes it
+// current. With mu held.
+func (s *Store) commit(namespace string, next map[string]string) error {
+	data := maps.Clone(s.data)
+	if len(next) == 0 {
+		delete(data, namespace)
+	} else {
+		data[namespace] = next
+	}
+	b, err := json.MarshalIndent(data, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode KV config: %w", err)
+	}
+	if err := WriteFileAtomic(s.path, b, 0o600); err != nil {
+		return fmt.Errorf("persist KV config: %w", err)
+	}
+	s.data = data
+	return nil
+}
+
+func validate(namespace, key string) error {
+	switch {
+	case namespace == "" || key == "":
+		return fmt.Errorf("%w: namespace and key must not be empty", ErrInvalid)
+	case len(namespace) > MaxNameLen || len(key) > MaxNameLen:
+		return fmt.Errorf("%w: namespace and key are limited to %d bytes", ErrInvalid, MaxNameLen)
+	}
+	return nil
+}
+
+// WriteFileAtomic writes data to path so that a crash leaves either the old
+// file or the new one: it writes a temporary file in the same directory,
+// syncs it, renames it over path and syncs the directory.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if err := writeSync(f, data, perm); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func writeSync(f *os.File, data []byte, perm os.FileMode) error {
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Chmod(perm)
+	}
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,188 @@
+package registry
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// SystemTopicPrefix marks RocketMQ's system topics (TopicValidator).
+const SystemTopicPrefix = "rmq_sys_"
+
+// systemTopics are RocketMQ's system topics that lack the prefix.
+var systemTopics = map[string]bool{
+	"TBW102":                       true,
+	"SCHEDULE_TOPIC_XXXX":          true,
+	"BenchmarkTest":                true,
+	"RMQ_SYS_TRANS_HALF_TOPIC":     true,
+	"RMQ_SYS_TRACE_TOPIC":          true,
+	"RMQ_SYS_TRANS_OP_HALF_TOPIC":  true,
+	"TRANS_CHECK_MAX_TIME_TOPIC":   true,
+	"SELF_TEST_TOPIC":              true,
+	"OFFSET_MOVED_EVENT":           true,
+	"rocketmq-broker-cluster-name": true,
+}
+
+// IsSystemTopic reports whether name is one of RocketMQ's system topics.
+func IsSystemTopic(name string) bool {
+	return systemTopics[name] || strings.HasPrefix(name, SystemTopicPrefix)
+}
+
+// Topics returns every topic name, sorted.
+func (r *Registry) Topics() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return sortedKeys(r.topics)
+}
+
+// TopicsByCluster returns the topics held by any broker group of a cluster,
+// sorted.
+func (r *Registry) TopicsByCluster(clusterName string) ([]string, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c := r.clusters[clusterName]
+	if c == nil {
+		return nil, wrapf(ErrClusterNotFound, "%q", clusterName)
+	}
+	set := make(map[string]struct{})
+	for _, g := range c.groups {
+		for t := range g.topics {
+			set[t.name] = struct{}{}
+		}
+	}
+	return sortedKeys(set), nil
+}
+
+// SystemTopics returns, as RocketMQ's getSystemTopicList does, every cluster
+// name and broker group name (each is a system topic of its own), plus the
+// registered topics that are RocketMQ system topics; sorted, without
+// duplicates.
+func (r *Registry) SystemTopics() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	set := make(map[string]struct{})
+	for name, c := range r.clusters {
+		set[name] = struct{}{}
+		for g := range c.groups {
+			set[g] = struct{}{}
+		}
+	}
+	for name := range r.topics {
+		if IsSystemTopic(name) {
+			set[name] = struct{}{}
+		}
+	}
+	return sortedKeys(set)
+}
+
+// UnitTopics returns the topics whose system flag has the unit bit.
+func (r *Registry) UnitTopics() []string {
+	return r.topicsWhere(func(f uint32) bool { return f&wire.SysFlagUnit != 0 })
+}
+
+// UnitSubTopics returns the topics whose system flag has the unit-sub bit.
+func (r *Registry) UnitSubTopics() []string {
+	return r.topicsWhere(func(f uint32) bool { return f&wire.SysFlagUnitSub != 0 })
+}
+
+// UnitSubNonUnitTopics returns the topics with the unit-sub bit but not the
+// unit bit.
+func (r *Registry) UnitSubNonUnitTopics() []string {
+	return r.topicsWhere(func(f uint32) bool { return f&wire.SysFlagUnitSub != 0 && f&wire.SysFlagUnit == 0 })
+}
+
+// topicsWhere returns the sorted topics whose first queue data's system flag
+// matches, as RocketMQ looks at one queue data per topic.
+func (r *Registry) topicsWhere(match func(sysFlag uint32) bool) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []string
+	for name, t := range r.topics {
+		if len(t.queues) > 0 && match(t.queues[0].sysFlag) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DeleteTopic removes a topic everywhere or, when clusters are named, only
+// from the broker groups of those clusters. A topic left without queue data
+// disappears.
+func (r *Registry) DeleteTopic(name string, clusters ...string) error {
+	r.mu.Lock()
+	cs, err := r.deleteTopic(name, clusters)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	r.notify(cs)
+	return nil
+}
+
+func (r *Registry) deleteTopic(name string, clusters []string) (*changeSet, error) {
+	t := r.topics[name]
+	if t == nil {
+		return nil, wrapf(ErrTopicNotFound, "%q", name)
+	}
+	for _, c := range clusters {
+		if r.clusters[c] == nil {
+			return nil, wrapf(ErrClusterNotFound, "%q", c)
+		}
+	}
+	cs := &changeSet{}
+	for _, q := range slices.Clone(t.queues) {
+		if len(clusters) == 0 || slices.Contains(clusters, q.group.cluster) {
+			r.removeQueue(t, q.group, cs)
+		}
+	}
+	return cs, nil
+}
+
+// WipeWritePerm takes write permission away from every topic of a broker
+// group and returns how many topics changed.
+func (r *Registry) WipeWritePerm(groupName string) (int, error) {
+	return r.editGroup(groupName, r.wipeWrite)
+}
+
+// AddWritePerm restores read and write permission on every topic of a
+// broker group and returns how many topics changed.
+func (r *Registry) AddWritePerm(groupName string) (int, error) {
+	return r.editGroup(groupName, func(g *group, cs *changeSet) {
+		r.setPerm(g, cs, func(uint8) uint8 { return wire.PermRead | wire.PermWrite })
+	})
+}
+
+func (r *Registry) editGroup(groupName string, edit func(*group, *changeSet)) (int, error) {
+	r.mu.Lock()
+	g := r.groups[groupName]
+	if g == nil {
+		r.mu.Unlock()
+		return 0, wrapf(ErrBrokerGroupNotFound, "%q", groupName)
+	}
+	cs := &changeSet{}
+	edit(g, cs)
+	r.mu.Unlock()
+	r.notify(cs)
+	return len(cs.topics), nil
+}
+
+func (r *Registry) wipeWrite(g *group, cs *changeSet) {
+	r.setPerm(g, cs, func(p uint8) uint8 { return p &^ wire.PermWrite })
+}
+
+// setPerm rewrites the permission of g's queue data in each of its topics,
+// recording the topics where it changed.
+func (r *Registry) setPerm(g *group, cs *changeSet, perm func(uint8) uint8) {
+	for t := range g.topics {
+		i, found := t.find(g)
+		if !found {
+			continue
+		}
+		if p := perm(t.queues[i].perm); p != t.queues[i].perm {
+			t.queues[i].perm = p
+			cs.addTopic(t)
+		}
+	}
+}

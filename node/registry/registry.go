@@ -1,0 +1,280 @@
+// Package registry holds a node's route tables in memory: clusters, broker
+// groups, topics and the leases of live brokers, with the rules of Apache
+// RocketMQ's NameServer (RouteInfoManager) and without its known flaws.
+//
+// What is kept from the NameServer:
+//   - topic configuration is accepted only from a group's master, or from its
+//     lowest-id slave when the group has no master and acting master is on;
+//   - one address maps to one broker id (a slave promoted to master moves);
+//   - a re-registration with an unchanged data version only renews the lease;
+//   - a route joins a topic's queue data with the broker data of its groups;
+//   - an empty broker group disappears together with its queue data.
+//
+// What is fixed:
+//   - every registration gets a fresh epoch, and an unregister or an expiry
+//     removes only the epoch it names, so a late removal never wipes a fresh
+//     re-registration (rocketmq#11043);
+//   - leases sit in a deadline index, so an expiry scan costs what is due,
+//     not what exists;
+//   - each topic's route is kept encoded (deterministic CBOR) with a version
+//     derived from its bytes, rebuilt only after that route changed, so an
+//     unchanged lookup allocates nothing (rocketmq#10982);
+//   - time comes from an injected Clock.
+//
+// Lock order: mu (route tables) before leaseMu (leases and the deadline
+// index). Heartbeats take only leaseMu, route reads only mu for reading.
+package registry
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// DefaultThreshold is how long a broker may stay silent before it expires
+// when neither its registration nor a Thresholds policy says otherwise.
+const DefaultThreshold = 120 * time.Second
+
+// Errors that callers branch on. They are wrapped with context; test with
+// errors.Is.
+var (
+	ErrTopicNotFound       = errors.New("topic not found")
+	ErrClusterNotFound     = errors.New("cluster not found")
+	ErrBrokerGroupNotFound = errors.New("broker group not found")
+	ErrLeaseNotFound       = errors.New("lease not found")
+	ErrStaleEpoch          = errors.New("epoch is not the lease's current epoch")
+	ErrStaleState          = errors.New("registration is older than the one held for this broker id")
+	ErrInvalid             = errors.New("invalid argument")
+	ErrConflict            = errors.New("conflict")
+	ErrNotGroupLeader      = errors.New("broker is neither the master nor the acting master of its group")
+)
+
+// Clock tells the time. Tests inject a fake one so expiry is tested without
+// sleeping.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Thresholds decides how long a broker may stay silent. It is called with
+// the lease lock held, on every registration and heartbeat, so it must be
+// fast and must not call back into the Registry.
+type Thresholds interface {
+	Threshold(l LeaseInfo) time.Duration
+}
+
+// ExpiryConfirmer decides which of the due leases to remove now. It is called
+// without any lock held; it returns a subset of due (anything else it returns
+// is ignored). A lease held back stays due and is offered again on the next
+// scan. This is where self-preservation lives.
+type ExpiryConfirmer interface {
+	ConfirmExpiry(due []LeaseInfo, stats ExpiryStats) []LeaseInfo
+}
+
+// ExpiryStats is what a confirmer knows about the whole node at a scan.
+type ExpiryStats struct {
+	Leases int // live leases, due ones included
+	Due    int // leases past their deadline
+}
+
+// Config configures a Registry. The zero value is usable.
+type Config struct {
+	// Clock defaults to SystemClock.
+	Clock Clock
+	// DefaultThreshold applies to brokers that register without a heartbeat
+	// timeout of their own; defaults to DefaultThreshold (120 s).
+	DefaultThreshold time.Duration
+	// Thresholds, when set, overrides each broker's threshold.
+	Thresholds Thresholds
+	// Confirmer, when set, decides which due leases are removed; by default
+	// all of them are.
+	Confirmer ExpiryConfirmer
+	// NoActingMaster turns off RocketMQ's supportActingMaster: a group
+	// without a master is then shown as it is.
+	NoActingMaster bool
+	// OnChange, when set, is called after a change with the names of the
+	// topics whose route changed, without any lock held. The slice is the
+	// callee's.
+	OnChange func(topics []string)
+}
+
+// Registry is a node's route tables. It is safe for concurrent use.
+type Registry struct {
+	clock        Clock
+	defThreshold time.Duration
+	thresholds   Thresholds
+	confirmer    ExpiryConfirmer
+	actingMaster bool
+	onChange     func([]string)
+
+	mu       sync.RWMutex
+	clusters map[string]*cluster
+	groups   map[string]*group
+	topics   map[string]*topic
+
+	leaseMu   sync.Mutex
+	leases    map[leaseKey]*lease
+	deadlines deadlineHeap
+	nextEpoch uint64
+}
+
+type cluster struct {
+	name   string
+	groups map[string]*group
+}
+
+// group is a broker group (RocketMQ's BrokerData): a master and its slaves
+// under one broker name.
+type group struct {
+	cluster      string
+	name         string
+	zone         string
+	actingMaster bool
+	addrs        map[int64]string // broker id -> address
+	// topics maps each topic the group holds to the generation of the full
+	// registration that last named it; see applyTopics.
+	topics map[*topic]uint32
+	gen    uint32
+}
+
+// topic is one topic's queue data, one entry per broker group, sorted by
+// group name, and its cached encoded route.
+type topic struct {
+	name   string
+	queues []queue
+	route  routeCache
+}
+
+type queue struct {
+	group   *group
+	read    uint32
+	write   uint32
+	perm    uint8
+	sysFlag uint32
+}
+
+// New returns an empty Registry.
+func New(cfg Config) *Registry {
+	r := &Registry{
+		clock:        cfg.Clock,
+		defThreshold: cfg.DefaultThreshold,
+		thresholds:   cfg.Thresholds,
+		confirmer:    cfg.Confirmer,
+		actingMaster: !cfg.NoActingMaster,
+		onChange:     cfg.OnChange,
+		clusters:     make(map[string]*cluster),
+		groups:       make(map[string]*group),
+		topics:       make(map[string]*topic),
+		leases:       make(map[leaseKey]*lease),
+	}
+	if r.clock == nil {
+		r.clock = SystemClock{}
+	}
+	if r.defThreshold <= 0 {
+		r.defThreshold = DefaultThreshold
+	}
+	// Seed epochs from the clock so a node restarted with the same broker
+	// never hands out an epoch that a message from its past life names.
+	r.nextEpoch = uint64(r.clock.Now().UnixNano())
+	return r
+}
+
+// Now returns the registry's clock reading.
+func (r *Registry) Now() time.Time { return r.clock.Now() }
+
+func (q *queue) data() wire.QueueData {
+	return wire.QueueData{
+		BrokerName:  q.group.name,
+		ReadQueues:  q.read,
+		WriteQueues: q.write,
+		Perm:        q.perm,
+		SysFlag:     q.sysFlag,
+	}
+}
+
+func (g *group) brokerData() wire.BrokerData {
+	addrs := make(map[int64]string, len(g.addrs))
+	for id, a := range g.addrs {
+		addrs[id] = a
+	}
+	return wire.BrokerData{Cluster: g.cluster, Name: g.name, Zone: g.zone, Addrs: addrs}
+}
+
+// minID returns the lowest broker id in the group, or -1 when it is empty.
+func (g *group) minID() int64 {
+	min := int64(-1)
+	for id := range g.addrs {
+		if min < 0 || id < min {
+			min = id
+		}
+	}
+	return min
+}
+
+// idOf returns the broker id that addr has in the group.
+func (g *group) idOf(addr string) (int64, bool) {
+	for id, a := range g.addrs {
+		if a == addr {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// find returns the index of g's entry in t.queues, or where it would go.
+func (t *topic) find(g *group) (int, bool) {
+	return slices.BinarySearchFunc(t.queues, g.name, func(q queue, name string) int {
+		switch {
+		case q.group.name < name:
+			return -1
+		case q.group.name > name:
+			return 1
+		}
+		return 0
+	})
+}
+
+// ClusterInfo returns every cluster with its broker groups.
+func (r *Registry) ClusterInfo() wire.ClusterInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	info := wire.ClusterInfo{
+		Clusters: make(map[string][]string, len(r.clusters)),
+		Groups:   make(map[string]wire.BrokerData, len(r.groups)),
+	}
+	for name, c := range r.clusters {
+		info.Clusters[name] = sortedKeys(c.groups)
+	}
+	for name, g := range r.groups {
+		info.Groups[name] = g.brokerData()
+	}
+	return info
+}
+
+// BrokerMemberGroup returns the broker data of one group of a cluster.
+func (r *Registry) BrokerMemberGroup(clusterName, groupName string) (wire.BrokerData, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.groups[groupName]
+	if g == nil || g.cluster != clusterName {
+		return wire.BrokerData{}, wrapf(ErrBrokerGroupNotFound, "broker group %q in cluster %q", groupName, clusterName)
+	}
+	return g.brokerData(), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

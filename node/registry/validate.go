@@ -1,0 +1,119 @@
+package registry
+
+import (
+	"fmt"
+	"net"
+	"unicode/utf8"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// Name limits, from RocketMQ's TopicValidator and its broker config.
+const (
+	MaxTopicNameLen = 127
+	MaxNameLen      = 255 // cluster, broker group, zone and address
+)
+
+// ValidTopicName reports why a topic name is invalid, or nil. Names are 1 to
+// 127 characters of [A-Za-z0-9_%|-], as RocketMQ's TopicValidator requires.
+func ValidTopicName(name string) error {
+	if name == "" {
+		return wrapf(ErrInvalid, "empty topic name")
+	}
+	if len(name) > MaxTopicNameLen {
+		return wrapf(ErrInvalid, "topic name of %d characters exceeds %d", len(name), MaxTopicNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		if !topicChar(name[i]) {
+			return wrapf(ErrInvalid, "topic name %q: character %q not allowed (use A-Z a-z 0-9 _ - %% |)", name, name[i])
+		}
+	}
+	return nil
+}
+
+func topicChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '_' || c == '-' || c == '%' || c == '|'
+}
+
+func validName(what, s string, required bool) error {
+	switch {
+	case s == "" && required:
+		return wrapf(ErrInvalid, "empty %s", what)
+	case len(s) > MaxNameLen:
+		return wrapf(ErrInvalid, "%s of %d bytes exceeds %d", what, len(s), MaxNameLen)
+	case !utf8.ValidString(s):
+		return wrapf(ErrInvalid, "%s is not valid UTF-8", what)
+	}
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f {
+			return wrapf(ErrInvalid, "%s %q contains a control character", what, s)
+		}
+	}
+	return nil
+}
+
+func validAddr(what, addr string, required bool) error {
+	if err := validName(what, addr, required); err != nil || addr == "" {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return wrapf(ErrInvalid, "%s %q is not host:port", what, addr)
+	}
+	return nil
+}
+
+func validateRegistration(reg *Registration) error {
+	checks := []error{
+		validName("cluster name", reg.Cluster, true),
+		validName("broker name", reg.BrokerName, true),
+		validAddr("broker address", reg.Addr, true),
+		validAddr("HA address", reg.HAAddr, false),
+		validName("zone", reg.Zone, false),
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	if reg.BrokerID < 0 {
+		return wrapf(ErrInvalid, "negative broker id %d", reg.BrokerID)
+	}
+	if reg.HeartbeatTimeout < 0 {
+		return wrapf(ErrInvalid, "negative heartbeat timeout %s", reg.HeartbeatTimeout)
+	}
+	return validTopics(reg.Topics)
+}
+
+func validTopics(topics []wire.TopicConfig) error {
+	for i := range topics {
+		if err := ValidTopicName(topics[i].Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateTopicUpdate(u *TopicUpdate) error {
+	if err := validName("cluster name", u.Cluster, true); err != nil {
+		return err
+	}
+	if err := validAddr("broker address", u.Addr, true); err != nil {
+		return err
+	}
+	if err := validTopics(u.Upsert); err != nil {
+		return err
+	}
+	for _, name := range u.Remove {
+		if err := ValidTopicName(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wrapf wraps a sentinel error with a message: errors.Is(err, sentinel) holds
+// and the text reads "sentinel: message".
+func wrapf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,30 @@
+// Package pki gives edgereg zero-configuration mutual TLS on one machine and
+// issues credentials for other machines.
+//
+// # Data directory layout
+//
+// EnsureLocal keeps a small certificate authority under DIR/tls (mode 0700):
+//
+//	DIR/tls/ca.crt        self-signed CA (ECDSA P-256, 10 years); copy it to other machines
+//	DIR/tls/ca.key        CA private key (0600); it never needs to leave this machine
+//	DIR/tls/node.crt      this node's certificate, role node, server and client auth (1 year)
+//	DIR/tls/node.key      its key (0600)
+//	DIR/tls/operator.crt  client certificate for the CLI on this machine, role operator,
+//	DIR/tls/operator.key  CN "local-operator" (1 year); read by LocalOperator
+//
+// All files are written atomically (temporary file, fsync, rename, fsync of
+// the directory), so a crash never leaves a half-written key behind. The CA is
+// created once; the node certificate is re-issued whenever it is missing,
+// within 30 days of expiry, or does not cover a requested host, and the
+// operator certificate only when it is missing or no longer valid.
+//
+// # Roles
+//
+// Every certificate issued here carries exactly one role as a URI SAN
+// edgereg://role/<role>, where role is broker, client, operator or node. A
+// certificate with no role SAN, or more than one, has no identity (ErrNoRole).
+// A broker certificate may also list the broker groups it may register as
+// URI SANs edgereg://broker-group/<name>; a broker certificate that lists no
+// group may register any group (see Identity.MayRegisterGroup). The node uses
+// the Identity from IdentityFromConnState to decide what each peer may do.
+package pki

@@ -1,0 +1,66 @@
+package pki
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// ErrNoLocalCA means a data directory has no local CA yet.
+var ErrNoLocalCA = errors.New("no local CA")
+
+// LoadCredentials loads a certificate and key (PEM) and a CA bundle to trust.
+// Errors name the file that could not be used.
+func LoadCredentials(certFile, keyFile, caFile string) (tls.Certificate, *x509.CertPool, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("load certificate %s: %w", certFile, err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("load key %s: %w", keyFile, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("load key pair %s, %s: %w", certFile, keyFile, err)
+	}
+	pool, err := loadPool(caFile)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	return cert, pool, nil
+}
+
+// loadPool reads a PEM bundle of CA certificates.
+func loadPool(caFile string) (*x509.CertPool, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("load CA %s: %w", caFile, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("load CA %s: no PEM certificates found", caFile)
+	}
+	return pool, nil
+}
+
+// LocalOperator loads the operator credential EnsureLocal wrote into
+// dataDir/tls, for the CLI on the node's machine. If dataDir has no CA the
+// error wraps ErrNoLocalCA and tells the user what to do.
+func LocalOperator(dataDir string) (tls.Certificate, *x509.CertPool, error) {
+	dir := TLSDir(dataDir)
+	caFile := filepath.Join(dir, "ca.crt")
+	ok, err := exists(caFile)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("load CA %s: %w", caFile, err)
+	}
+	if !ok {
+		return tls.Certificate{}, nil, fmt.Errorf(
+			"%w in %s: start a node first (edgereg node --data %s) or pass --cert/--key/--ca",
+			ErrNoLocalCA, dir, dataDir)
+	}
+	return LoadCredentials(filepath.Join(dir, "operator.crt"), filepath.Join(dir, "operator.key"), caFile)
+}

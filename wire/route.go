@@ -1,0 +1,74 @@
+package wire
+
+// Permission bits of a topic's queues on one broker group, as in RocketMQ's PermName.
+const (
+	PermPriority uint8 = 8
+	PermRead     uint8 = 4
+	PermWrite    uint8 = 2
+	PermInherit  uint8 = 1
+)
+
+// Topic system flags, as in RocketMQ's TopicSysFlag.
+const (
+	SysFlagUnit    uint32 = 1 << 0
+	SysFlagUnitSub uint32 = 1 << 1
+)
+
+// MasterID is the broker id of a broker group's master; slaves have ids above it.
+const MasterID int64 = 0
+
+// TopicConfig is one topic as a broker holds it.
+type TopicConfig struct {
+	Name        string `cbor:"1,keyasint"`
+	ReadQueues  uint32 `cbor:"2,keyasint,omitempty"`
+	WriteQueues uint32 `cbor:"3,keyasint,omitempty"`
+	Perm        uint8  `cbor:"4,keyasint,omitempty"`
+	SysFlag     uint32 `cbor:"5,keyasint,omitempty"`
+}
+
+// DataVersion identifies one state of a broker's topic configuration. A broker
+// bumps it whenever its topics change; a node compares it on every heartbeat to
+// tell the broker whether to re-send its full configuration.
+type DataVersion struct {
+	// State orders configurations across a broker's restarts; a registration
+	// whose State is lower than the one already held for the same broker id at
+	// another address is refused (RocketMQ's stateVersion).
+	State     uint64 `cbor:"1,keyasint,omitempty"`
+	Timestamp int64  `cbor:"2,keyasint,omitempty"`
+	Counter   uint64 `cbor:"3,keyasint,omitempty"`
+}
+
+// QueueData is the part of a route that one broker group holds.
+type QueueData struct {
+	BrokerName  string `cbor:"1,keyasint"`
+	ReadQueues  uint32 `cbor:"2,keyasint,omitempty"`
+	WriteQueues uint32 `cbor:"3,keyasint,omitempty"`
+	Perm        uint8  `cbor:"4,keyasint,omitempty"`
+	SysFlag     uint32 `cbor:"5,keyasint,omitempty"`
+}
+
+// BrokerData describes one broker group: its cluster, name, zone and the
+// address of each member by broker id (MasterID is the master).
+type BrokerData struct {
+	Cluster string           `cbor:"1,keyasint"`
+	Name    string           `cbor:"2,keyasint"`
+	Zone    string           `cbor:"3,keyasint,omitempty"`
+	Addrs   map[int64]string `cbor:"4,keyasint"`
+}
+
+// Route is where a topic lives: the queues of each broker group that holds it,
+// joined with those groups' broker data. Both lists are sorted by broker name,
+// so a route always encodes to the same bytes.
+type Route struct {
+	Queues  []QueueData  `cbor:"1,keyasint"`
+	Brokers []BrokerData `cbor:"2,keyasint"`
+}
+
+// ClusterInfo is the registry's view of every cluster: which broker groups
+// each cluster has, and each group's broker data.
+type ClusterInfo struct {
+	// Clusters maps a cluster name to the sorted names of its broker groups.
+	Clusters map[string][]string `cbor:"1,keyasint"`
+	// Groups maps a broker group name to its broker data.
+	Groups map[string]BrokerData `cbor:"2,keyasint"`
+}
