@@ -3,7 +3,7 @@
 GO      ?= go
 BIN     ?= bin/edgereg
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/edgereg/edgereg/cmd/edgereg/internal/version.Version=$(VERSION)
+LDFLAGS := -X github.com/edgereg/edgereg/node.Version=$(VERSION)
 
 .PHONY: all build run test bench fuzz clean
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgereg/edgereg/cmd/edgereg/internal/version"
+	"github.com/edgereg/edgereg/node"
 )
 
 func main() {
@@ -29,7 +29,7 @@ func newRootCmd() *cobra.Command {
 		Use:   "version",
 		Short: "Print the edgereg version",
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "edgereg", version.Version)
+			fmt.Fprintln(cmd.OutOrStdout(), "edgereg", node.Version)
 		},
 	})
 	root.AddCommand(&cobra.Command{

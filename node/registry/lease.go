@@ -321,3 +321,14 @@ func (h deadlineHeap) down(i int) {
 		i = c
 	}
 }
+
+// Lease returns the lease of the broker at addr in a cluster.
+func (r *Registry) Lease(clusterName, addr string) (LeaseInfo, bool) {
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	l := r.leases[leaseKey{clusterName, addr}]
+	if l == nil {
+		return LeaseInfo{}, false
+	}
+	return l.info(), true
+}

@@ -1,0 +1,185 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/edgereg/edgereg/node/registry"
+	"github.com/edgereg/edgereg/wire"
+)
+
+// Defaults a node gets with no configuration.
+const (
+	DefaultAddr              = "127.0.0.1:9876"
+	DefaultAdminAddr         = "127.0.0.1:9877"
+	DefaultDataDir           = "./edgereg-data"
+	DefaultHeartbeatInterval = 30 * time.Second
+	DefaultExpiryThreshold   = registry.DefaultThreshold
+	DefaultScanInterval      = 5 * time.Second
+	DefaultMaxConns          = 10_000
+	DefaultMaxConnsPerHost   = 64
+	DefaultMaxStreamsPerConn = 100
+	DefaultReadTimeout       = 10 * time.Second
+	DefaultIdleTimeout       = 5 * time.Minute
+	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultMaxWatchesPerConn = 10_000
+)
+
+// AdminOff as Config.AdminAddr turns the admin HTTP server off.
+const AdminOff = "off"
+
+// Config configures a Node. The zero value, after Defaults, runs a node on
+// 127.0.0.1:9876 with its data in ./edgereg-data and a local CA.
+type Config struct {
+	// Addr is the UDP address to listen on.
+	Addr string
+	// AdminAddr is the HTTP address for /healthz, /readyz and /metrics;
+	// "off" turns it off. Default 127.0.0.1:9877.
+	AdminAddr string
+	// DataDir holds the node's identity, keys, TLS material and KV config.
+	DataDir string
+
+	// CertFile, KeyFile and ClientCAFile replace the local CA with real
+	// credentials; all three or none.
+	CertFile, KeyFile, ClientCAFile string
+	// RevocationFile lists revoked client certificate serials (hex, one a
+	// line); re-read at start.
+	RevocationFile string
+	// Hosts are extra names and addresses for the local CA to put in the
+	// node's certificate.
+	Hosts []string
+	// AllowAnonymousClients lets peers without a certificate read routes.
+	AllowAnonymousClients bool
+
+	// HeartbeatInterval is the brokers' heartbeat period; the warm-up window
+	// defaults to it. Default 30 s.
+	HeartbeatInterval time.Duration
+	// WarmUp is how long after start a route miss says "warming up" rather
+	// than "not found". Default HeartbeatInterval; negative disables.
+	WarmUp time.Duration
+	// ExpiryThreshold is how long a broker may stay silent by default.
+	// Default 120 s.
+	ExpiryThreshold time.Duration
+	// ScanInterval is how often expired leases are looked for. Default 5 s.
+	ScanInterval time.Duration
+
+	// MaxConns bounds connections in total, MaxConnsPerHost per source IP,
+	// MaxStreamsPerConn concurrent streams per connection.
+	MaxConns, MaxConnsPerHost, MaxStreamsPerConn int
+	// MaxRequestLen caps frames from clients; MaxBrokerFrameLen from brokers
+	// and operators.
+	MaxRequestLen, MaxBrokerFrameLen int
+	// Workers bounds requests handled at once. Default 8 per CPU.
+	Workers int
+	// ReadTimeout bounds how long a started frame may take to arrive; a slow
+	// sender is cut off. Default 10 s.
+	ReadTimeout time.Duration
+	// IdleTimeout closes a stream that sends nothing for this long. Default
+	// 5 min (a broker heartbeats every 30 s).
+	IdleTimeout time.Duration
+	// MaxWatchesPerConn bounds watched topics per connection.
+	MaxWatchesPerConn int
+
+	// Logger receives lifecycle events; default slog.Default().
+	Logger *slog.Logger
+	// Clock is for tests; default the wall clock.
+	Clock registry.Clock
+}
+
+// WithDefaults returns the config with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	setDefault(&c.Addr, DefaultAddr)
+	setDefault(&c.AdminAddr, DefaultAdminAddr)
+	setDefault(&c.DataDir, DefaultDataDir)
+	setDefault(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	setDefault(&c.WarmUp, c.HeartbeatInterval)
+	setDefault(&c.ExpiryThreshold, DefaultExpiryThreshold)
+	setDefault(&c.ScanInterval, DefaultScanInterval)
+	setDefault(&c.MaxConns, DefaultMaxConns)
+	setDefault(&c.MaxConnsPerHost, DefaultMaxConnsPerHost)
+	setDefault(&c.MaxStreamsPerConn, DefaultMaxStreamsPerConn)
+	setDefault(&c.MaxRequestLen, wire.DefaultMaxRequestLen)
+	setDefault(&c.MaxBrokerFrameLen, wire.DefaultMaxBrokerFrameLen)
+	setDefault(&c.ReadTimeout, DefaultReadTimeout)
+	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
+	if c.Workers <= 0 {
+		c.Workers = 8 * maxProcs()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = registry.SystemClock{}
+	}
+	return c
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Validate reports the first setting that cannot work, with a message that
+// names it.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("listen address %q: %w", c.Addr, err)
+	}
+	if c.AdminAddr != AdminOff {
+		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			return fmt.Errorf("admin address %q: %w", c.AdminAddr, err)
+		}
+	}
+	if n := countSet(c.CertFile, c.KeyFile, c.ClientCAFile); n != 0 && n != 3 {
+		return errors.New("--cert, --key and --client-ca go together: give all three or none")
+	}
+	positive := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"heartbeat interval", c.HeartbeatInterval}, {"expiry threshold", c.ExpiryThreshold},
+		{"scan interval", c.ScanInterval}, {"read timeout", c.ReadTimeout}, {"idle timeout", c.IdleTimeout},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			return fmt.Errorf("%s must be positive, got %s", p.name, p.d)
+		}
+	}
+	if c.ExpiryThreshold <= c.HeartbeatInterval {
+		return fmt.Errorf("expiry threshold %s must exceed the heartbeat interval %s, or every broker expires between heartbeats", c.ExpiryThreshold, c.HeartbeatInterval)
+	}
+	limits := []struct {
+		name string
+		v    int
+	}{
+		{"max connections", c.MaxConns}, {"max connections per host", c.MaxConnsPerHost},
+		{"max streams per connection", c.MaxStreamsPerConn}, {"workers", c.Workers},
+		{"max request size", c.MaxRequestLen}, {"max broker frame size", c.MaxBrokerFrameLen},
+		{"max watches per connection", c.MaxWatchesPerConn},
+	}
+	for _, l := range limits {
+		if l.v <= 0 {
+			return fmt.Errorf("%s must be positive, got %d", l.name, l.v)
+		}
+	}
+	if c.MaxBrokerFrameLen > wire.MaxFrameLen || c.MaxRequestLen > wire.MaxFrameLen {
+		return fmt.Errorf("frame size limits may not exceed %d bytes", wire.MaxFrameLen)
+	}
+	return nil
+}
+
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,242 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// QUIC application error codes a node closes connections and streams with.
+const (
+	codeShutdown      quic.ApplicationErrorCode = 0x10
+	codeNoIdentity    quic.ApplicationErrorCode = 0x11
+	codeStreamTimeout quic.StreamErrorCode      = 0x20
+	codeStreamAbort   quic.StreamErrorCode      = 0x21
+)
+
+// connLimits bounds connections in total and per source host. It runs
+// before the handshake (quic.Transport.ConnContext), so refusing is cheap.
+type connLimits struct {
+	max, perHost int
+	mu           sync.Mutex
+	total        int
+	byHost       map[string]int
+}
+
+func newConnLimits(max, perHost int) *connLimits {
+	return &connLimits{max: max, perHost: perHost, byHost: make(map[string]int)}
+}
+
+var errTooManyConns = errors.New("connection limit reached")
+
+func (l *connLimits) admit(ctx context.Context, info *quic.ClientInfo) (context.Context, error) {
+	host := info.RemoteAddr.String()
+	if ua, ok := info.RemoteAddr.(*net.UDPAddr); ok {
+		host = ua.IP.String()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.total >= l.max || l.byHost[host] >= l.perHost {
+		return nil, errTooManyConns
+	}
+	l.total++
+	l.byHost[host]++
+	context.AfterFunc(ctx, func() { l.release(host) })
+	return ctx, nil
+}
+
+func (l *connLimits) release(host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.total--
+	if l.byHost[host]--; l.byHost[host] <= 0 {
+		delete(l.byHost, host)
+	}
+}
+
+// peer is who is on the other end of a connection.
+type peer struct {
+	pki.Identity
+	anonymous bool
+	remote    string
+}
+
+func (p peer) role() string {
+	if p.anonymous {
+		return "anonymous"
+	}
+	return string(p.Role)
+}
+
+// connState is what a node keeps per connection.
+type connState struct {
+	peer       peer
+	frameLimit int
+	watchMu    sync.Mutex
+	watches    int // topics watched over all streams of the connection
+}
+
+func (n *Node) serveConn(qc *quic.Conn) {
+	n.conns.Store(qc, struct{}{})
+	defer n.conns.Delete(qc)
+	n.stats.conns.Add(1)
+	defer n.stats.conns.Add(-1)
+	p, err := n.identify(qc)
+	if err != nil {
+		n.log.Debug("connection refused", "remote", qc.RemoteAddr().String(), "err", err)
+		qc.CloseWithError(codeNoIdentity, err.Error())
+		return
+	}
+	cs := &connState{peer: p, frameLimit: n.cfg.MaxRequestLen}
+	if p.Role == pki.RoleBroker || p.Role == pki.RoleOperator {
+		cs.frameLimit = n.cfg.MaxBrokerFrameLen
+	}
+	ctx := qc.Context()
+	for {
+		s, err := qc.AcceptStream(ctx)
+		if err != nil {
+			return
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.serveStream(cs, s)
+		}()
+	}
+}
+
+func (n *Node) identify(qc *quic.Conn) (peer, error) {
+	p := peer{remote: qc.RemoteAddr().String()}
+	id, err := pki.IdentityFromConnState(qc.ConnectionState().TLS)
+	switch {
+	case err == nil:
+		p.Identity = id
+		return p, nil
+	case errors.Is(err, pki.ErrNoPeerCert) && n.cfg.AllowAnonymousClients:
+		p.anonymous = true
+		return p, nil
+	}
+	return p, fmt.Errorf("no usable identity in client certificate: %w", err)
+}
+
+// streamWriter serializes frames written to one stream by its request loop
+// and its watch pusher.
+type streamWriter struct {
+	s       *quic.Stream
+	mu      sync.Mutex
+	timeout time.Duration
+}
+
+func (w *streamWriter) write(f *wire.Frame) error {
+	buf, err := wire.AppendFrame(nil, f)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.s.SetWriteDeadline(time.Now().Add(w.timeout))
+	_, err = w.s.Write(buf)
+	return err
+}
+
+// serveStream answers the frames of one stream in order until the peer
+// finishes it, breaks the protocol, or goes quiet for too long.
+func (n *Node) serveStream(cs *connState, s *quic.Stream) {
+	n.stats.streams.Add(1)
+	defer n.stats.streams.Add(-1)
+	w := &streamWriter{s: s, timeout: n.cfg.ReadTimeout}
+	var watch *watcher
+	defer func() {
+		if watch != nil {
+			watch.close()
+		}
+		s.Close()
+	}()
+	for first := true; ; first = false {
+		idle := n.cfg.IdleTimeout
+		if first {
+			idle = n.cfg.ReadTimeout // a new stream must say something soon
+		}
+		buf, err := n.readFrame(s, idle, cs.frameLimit)
+		if err != nil {
+			n.endStream(w, err)
+			return
+		}
+		var f wire.Frame
+		if err := wire.DecodeFrame(buf, &f); err != nil {
+			// The length prefix kept the stream in step: answer and go on.
+			n.stats.badFrames.Add(1)
+			if w.write(errorFrame(0, 0, wire.Errorf(wire.CodeBadRequest, "%v", err))) != nil {
+				return
+			}
+			continue
+		}
+		resp := n.handle(cs, &f, w, &watch)
+		if resp != nil && w.write(resp) != nil {
+			return
+		}
+	}
+}
+
+// readFrame reads one frame: the header may take up to idle, the body up to
+// the read timeout once the header has arrived. Oversized frames are refused
+// before their body is read.
+func (n *Node) readFrame(s *quic.Stream, idle time.Duration, limit int) ([]byte, error) {
+	var hdr [wire.FrameHeaderLen]byte
+	s.SetReadDeadline(time.Now().Add(idle))
+	if _, err := io.ReadFull(s, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := int(binary.BigEndian.Uint32(hdr[:]))
+	switch {
+	case size == 0:
+		return nil, wire.ErrEmptyFrame
+	case size > limit:
+		return nil, &wire.FrameTooLargeError{Len: size, Limit: limit}
+	}
+	s.SetReadDeadline(time.Now().Add(n.cfg.ReadTimeout))
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(s, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// endStream closes a stream whose read failed, telling the peer why when
+// the stream is still usable for that.
+func (n *Node) endStream(w *streamWriter, err error) {
+	var tooLarge *wire.FrameTooLargeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return // the peer finished: a clean end
+	case errors.As(err, &tooLarge):
+		n.stats.badFrames.Add(1)
+		w.write(errorFrame(0, 0, wire.Errorf(wire.CodeFrameTooLarge, "%v", err)))
+		w.s.CancelRead(codeStreamAbort)
+	case errors.Is(err, wire.ErrEmptyFrame):
+		n.stats.badFrames.Add(1)
+		w.write(errorFrame(0, 0, wire.Errorf(wire.CodeBadRequest, "empty frame")))
+		w.s.CancelRead(codeStreamAbort)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		n.stats.timeouts.Add(1)
+		w.s.CancelRead(codeStreamTimeout)
+		w.s.CancelWrite(codeStreamTimeout)
+	default:
+		w.s.CancelRead(codeStreamAbort)
+	}
+}
+
+func errorFrame(t wire.Type, id uint64, e *wire.Error) *wire.Frame {
+	return &wire.Frame{Type: t, ID: id, Error: e}
+}

@@ -1,0 +1,330 @@
+package node
+
+import (
+	"errors"
+	"time"
+
+	"github.com/edgereg/edgereg/node/kv"
+	"github.com/edgereg/edgereg/node/registry"
+	"github.com/edgereg/edgereg/wire"
+)
+
+// MaxTopicsPerQuery bounds the topics one get-routes or watch may name.
+const MaxTopicsPerQuery = 10_000
+
+// handle authorizes and answers one request frame. It returns nil when the
+// frame needs no response.
+func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) *wire.Frame {
+	start := time.Now()
+	if !f.Type.Known() || f.Type == wire.TypeRouteEvent {
+		n.stats.badFrames.Add(1)
+		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnknownType, "unknown message type %d", uint16(f.Type)))
+	}
+	if err := authorize(cs.peer, f.Type); err != nil {
+		n.stats.denied.Add(1)
+		return errorFrame(f.Type, f.ID, err)
+	}
+	if !n.acquireWorker() {
+		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
+	}
+	defer n.releaseWorker()
+	body, err := n.dispatch(cs, f, w, watch)
+	n.stats.observe(f.Type, time.Since(start), err)
+	if err != nil {
+		return errorFrame(f.Type, f.ID, toWireError(err))
+	}
+	resp := &wire.Frame{Type: f.Type, ID: f.ID}
+	if body != nil {
+		b, err := wire.Marshal(body)
+		if err != nil {
+			return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeInternal, "encode response: %v", err))
+		}
+		resp.Body = b
+	}
+	return resp
+}
+
+func (n *Node) acquireWorker() bool {
+	select {
+	case n.workers <- struct{}{}:
+	case <-n.stop:
+		return false
+	}
+	select {
+	case <-n.stop:
+		<-n.workers
+		return false
+	default:
+		return true
+	}
+}
+
+func (n *Node) releaseWorker() { <-n.workers }
+
+// dispatch decodes a request and runs it, returning the response body.
+func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) (any, error) {
+	switch f.Type {
+	case wire.TypeRegister:
+		return decodeRun(f, func(r *wire.Register) (any, error) { return n.register(cs, r) })
+	case wire.TypeUpdateTopics:
+		return decodeRun(f, func(u *wire.UpdateTopics) (any, error) { return n.updateTopics(cs, u) })
+	case wire.TypeHeartbeat:
+		return decodeRun(f, func(h *wire.Heartbeat) (any, error) { return n.heartbeat(cs, h) })
+	case wire.TypeUnregister:
+		return decodeRun(f, func(u *wire.Unregister) (any, error) { return nil, n.unregister(cs, u) })
+	case wire.TypeGetRoutes:
+		return decodeRun(f, n.getRoutes)
+	case wire.TypeClusterInfo:
+		return n.reg.ClusterInfo(), nil
+	case wire.TypeTopics:
+		return decodeRun(f, n.topics)
+	case wire.TypeBrokerMemberGroup:
+		return decodeRun(f, func(q *wire.MemberGroupQuery) (any, error) {
+			return n.reg.BrokerMemberGroup(q.Cluster, q.BrokerName)
+		})
+	case wire.TypeWatch:
+		return decodeRun(f, func(q *wire.Watch) (any, error) { return n.watch(cs, w, watch, q) })
+	case wire.TypeUnwatch:
+		return decodeRun(f, func(q *wire.Unwatch) (any, error) { return n.unwatch(cs, *watch, q) })
+	case wire.TypePing:
+		return wire.Pong{NodeID: n.id, StartedMs: n.started.UnixMilli(), WarmingUp: n.WarmingUp(), Version: Version}, nil
+	}
+	return n.dispatchAdmin(f)
+}
+
+func (n *Node) dispatchAdmin(f *wire.Frame) (any, error) {
+	switch f.Type {
+	case wire.TypeDeleteTopic:
+		return decodeRun(f, func(d *wire.DeleteTopic) (any, error) {
+			err := n.reg.DeleteTopic(d.Topic, d.Clusters...)
+			if err == nil {
+				n.log.Info("topic deleted", "topic", d.Topic, "clusters", d.Clusters)
+			}
+			return nil, err
+		})
+	case wire.TypeWipeWritePerm, wire.TypeAddWritePerm:
+		return decodeRun(f, func(p *wire.PermRequest) (any, error) { return n.perm(f.Type, p) })
+	case wire.TypeKVPut:
+		return decodeRun(f, func(r *wire.KVRequest) (any, error) { return nil, n.kv.Put(r.Namespace, r.Key, r.Value) })
+	case wire.TypeKVGet:
+		return decodeRun(f, func(r *wire.KVRequest) (any, error) {
+			v, err := n.kv.Get(r.Namespace, r.Key)
+			return wire.KVValue{Value: v}, err
+		})
+	case wire.TypeKVDelete:
+		return decodeRun(f, func(r *wire.KVRequest) (any, error) { return nil, n.kv.Delete(r.Namespace, r.Key) })
+	case wire.TypeKVList:
+		return decodeRun(f, func(r *wire.KVRequest) (any, error) {
+			m, err := n.kv.List(r.Namespace)
+			return wire.KVList{Entries: m}, err
+		})
+	case wire.TypeLeases:
+		return n.leases(), nil
+	}
+	return nil, wire.Errorf(wire.CodeUnknownType, "unknown message type %d", uint16(f.Type))
+}
+
+// decodeRun decodes a frame's body into a new T and runs fn on it.
+func decodeRun[T any](f *wire.Frame, fn func(*T) (any, error)) (any, error) {
+	var req T
+	if err := f.DecodeBody(&req); err != nil {
+		return nil, err
+	}
+	return fn(&req)
+}
+
+func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
+	if err := authorizeGroup(cs.peer, r.BrokerName); err != nil {
+		return nil, err
+	}
+	_, existed := n.reg.Lease(r.Cluster, r.Addr)
+	res, err := n.reg.Register(registry.Registration{
+		Cluster: r.Cluster, BrokerName: r.BrokerName, BrokerID: r.BrokerID, Addr: r.Addr,
+		HAAddr: r.HAAddr, Zone: r.Zone, ActingMaster: r.ActingMaster, DataVersion: r.DataVersion,
+		Topics: r.Topics, HeartbeatTimeout: time.Duration(r.HeartbeatTimeoutMs) * time.Millisecond,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.stats.registrations.Add(1)
+	if !existed {
+		n.log.Info("broker registered", "cluster", r.Cluster, "broker", r.BrokerName, "id", r.BrokerID,
+			"addr", r.Addr, "topics", len(r.Topics), "epoch", res.Epoch, "remote", cs.peer.remote)
+	}
+	return wire.RegisterAck{
+		Lease:      leaseAck(res.Lease),
+		MasterAddr: res.MasterAddr, MasterHAAddr: res.MasterHAAddr,
+	}, nil
+}
+
+// authorizeLease checks that a broker acts for a lease of a group its
+// certificate names.
+func (n *Node) authorizeLease(cs *connState, cluster, addr string) error {
+	if l, ok := n.reg.Lease(cluster, addr); ok {
+		if err := authorizeGroup(cs.peer, l.BrokerName); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) updateTopics(cs *connState, u *wire.UpdateTopics) (any, error) {
+	if err := n.authorizeLease(cs, u.Cluster, u.Addr); err != nil {
+		return nil, err
+	}
+	l, err := n.reg.UpdateTopics(registry.TopicUpdate{
+		Cluster: u.Cluster, Addr: u.Addr, Epoch: u.Epoch, DataVersion: u.DataVersion,
+		Upsert: u.Upsert, Remove: u.Remove,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return leaseAck(l), nil
+}
+
+func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
+	if err := n.authorizeLease(cs, h.Cluster, h.Addr); err != nil {
+		return nil, err
+	}
+	l, err := n.reg.Heartbeat(h.Cluster, h.Addr, h.Epoch, h.DataVersion)
+	if err != nil {
+		return nil, err
+	}
+	n.stats.heartbeats.Add(1)
+	return leaseAck(l), nil
+}
+
+func (n *Node) unregister(cs *connState, u *wire.Unregister) error {
+	l, ok := n.reg.Lease(u.Cluster, u.Addr)
+	if ok {
+		if err := authorizeGroup(cs.peer, l.BrokerName); err != nil {
+			return err
+		}
+	}
+	if err := n.reg.Unregister(u.Cluster, u.Addr, u.Epoch); err != nil {
+		return err
+	}
+	n.log.Info("broker unregistered", "cluster", u.Cluster, "broker", l.BrokerName, "addr", u.Addr, "epoch", u.Epoch)
+	return nil
+}
+
+func leaseAck(l registry.Lease) wire.LeaseAck {
+	return wire.LeaseAck{Epoch: l.Epoch, DeadlineMs: l.Deadline.UnixMilli(), VersionChanged: l.VersionChanged}
+}
+
+func (n *Node) getRoutes(q *wire.GetRoutes) (any, error) {
+	if len(q.Topics) == 0 {
+		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names no topic")
+	}
+	if len(q.Topics) > MaxTopicsPerQuery {
+		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names %d topics, more than %d", len(q.Topics), MaxTopicsPerQuery)
+	}
+	out := wire.Routes{Results: make([]wire.RouteResult, len(q.Topics))}
+	for i, tv := range q.Topics {
+		out.Results[i] = n.routeResult(tv)
+	}
+	return &out, nil
+}
+
+// routeResult answers one topic of a poll or a watch.
+func (n *Node) routeResult(tv wire.TopicVersion) wire.RouteResult {
+	e, err := n.reg.Route(tv.Topic)
+	switch {
+	case err != nil && n.WarmingUp():
+		n.stats.routeReads[wire.StatusWarmingUp].Add(1)
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusWarmingUp}
+	case err != nil:
+		n.stats.routeReads[wire.StatusNotFound].Add(1)
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}
+	case e.Version == tv.Version:
+		n.stats.routeReads[wire.StatusNotModified].Add(1)
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: e.Version}
+	}
+	n.stats.routeReads[wire.StatusOK].Add(1)
+	return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusOK, Version: e.Version, Route: e.Body}
+}
+
+func (n *Node) topics(q *wire.TopicsQuery) (any, error) {
+	var ts []string
+	var err error
+	switch q.Kind {
+	case wire.TopicsAll:
+		ts = n.reg.Topics()
+	case wire.TopicsByCluster:
+		ts, err = n.reg.TopicsByCluster(q.Cluster)
+	case wire.TopicsSystem:
+		ts = n.reg.SystemTopics()
+	case wire.TopicsUnit:
+		ts = n.reg.UnitTopics()
+	case wire.TopicsUnitSub:
+		ts = n.reg.UnitSubTopics()
+	case wire.TopicsUnitSubWithoutUnit:
+		ts = n.reg.UnitSubNonUnitTopics()
+	default:
+		return nil, wire.Errorf(wire.CodeBadRequest, "unknown topic list kind %d", q.Kind)
+	}
+	if ts == nil {
+		ts = []string{}
+	}
+	return wire.TopicList{Topics: ts}, err
+}
+
+func (n *Node) perm(t wire.Type, p *wire.PermRequest) (any, error) {
+	var changed int
+	var err error
+	if t == wire.TypeWipeWritePerm {
+		changed, err = n.reg.WipeWritePerm(p.BrokerName)
+	} else {
+		changed, err = n.reg.AddWritePerm(p.BrokerName)
+	}
+	if err != nil {
+		return nil, err
+	}
+	n.log.Info("write permission changed", "broker", p.BrokerName, "action", t.String(), "topics", changed)
+	return wire.PermResult{Changed: changed}, nil
+}
+
+func (n *Node) leases() wire.LeaseList {
+	ls := n.reg.Leases()
+	out := wire.LeaseList{Leases: make([]wire.LeaseInfo, len(ls))}
+	for i, l := range ls {
+		out.Leases[i] = wire.LeaseInfo{
+			Cluster: l.Cluster, Addr: l.Addr, BrokerName: l.BrokerName, BrokerID: l.BrokerID,
+			Zone: l.Zone, Epoch: l.Epoch, DataVersion: l.DataVersion,
+			LastHeartbeatMs: l.LastHeartbeat.UnixMilli(), DeadlineMs: l.Deadline.UnixMilli(),
+			ThresholdMs: l.Threshold.Milliseconds(), Heartbeats: l.Heartbeats,
+		}
+	}
+	return out
+}
+
+// toWireError maps an error to the code a peer can branch on, keeping the
+// message a person can act on.
+func toWireError(err error) *wire.Error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	codes := []struct {
+		target error
+		code   wire.Code
+	}{
+		{registry.ErrTopicNotFound, wire.CodeNotFound},
+		{registry.ErrClusterNotFound, wire.CodeNotFound},
+		{registry.ErrBrokerGroupNotFound, wire.CodeNotFound},
+		{kv.ErrNotFound, wire.CodeNotFound},
+		{registry.ErrLeaseNotFound, wire.CodeLeaseNotFound},
+		{registry.ErrStaleEpoch, wire.CodeStaleEpoch},
+		{registry.ErrStaleState, wire.CodeStaleState},
+		{registry.ErrConflict, wire.CodeConflict},
+		{registry.ErrNotGroupLeader, wire.CodeNotGroupLeader},
+		{registry.ErrInvalid, wire.CodeBadRequest},
+		{kv.ErrInvalid, wire.CodeBadRequest},
+	}
+	for _, c := range codes {
+		if errors.Is(err, c.target) {
+			return &wire.Error{Code: c.code, Message: err.Error()}
+		}
+	}
+	return &wire.Error{Code: wire.CodeInternal, Message: err.Error()}
+}

@@ -1,0 +1,341 @@
+// Package node is the edgereg registry server: it accepts QUIC connections
+// from brokers, clients and operators, authorizes and dispatches their
+// requests to the route tables (package registry), expires silent brokers,
+// and keeps what must survive a restart in its data directory.
+//
+// A node is safe against hostile peers by construction: connections are
+// bounded in total and per source host, streams per connection by QUIC flow
+// control, requests in progress by a worker pool, every frame by a size cap
+// chosen by the peer's role, and every read by a deadline.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/node/kv"
+	"github.com/edgereg/edgereg/node/registry"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// Files in the data directory besides tls/ and the KV config.
+const (
+	nodeIDFile   = "node-id"
+	resetKeyFile = "quic-reset.key"
+	tokenKeyFile = "quic-token.key"
+)
+
+// ErrClosed is returned by Serve after Shutdown.
+var ErrClosed = errors.New("node closed")
+
+// Node is one registry server.
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	id       string
+	started  time.Time
+	reg      *registry.Registry
+	kv       *kv.Store
+	watches  *watchHub
+	tlsConf  *tls.Config
+	udp      net.PacketConn
+	tr       *quic.Transport
+	ln       *quic.Listener
+	workers  chan struct{}
+	limits   *connLimits
+	closing  atomic.Bool
+	conns    sync.Map // *quic.Conn -> struct{}
+	wg       sync.WaitGroup
+	stop     chan struct{}
+	stopOnce sync.Once
+	admin    *adminServer
+	stats    stats
+}
+
+// New prepares a node: it creates or loads the data directory, its TLS
+// material and keys, and binds the UDP port. Serve starts it.
+func New(cfg Config) (*Node, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		started: cfg.Clock.Now(),
+		workers: make(chan struct{}, cfg.Workers),
+		limits:  newConnLimits(cfg.MaxConns, cfg.MaxConnsPerHost),
+		stop:    make(chan struct{}),
+	}
+	n.watches = newWatchHub()
+	n.reg = registry.New(registry.Config{
+		Clock:            cfg.Clock,
+		DefaultThreshold: cfg.ExpiryThreshold,
+		OnChange:         n.watches.changed,
+	})
+	var err error
+	if n.id, err = loadNodeID(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if n.kv, err = kv.Open(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if n.tlsConf, err = n.serverTLS(); err != nil {
+		return nil, err
+	}
+	if err := n.listen(); err != nil {
+		return nil, err
+	}
+	if cfg.AdminAddr != AdminOff {
+		if n.admin, err = newAdminServer(n, cfg.AdminAddr); err != nil {
+			n.ln.Close()
+			n.tr.Close()
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// Registry returns the node's route tables, for embedding and tests.
+func (n *Node) Registry() *registry.Registry { return n.reg }
+
+// Addr returns the UDP address the node listens on.
+func (n *Node) Addr() net.Addr { return n.udp.LocalAddr() }
+
+// AdminAddr returns the admin HTTP address, or nil when it is off.
+func (n *Node) AdminAddr() net.Addr {
+	if n.admin == nil {
+		return nil
+	}
+	return n.admin.addr()
+}
+
+// ID returns the node's persistent identity.
+func (n *Node) ID() string { return n.id }
+
+// WarmingUp reports whether the node is inside its warm-up window, when a
+// route miss may only mean brokers have not re-registered yet.
+func (n *Node) WarmingUp() bool {
+	return n.cfg.WarmUp > 0 && n.cfg.Clock.Now().Sub(n.started) < n.cfg.WarmUp
+}
+
+func (n *Node) serverTLS() (*tls.Config, error) {
+	if n.cfg.CertFile != "" {
+		cert, cas, err := pki.LoadCredentials(n.cfg.CertFile, n.cfg.KeyFile, n.cfg.ClientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		return n.withRevocations(pki.ServerConfig(cert, cas, n.cfg.AllowAnonymousClients))
+	}
+	hosts := append([]string{hostOf(n.cfg.Addr)}, n.cfg.Hosts...)
+	local, err := pki.EnsureLocal(n.cfg.DataDir, hosts)
+	if err != nil {
+		return nil, fmt.Errorf("local CA: %w", err)
+	}
+	return n.withRevocations(pki.ServerConfig(local.Node, local.CAPool, n.cfg.AllowAnonymousClients))
+}
+
+func (n *Node) withRevocations(conf *tls.Config) (*tls.Config, error) {
+	if n.cfg.RevocationFile == "" {
+		return conf, nil
+	}
+	rl, err := pki.LoadRevocations(n.cfg.RevocationFile)
+	if err != nil {
+		return nil, err
+	}
+	conf.VerifyConnection = pki.VerifyConnection(rl)
+	return conf, nil
+}
+
+func hostOf(addr string) string {
+	h, _, _ := net.SplitHostPort(addr)
+	return strings.Trim(h, "[]")
+}
+
+func (n *Node) listen() error {
+	resetKey, err := pki.LoadOrCreateKey(filepath.Join(n.cfg.DataDir, resetKeyFile))
+	if err != nil {
+		return fmt.Errorf("stateless reset key: %w", err)
+	}
+	tokenKey, err := pki.LoadOrCreateKey(filepath.Join(n.cfg.DataDir, tokenKeyFile))
+	if err != nil {
+		return fmt.Errorf("token key: %w", err)
+	}
+	udpAddr, err := net.ResolveUDPAddr("udp", n.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen address %s: %w", n.cfg.Addr, err)
+	}
+	udp, err := net.ListenUDP("udp", udpAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", n.cfg.Addr, err)
+	}
+	n.udp = udp
+	sk := quic.StatelessResetKey(resetKey)
+	tk := quic.TokenGeneratorKey(tokenKey)
+	n.tr = &quic.Transport{
+		Conn:              udp,
+		StatelessResetKey: &sk,
+		TokenGeneratorKey: &tk,
+		ConnContext:       n.limits.admit,
+	}
+	n.ln, err = n.tr.Listen(n.tlsConf, &quic.Config{
+		MaxIncomingStreams:    int64(n.cfg.MaxStreamsPerConn),
+		MaxIncomingUniStreams: -1, // the protocol uses none
+		KeepAlivePeriod:       15 * time.Second,
+		MaxIdleTimeout:        60 * time.Second,
+	})
+	if err != nil {
+		udp.Close()
+		return fmt.Errorf("listen on %s: %w", n.cfg.Addr, err)
+	}
+	return nil
+}
+
+// Serve accepts connections until Shutdown, running the expiry scan and the
+// admin server alongside. It returns ErrClosed after Shutdown.
+func (n *Node) Serve() error {
+	n.log.Info("node started", "id", n.id, "addr", n.Addr().String(), "data", n.cfg.DataDir,
+		"warm_up", n.cfg.WarmUp.String(), "expiry_threshold", n.cfg.ExpiryThreshold.String())
+	n.wg.Add(2)
+	go n.expiryLoop()
+	go n.warmUpLoop()
+	if n.admin != nil {
+		n.wg.Add(1)
+		go func() { defer n.wg.Done(); n.admin.serve() }()
+	}
+	for {
+		qc, err := n.ln.Accept(context.Background())
+		if err != nil {
+			if n.closing.Load() {
+				return ErrClosed
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.serveConn(qc)
+		}()
+	}
+}
+
+// Shutdown stops the node gracefully: it stops accepting connections,
+// lets requests in progress finish until ctx ends, closes every connection
+// telling peers to go elsewhere, and releases the port. KV config is
+// persisted on every change, so nothing else needs saving.
+func (n *Node) Shutdown(ctx context.Context) error {
+	if !n.closing.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	n.log.Info("node shutting down")
+	n.stopOnce.Do(func() { close(n.stop) })
+	n.ln.Close()
+	err := n.drainWorkers(ctx)
+	n.conns.Range(func(k, _ any) bool {
+		k.(*quic.Conn).CloseWithError(codeShutdown, "node shutting down")
+		return true
+	})
+	if n.admin != nil {
+		n.admin.shutdown(ctx)
+	}
+	n.wg.Wait()
+	n.tr.Close()
+	n.udp.Close()
+	n.log.Info("node stopped")
+	return err
+}
+
+// drainWorkers waits for requests in progress by taking every worker slot;
+// requests that arrive meanwhile are told the node is shutting down.
+func (n *Node) drainWorkers(ctx context.Context) error {
+	for range cap(n.workers) {
+		select {
+		case n.workers <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("shutdown: requests still in progress: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+func (n *Node) expiryLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.ScanInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.ExpireNow()
+		}
+	}
+}
+
+// ExpireNow runs one expiry scan, as the node does every ScanInterval.
+func (n *Node) ExpireNow() []registry.LeaseInfo {
+	expired := n.reg.ExpireDue()
+	for _, l := range expired {
+		n.log.Info("broker expired", "cluster", l.Cluster, "broker", l.BrokerName, "id", l.BrokerID,
+			"addr", l.Addr, "epoch", l.Epoch, "reason", "no heartbeat within threshold",
+			"last_heartbeat", l.LastHeartbeat, "threshold", l.Threshold.String())
+	}
+	n.stats.expiries.Add(uint64(len(expired)))
+	return expired
+}
+
+func (n *Node) warmUpLoop() {
+	defer n.wg.Done()
+	if !n.WarmingUp() {
+		return
+	}
+	n.log.Info("node warming up: route misses answer warming-up", "for", n.cfg.WarmUp.String())
+	t := time.NewTimer(n.cfg.WarmUp - n.cfg.Clock.Now().Sub(n.started))
+	defer t.Stop()
+	select {
+	case <-n.stop:
+	case <-t.C:
+		n.log.Info("node ready: warm-up over")
+	}
+}
+
+func loadNodeID(dir string) (string, error) {
+	path := filepath.Join(dir, nodeIDFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("node id: %w", err)
+	}
+	var raw [8]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(raw[:])
+	if err := kv.WriteFileAtomic(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("node id: %w", err)
+	}
+	return id, nil
+}
+
+func maxProcs() int { return runtime.GOMAXPROCS(0) }

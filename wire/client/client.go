@@ -1,0 +1,199 @@
+// Package client is the Go side of the edgereg protocol: one QUIC connection
+// to one node, with a typed method for every request. Brokers, route
+// clients, the CLI and the benchmarks all use it.
+//
+// Requests go over a long-lived pipelined stream by default (a Pipe), so a
+// request costs one frame each way and no stream set-up; CallOnce sends a
+// request on a stream of its own, as the protocol's one-shot form.
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// Defaults.
+const (
+	DefaultDialTimeout   = 5 * time.Second
+	DefaultKeepAlive     = 15 * time.Second
+	DefaultIdleTimeout   = 60 * time.Second
+	DefaultRequestWindow = 10 * time.Second
+)
+
+// ErrClosed is returned by calls on a closed Conn or Pipe.
+var ErrClosed = errors.New("edgereg client: connection closed")
+
+// Config configures a connection. TLS is required: build it with
+// pki.ClientConfig so the node's certificate is verified.
+type Config struct {
+	TLS *tls.Config
+	// QUIC overrides the QUIC settings; by default keep-alives every 15 s
+	// hold NAT bindings and a connection idle for 60 s is closed.
+	QUIC *quic.Config
+	// MaxResponseLen caps a response frame; default wire.DefaultMaxResponseLen.
+	MaxResponseLen int
+	// RequestTimeout bounds a call whose context has no deadline; default 10 s.
+	RequestTimeout time.Duration
+}
+
+// Conn is a connection to one node. It is safe for concurrent use.
+type Conn struct {
+	qc   *quic.Conn
+	addr string
+	cfg  Config
+
+	mu   sync.Mutex
+	pipe *Pipe
+}
+
+// Dial connects to the node at addr (host:port).
+func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
+	if cfg.TLS == nil {
+		return nil, errors.New("edgereg client: no TLS config")
+	}
+	if cfg.MaxResponseLen <= 0 {
+		cfg.MaxResponseLen = wire.DefaultMaxResponseLen
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestWindow
+	}
+	qcfg := cfg.QUIC
+	if qcfg == nil {
+		qcfg = &quic.Config{KeepAlivePeriod: DefaultKeepAlive, MaxIdleTimeout: DefaultIdleTimeout}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
+		defer cancel()
+	}
+	qc, err := quic.DialAddr(ctx, addr, cfg.TLS, qcfg)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return &Conn{qc: qc, addr: addr, cfg: cfg}, nil
+}
+
+// Addr returns the address the connection was dialled with.
+func (c *Conn) Addr() string { return c.addr }
+
+// Done is closed when the connection is gone.
+func (c *Conn) Done() <-chan struct{} { return c.qc.Context().Done() }
+
+// Stats returns the connection's QUIC statistics (RTT, loss).
+func (c *Conn) Stats() quic.ConnectionStats { return c.qc.ConnectionStats() }
+
+// Close closes the connection and every stream on it.
+func (c *Conn) Close() error {
+	return c.qc.CloseWithError(0, "client closed")
+}
+
+// Call sends a request on the connection's shared pipe and decodes the
+// response body into resp (which may be nil). A node error is a *wire.Error.
+func (c *Conn) Call(ctx context.Context, t wire.Type, req, resp any) error {
+	p, err := c.sharedPipe(ctx)
+	if err != nil {
+		return err
+	}
+	err = p.Call(ctx, t, req, resp)
+	if errors.Is(err, ErrClosed) || isStreamError(err) {
+		c.dropPipe(p)
+	}
+	return err
+}
+
+func (c *Conn) sharedPipe(ctx context.Context) (*Pipe, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pipe != nil && !c.pipe.closed() {
+		return c.pipe, nil
+	}
+	p, err := c.OpenPipe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.pipe = p
+	return p, nil
+}
+
+func (c *Conn) dropPipe(p *Pipe) {
+	c.mu.Lock()
+	if c.pipe == p {
+		c.pipe = nil
+	}
+	c.mu.Unlock()
+	p.Close()
+}
+
+// CallOnce sends a request on a stream of its own: request, FIN, response,
+// FIN.
+func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	f, err := wire.NewRequest(t, 1, req)
+	if err != nil {
+		return err
+	}
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		return fmt.Errorf("%s to %s: open stream: %w", t, c.addr, err)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		s.CancelRead(0)
+		s.CancelWrite(0)
+	})
+	defer stop()
+	if err := wire.WriteFrame(s, f); err != nil {
+		return fmt.Errorf("%s to %s: %w", t, c.addr, ctxErr(ctx, err))
+	}
+	s.Close()
+	rf, err := wire.ReadFrame(s, c.cfg.MaxResponseLen)
+	if err != nil {
+		return fmt.Errorf("%s to %s: %w", t, c.addr, ctxErr(ctx, err))
+	}
+	return decodeResponse(&rf, resp)
+}
+
+func (c *Conn) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
+}
+
+// decodeResponse turns a response frame into resp or its *wire.Error.
+func decodeResponse(f *wire.Frame, resp any) error {
+	if f.Error != nil {
+		return f.Error
+	}
+	if resp == nil {
+		return nil
+	}
+	if err := f.DecodeBody(resp); err != nil {
+		return fmt.Errorf("decode %s response: %w", f.Type, err)
+	}
+	return nil
+}
+
+// ctxErr prefers the context's error when the context ended, since a
+// cancelled stream reports only "stream canceled".
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func isStreamError(err error) bool {
+	var se *quic.StreamError
+	var ae *quic.ApplicationError
+	var ie *quic.IdleTimeoutError
+	return errors.As(err, &se) || errors.As(err, &ae) || errors.As(err, &ie)
+}

@@ -1,0 +1,184 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// EventBuffer is how many pushed frames a Pipe holds for its reader before
+// it stops reading the stream (and so, through QUIC flow control, slows the
+// node down).
+const EventBuffer = 256
+
+// Pipe is a long-lived stream carrying pipelined requests matched by id. A
+// broker's session with a node is a Pipe; so is a watch. It is safe for
+// concurrent use.
+type Pipe struct {
+	s      *quic.Stream
+	conn   *Conn
+	wmu    sync.Mutex // serializes frame writes
+	mu     sync.Mutex
+	nextID uint64
+	wait   map[uint64]chan *wire.Frame
+	err    error
+	done   chan struct{}
+	events chan *wire.Frame
+}
+
+// OpenPipe opens a new long-lived stream.
+func (c *Conn) OpenPipe(ctx context.Context) (*Pipe, error) {
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open stream to %s: %w", c.addr, err)
+	}
+	p := &Pipe{
+		s:      s,
+		conn:   c,
+		wait:   make(map[uint64]chan *wire.Frame),
+		done:   make(chan struct{}),
+		events: make(chan *wire.Frame, EventBuffer),
+	}
+	go p.readLoop()
+	return p, nil
+}
+
+// Events delivers frames the node pushes (id 0), such as route events on a
+// watch. It is closed when the pipe ends.
+func (p *Pipe) Events() <-chan *wire.Frame { return p.events }
+
+// Done is closed when the pipe ends; Err then says why.
+func (p *Pipe) Done() <-chan struct{} { return p.done }
+
+// Err returns why the pipe ended, or nil while it is open.
+func (p *Pipe) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func (p *Pipe) closed() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close ends the pipe: pending calls fail with ErrClosed.
+func (p *Pipe) Close() error {
+	p.s.CancelRead(0)
+	p.s.Close()
+	p.fail(ErrClosed)
+	return nil
+}
+
+// Call sends a request and waits for its response.
+func (p *Pipe) Call(ctx context.Context, t wire.Type, req, resp any) error {
+	ctx, cancel := p.conn.withTimeout(ctx)
+	defer cancel()
+	id, ch, err := p.register()
+	if err != nil {
+		return err
+	}
+	f, err := wire.NewRequest(t, id, req)
+	if err == nil {
+		err = p.write(f)
+	}
+	if err != nil {
+		p.unregister(id)
+		return fmt.Errorf("%s to %s: %w", t, p.conn.addr, err)
+	}
+	select {
+	case rf := <-ch:
+		if rf == nil {
+			return fmt.Errorf("%s to %s: %w", t, p.conn.addr, p.Err())
+		}
+		return decodeResponse(rf, resp)
+	case <-ctx.Done():
+		p.unregister(id) // a late response is dropped
+		return fmt.Errorf("%s to %s: %w", t, p.conn.addr, ctx.Err())
+	}
+}
+
+// Send writes a frame that expects no response, such as a pushed
+// acknowledgement. Most callers want Call.
+func (p *Pipe) Send(f *wire.Frame) error { return p.write(f) }
+
+func (p *Pipe) write(f *wire.Frame) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if err := wire.WriteFrame(p.s, f); err != nil {
+		p.fail(err)
+		return err
+	}
+	return nil
+}
+
+func (p *Pipe) register() (uint64, chan *wire.Frame, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return 0, nil, p.err
+	}
+	p.nextID++
+	ch := make(chan *wire.Frame, 1)
+	p.wait[p.nextID] = ch
+	return p.nextID, ch, nil
+}
+
+func (p *Pipe) unregister(id uint64) {
+	p.mu.Lock()
+	delete(p.wait, id)
+	p.mu.Unlock()
+}
+
+func (p *Pipe) readLoop() {
+	defer close(p.events)
+	for {
+		f, err := wire.ReadFrame(p.s, p.conn.cfg.MaxResponseLen)
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		if f.ID == 0 {
+			select {
+			case p.events <- &f:
+			case <-p.done:
+				return
+			}
+			continue
+		}
+		p.mu.Lock()
+		ch := p.wait[f.ID]
+		delete(p.wait, f.ID)
+		p.mu.Unlock()
+		if ch != nil {
+			ch <- &f
+		}
+	}
+}
+
+// fail ends the pipe once, waking every pending call.
+func (p *Pipe) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return
+	}
+	p.err = err
+	if err != ErrClosed {
+		p.err = fmt.Errorf("stream ended: %w", err)
+	}
+	for id, ch := range p.wait {
+		close(ch)
+		delete(p.wait, id)
+	}
+	close(p.done)
+	p.s.CancelWrite(0)
+}

@@ -1,0 +1,137 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Protocol constants.
+const (
+	// ALPN is the TLS application protocol of this protocol version.
+	ALPN = "edgereg/1"
+	// FrameHeaderLen is the size of a frame's length prefix.
+	FrameHeaderLen = 4
+	// MaxFrameLen is the hard cap on any frame, whatever a node is
+	// configured to accept: 64 MiB.
+	MaxFrameLen = 64 << 20
+	// DefaultMaxRequestLen caps frames from clients: 1 MiB holds a poll of
+	// thousands of topics.
+	DefaultMaxRequestLen = 1 << 20
+	// DefaultMaxBrokerFrameLen caps frames from brokers and operators: a
+	// full registration of 100k topics is about 3.5 MB.
+	DefaultMaxBrokerFrameLen = 16 << 20
+	// DefaultMaxResponseLen is what a client accepts from a node.
+	DefaultMaxResponseLen = MaxFrameLen
+)
+
+// ErrEmptyFrame is returned for a frame of length zero.
+var ErrEmptyFrame = errors.New("empty frame")
+
+// FrameTooLargeError reports a frame over the limit; it is a *Error with
+// CodeFrameTooLarge once sent.
+type FrameTooLargeError struct{ Len, Limit int }
+
+func (e *FrameTooLargeError) Error() string {
+	return fmt.Sprintf("frame of %d bytes exceeds limit %d", e.Len, e.Limit)
+}
+
+// ReadFrame reads one frame of at most limit bytes. It returns io.EOF when
+// the stream ends cleanly before a frame starts, and io.ErrUnexpectedEOF
+// when it ends inside one. A frame over the limit is refused before any of
+// its body is read.
+func ReadFrame(r io.Reader, limit int) (Frame, error) {
+	var f Frame
+	buf, err := ReadFrameBytes(r, limit)
+	if err != nil {
+		return f, err
+	}
+	if err := DecodeFrame(buf, &f); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// ReadFrameBytes reads one length-prefixed frame's bytes without decoding
+// them.
+func ReadFrameBytes(r io.Reader, limit int) ([]byte, error) {
+	var hdr [FrameHeaderLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	limit = min(limit, MaxFrameLen)
+	switch {
+	case n == 0:
+		return nil, ErrEmptyFrame
+	case n > limit:
+		return nil, &FrameTooLargeError{Len: n, Limit: limit}
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// DecodeFrame decodes a frame's CBOR bytes with the protocol's limits.
+func DecodeFrame(b []byte, f *Frame) error {
+	if err := Unmarshal(b, f); err != nil {
+		return fmt.Errorf("malformed frame: %w", err)
+	}
+	return nil
+}
+
+// AppendFrame appends f, length prefix included, to dst.
+func AppendFrame(dst []byte, f *Frame) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	b, err := encMode.Marshal(f)
+	if err != nil {
+		return dst[:start], err
+	}
+	if len(b) > MaxFrameLen {
+		return dst[:start], &FrameTooLargeError{Len: len(b), Limit: MaxFrameLen}
+	}
+	dst = append(dst, b...)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(b)))
+	return dst, nil
+}
+
+// WriteFrame writes f as one length-prefixed frame with a single Write.
+func WriteFrame(w io.Writer, f *Frame) error {
+	buf, err := AppendFrame(nil, f)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(buf)
+	return err
+}
+
+// NewRequest builds a request frame with body encoded; body may be nil.
+func NewRequest(t Type, id uint64, body any) (*Frame, error) {
+	f := &Frame{Type: t, ID: id}
+	if body != nil {
+		b, err := Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", t, err)
+		}
+		f.Body = b
+	}
+	return f, nil
+}
+
+// DecodeBody decodes a frame's body into v. An absent body leaves v zero.
+func (f *Frame) DecodeBody(v any) error {
+	if len(f.Body) == 0 {
+		return nil
+	}
+	if err := Unmarshal(f.Body, v); err != nil {
+		return Errorf(CodeBadRequest, "malformed %s body: %v", f.Type, err)
+	}
+	return nil
+}

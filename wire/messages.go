@@ -1,0 +1,303 @@
+package wire
+
+import "github.com/fxamacker/cbor/v2"
+
+// Type identifies a message. A request and its response share the type; the
+// frame's ID matches them. PROTOCOL.md lists who may send each type.
+type Type uint16
+
+// Message types. Numbers are part of the protocol: never reuse one.
+const (
+	// Broker session (role broker, or operator).
+	TypeRegister     Type = 1 // Register -> RegisterAck
+	TypeUpdateTopics Type = 2 // UpdateTopics -> LeaseAck
+	TypeHeartbeat    Type = 3 // Heartbeat -> LeaseAck
+	TypeUnregister   Type = 4 // Unregister -> (no body)
+
+	// Queries (role client, broker or operator).
+	TypeGetRoutes         Type = 10 // GetRoutes -> Routes
+	TypeClusterInfo       Type = 11 // (no body) -> ClusterInfo
+	TypeTopics            Type = 12 // TopicsQuery -> TopicList
+	TypeBrokerMemberGroup Type = 13 // MemberGroupQuery -> BrokerData
+	TypeWatch             Type = 14 // Watch -> WatchAck, then RouteEvent pushes
+	TypeRouteEvent        Type = 15 // pushed by the node on a watch stream, ID 0
+	TypeUnwatch           Type = 16 // Unwatch -> WatchAck
+	TypePing              Type = 17 // (no body) -> Pong
+
+	// Administration (role operator).
+	TypeDeleteTopic   Type = 20 // DeleteTopic -> (no body)
+	TypeWipeWritePerm Type = 21 // PermRequest -> PermResult
+	TypeAddWritePerm  Type = 22 // PermRequest -> PermResult
+	TypeKVPut         Type = 23 // KVRequest -> (no body)
+	TypeKVGet         Type = 24 // KVRequest -> KVValue
+	TypeKVDelete      Type = 25 // KVRequest -> (no body)
+	TypeKVList        Type = 26 // KVRequest -> KVList
+	TypeLeases        Type = 27 // (no body) -> LeaseList
+)
+
+var typeNames = map[Type]string{
+	TypeRegister: "register", TypeUpdateTopics: "update-topics", TypeHeartbeat: "heartbeat",
+	TypeUnregister: "unregister", TypeGetRoutes: "get-routes", TypeClusterInfo: "cluster-info",
+	TypeTopics: "topics", TypeBrokerMemberGroup: "broker-member-group", TypeWatch: "watch",
+	TypeRouteEvent: "route-event", TypeUnwatch: "unwatch", TypePing: "ping",
+	TypeDeleteTopic: "delete-topic", TypeWipeWritePerm: "wipe-write-perm",
+	TypeAddWritePerm: "add-write-perm", TypeKVPut: "kv-put", TypeKVGet: "kv-get",
+	TypeKVDelete: "kv-delete", TypeKVList: "kv-list", TypeLeases: "leases",
+}
+
+// String returns the type's name as used in errors, logs and metrics.
+func (t Type) String() string {
+	if n, ok := typeNames[t]; ok {
+		return n
+	}
+	return "unknown"
+}
+
+// Known reports whether t is a message type of this protocol version.
+func (t Type) Known() bool { _, ok := typeNames[t]; return ok }
+
+// Frame is the unit on every stream: a 4-byte big-endian length, then this
+// CBOR map. Requests carry Body; responses carry Body or Error.
+type Frame struct {
+	Type  Type            `cbor:"1,keyasint"`
+	ID    uint64          `cbor:"2,keyasint,omitempty"`
+	Body  cbor.RawMessage `cbor:"3,keyasint,omitempty"`
+	Error *Error          `cbor:"4,keyasint,omitempty"`
+}
+
+// Register is a broker's full registration.
+type Register struct {
+	Cluster      string        `cbor:"1,keyasint"`
+	BrokerName   string        `cbor:"2,keyasint"`
+	BrokerID     int64         `cbor:"3,keyasint"`
+	Addr         string        `cbor:"4,keyasint"`
+	HAAddr       string        `cbor:"5,keyasint,omitempty"`
+	Zone         string        `cbor:"6,keyasint,omitempty"`
+	ActingMaster bool          `cbor:"7,keyasint,omitempty"`
+	DataVersion  DataVersion   `cbor:"8,keyasint"`
+	Topics       []TopicConfig `cbor:"9,keyasint"`
+	// HeartbeatTimeoutMs is how long the broker may stay silent, in
+	// milliseconds; 0 means the node's default.
+	HeartbeatTimeoutMs uint64 `cbor:"10,keyasint,omitempty"`
+}
+
+// RegisterAck acknowledges a registration.
+type RegisterAck struct {
+	Lease        LeaseAck `cbor:"1,keyasint"`
+	MasterAddr   string   `cbor:"2,keyasint,omitempty"`
+	MasterHAAddr string   `cbor:"3,keyasint,omitempty"`
+}
+
+// LeaseAck tells a broker its lease was renewed: the epoch to name in later
+// frames, and when the lease runs out.
+type LeaseAck struct {
+	Epoch uint64 `cbor:"1,keyasint"`
+	// DeadlineMs is the lease's deadline in Unix milliseconds, by the node's
+	// clock.
+	DeadlineMs int64 `cbor:"2,keyasint"`
+	// VersionChanged asks the broker to register in full: the node holds a
+	// different data version.
+	VersionChanged bool `cbor:"3,keyasint,omitempty"`
+}
+
+// UpdateTopics changes some of a registered broker's topics.
+type UpdateTopics struct {
+	Cluster     string        `cbor:"1,keyasint"`
+	Addr        string        `cbor:"2,keyasint"`
+	Epoch       uint64        `cbor:"3,keyasint"`
+	DataVersion DataVersion   `cbor:"4,keyasint"`
+	Upsert      []TopicConfig `cbor:"5,keyasint,omitempty"`
+	Remove      []string      `cbor:"6,keyasint,omitempty"`
+}
+
+// Heartbeat renews a lease.
+type Heartbeat struct {
+	Cluster     string      `cbor:"1,keyasint"`
+	Addr        string      `cbor:"2,keyasint"`
+	Epoch       uint64      `cbor:"3,keyasint"`
+	DataVersion DataVersion `cbor:"4,keyasint"`
+}
+
+// Unregister removes a broker, naming the epoch of its registration.
+type Unregister struct {
+	Cluster string `cbor:"1,keyasint"`
+	Addr    string `cbor:"2,keyasint"`
+	Epoch   uint64 `cbor:"3,keyasint"`
+}
+
+// ClientAttrs describe the asking client to route policies.
+type ClientAttrs struct {
+	Zone   string            `cbor:"1,keyasint,omitempty"`
+	Labels map[string]string `cbor:"2,keyasint,omitempty"`
+}
+
+// TopicVersion names a topic and the route version the client holds (0 for
+// none).
+type TopicVersion struct {
+	Topic   string `cbor:"1,keyasint"`
+	Version uint64 `cbor:"2,keyasint,omitempty"`
+}
+
+// GetRoutes asks for the routes of one or more topics. A topic whose version
+// matches gets StatusNotModified and no route.
+type GetRoutes struct {
+	Topics []TopicVersion `cbor:"1,keyasint"`
+	Client ClientAttrs    `cbor:"2,keyasint,omitempty"`
+}
+
+// RouteStatus is the outcome of one topic in a Routes response.
+type RouteStatus uint8
+
+// Route statuses.
+const (
+	StatusOK          RouteStatus = 0 // Route and Version are set
+	StatusNotModified RouteStatus = 1 // the client's version is current
+	StatusNotFound    RouteStatus = 2 // no broker holds the topic
+	StatusWarmingUp   RouteStatus = 3 // not found, but the node started recently: ask another node or retry
+)
+
+// String names the status.
+func (s RouteStatus) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusNotModified:
+		return "not-modified"
+	case StatusNotFound:
+		return "not-found"
+	case StatusWarmingUp:
+		return "warming-up"
+	}
+	return "unknown"
+}
+
+// RouteResult is one topic's answer.
+type RouteResult struct {
+	Topic   string      `cbor:"1,keyasint"`
+	Status  RouteStatus `cbor:"2,keyasint,omitempty"`
+	Version uint64      `cbor:"3,keyasint,omitempty"`
+	// Route is an encoded Route, present with StatusOK.
+	Route cbor.RawMessage `cbor:"4,keyasint,omitempty"`
+}
+
+// Routes answers GetRoutes, one result per topic asked, in order.
+type Routes struct {
+	Results []RouteResult `cbor:"1,keyasint"`
+}
+
+// TopicsKind selects a topic list.
+type TopicsKind uint8
+
+// Topic lists, as RocketMQ's NameServer offers them.
+const (
+	TopicsAll                TopicsKind = 0
+	TopicsByCluster          TopicsKind = 1
+	TopicsSystem             TopicsKind = 2
+	TopicsUnit               TopicsKind = 3
+	TopicsUnitSub            TopicsKind = 4
+	TopicsUnitSubWithoutUnit TopicsKind = 5
+)
+
+// TopicsQuery asks for a topic list; Cluster is needed for TopicsByCluster.
+type TopicsQuery struct {
+	Kind    TopicsKind `cbor:"1,keyasint,omitempty"`
+	Cluster string     `cbor:"2,keyasint,omitempty"`
+}
+
+// TopicList is a sorted list of topic names.
+type TopicList struct {
+	Topics []string `cbor:"1,keyasint"`
+}
+
+// MemberGroupQuery asks for one broker group's members.
+type MemberGroupQuery struct {
+	Cluster    string `cbor:"1,keyasint"`
+	BrokerName string `cbor:"2,keyasint"`
+}
+
+// Watch subscribes the stream to route changes of topics. Each topic names
+// the version the client holds; the node pushes a RouteEvent at once for
+// each topic whose route differs, then one for every later change.
+type Watch struct {
+	Topics []TopicVersion `cbor:"1,keyasint"`
+	Client ClientAttrs    `cbor:"2,keyasint,omitempty"`
+}
+
+// Unwatch ends subscriptions on the stream.
+type Unwatch struct {
+	Topics []string `cbor:"1,keyasint"`
+}
+
+// WatchAck tells how many topics the stream now watches.
+type WatchAck struct {
+	Watching int `cbor:"1,keyasint"`
+}
+
+// RouteEvent is pushed on a watch stream: a topic's route changed (Status
+// OK with the route) or it is gone (StatusNotFound).
+type RouteEvent struct {
+	Result RouteResult `cbor:"1,keyasint"`
+}
+
+// Pong answers a ping with facts about the node.
+type Pong struct {
+	NodeID string `cbor:"1,keyasint"`
+	// StartedMs is when the node started, in Unix milliseconds.
+	StartedMs int64  `cbor:"2,keyasint"`
+	WarmingUp bool   `cbor:"3,keyasint,omitempty"`
+	Version   string `cbor:"4,keyasint,omitempty"`
+}
+
+// DeleteTopic deletes a topic everywhere, or only from the named clusters.
+type DeleteTopic struct {
+	Topic    string   `cbor:"1,keyasint"`
+	Clusters []string `cbor:"2,keyasint,omitempty"`
+}
+
+// PermRequest names a broker group whose write permission to change.
+type PermRequest struct {
+	BrokerName string `cbor:"1,keyasint"`
+}
+
+// PermResult tells how many topics changed.
+type PermResult struct {
+	Changed int `cbor:"1,keyasint"`
+}
+
+// KVRequest addresses the KV config. Value is used by put; Key by put, get
+// and delete.
+type KVRequest struct {
+	Namespace string `cbor:"1,keyasint"`
+	Key       string `cbor:"2,keyasint,omitempty"`
+	Value     string `cbor:"3,keyasint,omitempty"`
+}
+
+// KVValue answers a get.
+type KVValue struct {
+	Value string `cbor:"1,keyasint"`
+}
+
+// KVList answers a list: every key of the namespace.
+type KVList struct {
+	Entries map[string]string `cbor:"1,keyasint"`
+}
+
+// LeaseInfo describes one live broker.
+type LeaseInfo struct {
+	Cluster         string      `cbor:"1,keyasint"`
+	Addr            string      `cbor:"2,keyasint"`
+	BrokerName      string      `cbor:"3,keyasint"`
+	BrokerID        int64       `cbor:"4,keyasint"`
+	Zone            string      `cbor:"5,keyasint,omitempty"`
+	Epoch           uint64      `cbor:"6,keyasint"`
+	DataVersion     DataVersion `cbor:"7,keyasint"`
+	LastHeartbeatMs int64       `cbor:"8,keyasint"`
+	DeadlineMs      int64       `cbor:"9,keyasint"`
+	ThresholdMs     int64       `cbor:"10,keyasint"`
+	Heartbeats      uint64      `cbor:"11,keyasint,omitempty"`
+}
+
+// LeaseList answers a leases request.
+type LeaseList struct {
+	Leases []LeaseInfo `cbor:"1,keyasint"`
+}
