@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/node"
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+var binary string
+
+// TestMain builds the edgereg binary once, so the tests run it as a user
+// would.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "edgereg-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "edgereg")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build edgereg:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run executes the binary with args and the environment given as
+// KEY=VALUE pairs; it returns stdout, stderr and the exit code.
+func run(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// cliNode starts an in-process node whose data directory the CLI uses.
+func cliNode(t *testing.T) (addr, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	n, err := node.New(node.Config{Addr: "127.0.0.1:0", AdminAddr: node.AdminOff, DataDir: dir, WarmUp: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go n.Serve()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	})
+	return n.Addr().String(), dir
+}
+
+func registerBroker(t *testing.T, addr, dir string, reg *wire.Register) {
+	t.Helper()
+	cert, pool, err := pki.LocalOperator(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, client.Config{TLS: pki.ClientConfig(&cert, pool, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Register(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCLIQueriesAndAdmin(t *testing.T) {
+	addr, dir := cliNode(t)
+	registerBroker(t, addr, dir, &wire.Register{Cluster: "DefaultCluster", BrokerName: "broker-a", Addr: "10.0.0.1:10911",
+		Zone: "z1", DataVersion: wire.DataVersion{Counter: 1},
+		Topics: []wire.TopicConfig{{Name: "orders", ReadQueues: 4, WriteQueues: 4, Perm: 6}}})
+	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir}
+
+	out, stderr, code := run(t, env, "route", "orders", "-o", "json")
+	if code != 0 {
+		t.Fatalf("route: exit %d: %s", code, stderr)
+	}
+	var routes []routeOut
+	if err := json.Unmarshal([]byte(out), &routes); err != nil {
+		t.Fatalf("route -o json is not JSON: %v\n%s", err, out)
+	}
+	if len(routes) != 1 || routes[0].Route.Brokers[0].Addrs[0] != "10.0.0.1:10911" || routes[0].Route.Queues[0].WriteQueues != 4 {
+		t.Fatalf("route = %+v", routes)
+	}
+	out, _, _ = run(t, env, "route", "orders")
+	for _, want := range []string{"TOPIC", "orders", "broker-a", "rw-", "10.0.0.1:10911", "z1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("route table lacks %q:\n%s", want, out)
+		}
+	}
+
+	steps := []struct {
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{[]string{"clusters"}, 0, "DefaultCluster"},
+		{[]string{"topics"}, 0, "orders"},
+		{[]string{"topics", "--cluster", "DefaultCluster"}, 0, "orders"},
+		{[]string{"topics", "--kind", "system"}, 0, "broker-a"},
+		{[]string{"topics", "--cluster", "nope"}, 1, ""},
+		{[]string{"kv", "put", "ns", "k", "v1"}, 0, "ok"},
+		{[]string{"kv", "get", "ns", "k"}, 0, "v1"},
+		{[]string{"kv", "list", "ns"}, 0, "v1"},
+		{[]string{"kv", "del", "ns", "k"}, 0, "ok"},
+		{[]string{"kv", "get", "ns", "k"}, 1, ""},
+		{[]string{"perm", "wipe", "broker-a"}, 0, "topics_changed:1"},
+		{[]string{"route", "orders"}, 0, "r--"},
+		{[]string{"perm", "add", "broker-a"}, 0, "topics_changed:1"},
+		{[]string{"leases"}, 0, "10.0.0.1:10911"},
+		{[]string{"topic", "delete", "orders"}, 0, "ok"},
+		{[]string{"route", "orders"}, 1, ""},
+		{[]string{"route"}, 1, ""},
+		{[]string{"topics", "-o", "yaml"}, 2, ""},
+		{[]string{"version"}, 0, "edgereg"},
+	}
+	for _, st := range steps {
+		out, stderr, code := run(t, env, st.args...)
+		if code != st.wantCode || !strings.Contains(out, st.wantOut) {
+			t.Errorf("edgereg %s: exit %d (want %d), stdout %q, stderr %q", strings.Join(st.args, " "), code, st.wantCode, out, stderr)
+		}
+		if code != 0 && !strings.HasPrefix(stderr, "edgereg: ") {
+			t.Errorf("edgereg %s failed without a clear message: %q", strings.Join(st.args, " "), stderr)
+		}
+	}
+}
+
+func TestCLIFailsClearly(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		env     []string
+		args    []string
+		code    int
+		message string
+	}{
+		{nil, []string{"--data", dir, "clusters"}, 1, "edgereg node"},
+		{[]string{"EDGEREG_TIMEOUT=nope"}, []string{"--data", dir, "clusters"}, 2, "--timeout"},
+		{nil, []string{"node", "--expiry-threshold", "10s", "--heartbeat-interval", "30s", "--data", dir}, 2, "expiry threshold"},
+		{nil, []string{"node", "--log-format", "xml", "--data", dir}, 2, "--log-format"},
+		{[]string{"EDGEREG_MAX_CONNS=many"}, []string{"node", "--data", dir}, 2, "EDGEREG_MAX_CONNS"},
+	}
+	for _, tc := range cases {
+		_, stderr, code := run(t, tc.env, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.message) {
+			t.Errorf("edgereg %v: exit %d (want %d), stderr %q (want %q)", tc.args, code, tc.code, stderr, tc.message)
+		}
+	}
+	// A node that is not there: the client says which address failed.
+	addr := freeUDPAddr(t)
+	_, _, _ = run(t, nil, "--data", dir, "cert", "issue", "--role", "client", "--name", "c1", "--out", t.TempDir())
+	_, stderr, code := run(t, []string{"EDGEREG_TIMEOUT=2s"}, "--data", dir, "--nodes", addr, "clusters")
+	if code != 1 || !strings.Contains(stderr, addr) {
+		t.Errorf("unreachable node: exit %d, %q", code, stderr)
+	}
+}
+
+func TestNodePrintConfigAndEnv(t *testing.T) {
+	out, stderr, code := run(t, []string{"EDGEREG_EXPIRY_THRESHOLD=5m"}, "node", "--print-config", "--scan-interval", "2s")
+	if code != 0 {
+		t.Fatalf("print-config: %d %s", code, stderr)
+	}
+	for _, want := range []string{"expiry-threshold", "5m0s", "EDGEREG_EXPIRY_THRESHOLD", "scan-interval", "2s", "addr", "127.0.0.1:9876"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("print-config lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestNodeProcessStopsGracefully(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeUDPAddr(t)
+	cmd := exec.Command(binary, "node", "--data", dir, "--addr", addr, "--admin-addr", "off", "--log-format", "json")
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, _, code := run(t, []string{"EDGEREG_TIMEOUT=1s"}, "--data", dir, "--nodes", addr, "clusters")
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node did not come up: %s", logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("node exited with %v after SIGTERM: %s", err, logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("node did not stop after SIGTERM")
+	}
+	for _, want := range []string{`"msg":"node started"`, `"msg":"node stopped"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %s:\n%s", want, logs.String())
+		}
+	}
+}
+
+func freeUDPAddr(t *testing.T) string {
+	t.Helper()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().String()
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// clientTLS builds the CLI's TLS config: the given credentials, or the local
+// operator credential that a node on this machine created in --data.
+func (g *globals) clientTLS() (*tls.Config, error) {
+	if g.cert != "" || g.key != "" {
+		if g.cert == "" || g.key == "" || g.ca == "" {
+			return nil, usageError{errors.New("--cert, --key and --ca go together")}
+		}
+		cert, pool, err := pki.LoadCredentials(g.cert, g.key, g.ca)
+		if err != nil {
+			return nil, err
+		}
+		return pki.ClientConfig(&cert, pool, ""), nil
+	}
+	cert, pool, err := pki.LocalOperator(g.data)
+	if err != nil {
+		return nil, err
+	}
+	return pki.ClientConfig(&cert, pool, ""), nil
+}
+
+// context returns the command's context bounded by --timeout.
+func (g *globals) context(parent context.Context) (context.Context, context.CancelFunc, error) {
+	d, err := time.ParseDuration(g.timeout)
+	if err != nil || d <= 0 {
+		return nil, nil, usageError{fmt.Errorf("--timeout %q: give a positive duration such as 10s", g.timeout)}
+	}
+	ctx, cancel := context.WithTimeout(parent, d)
+	return ctx, cancel, nil
+}
+
+func (g *globals) nodeList() ([]string, error) {
+	var out []string
+	for _, n := range g.nodes {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usageError{errors.New("--nodes names no node")}
+	}
+	return out, nil
+}
+
+// withAnyNode runs fn against the first node that answers, trying each in
+// turn: reads are the same on every node.
+func (g *globals) withAnyNode(ctx context.Context, fn func(*client.Conn) error) error {
+	conf, err := g.clientTLS()
+	if err != nil {
+		return err
+	}
+	nodes, err := g.nodeList()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, addr := range nodes {
+		c, err := client.Dial(ctx, addr, client.Config{TLS: conf})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		err = fn(c)
+		c.Close()
+		if err == nil || !tryNext(err) {
+			return err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	return fmt.Errorf("no node answered: %w", errors.Join(errs...))
+}
+
+// nodeResult is one node's answer to a write sent to every node.
+type nodeResult struct {
+	Node  string `json:"node"`
+	Error string `json:"error,omitempty"`
+	Value any    `json:"value,omitempty"`
+}
+
+// withEveryNode runs fn against every node, since nodes share nothing: an
+// administrative change must reach each of them. It fails if any node did.
+func (g *globals) withEveryNode(ctx context.Context, fn func(*client.Conn) (any, error)) ([]nodeResult, error) {
+	conf, err := g.clientTLS()
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := g.nodeList()
+	if err != nil {
+		return nil, err
+	}
+	results := make([]nodeResult, len(nodes))
+	done := make(chan struct{}, len(nodes))
+	for i, addr := range nodes {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			results[i] = nodeResult{Node: addr}
+			c, err := client.Dial(ctx, addr, client.Config{TLS: conf})
+			if err != nil {
+				results[i].Error = err.Error()
+				return
+			}
+			defer c.Close()
+			v, err := fn(c)
+			results[i].Value = v
+			if err != nil {
+				results[i].Error = err.Error()
+			}
+		}()
+	}
+	for range nodes {
+		<-done
+	}
+	failed := 0
+	for _, r := range results {
+		if r.Error != "" {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return results, fmt.Errorf("%d of %d nodes failed", failed, len(nodes))
+	}
+	return results, nil
+}
+
+// tryNext tells whether another node may answer where this one did not: a
+// node that could not be reached, is warming up, busy or stopping.
+func tryNext(err error) bool {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we.Code == wire.CodeWarmingUp || we.Code == wire.CodeUnavailable || we.Code == wire.CodeOverloaded
+	}
+	return true
+}

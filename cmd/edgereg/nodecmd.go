@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/edgereg/edgereg/node"
+)
+
+type nodeFlags struct {
+	cfg         node.Config
+	logFormat   string
+	logLevel    string
+	printConfig bool
+	shutdown    time.Duration
+}
+
+func newNodeCmd(g *globals) *cobra.Command {
+	nf := &nodeFlags{}
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Run a registry node",
+		Long: `Run a registry node. With no flags it listens on UDP 127.0.0.1:9876, serves
+health and metrics on http://127.0.0.1:9877, keeps its data in ./edgereg-data and
+creates a local CA there, so the CLI on this machine works with no configuration.
+SIGINT or SIGTERM stops it gracefully.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nf.cfg.DataDir = g.data
+			return runNode(cmd, nf)
+		},
+	}
+	addNodeFlags(cmd.Flags(), nf)
+	return cmd
+}
+
+func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
+	c := &nf.cfg
+	fs.StringVar(&c.Addr, "addr", node.DefaultAddr, "UDP address to serve QUIC on")
+	fs.StringVar(&c.AdminAddr, "admin-addr", node.DefaultAdminAddr, `HTTP address for /healthz, /readyz and /metrics; "off" disables`)
+	fs.StringVar(&c.CertFile, "tls-cert", "", "node certificate (PEM) instead of the local CA's")
+	fs.StringVar(&c.KeyFile, "tls-key", "", "node key (PEM), with --tls-cert")
+	fs.StringVar(&c.ClientCAFile, "tls-client-ca", "", "CA that signs client certificates (PEM), with --tls-cert")
+	fs.StringVar(&c.RevocationFile, "revocations", "", "file of revoked client certificate serials, hex, one per line")
+	fs.StringSliceVar(&c.Hosts, "host", nil, "extra DNS names or IPs for the local CA to put in the node certificate")
+	fs.BoolVar(&c.AllowAnonymousClients, "allow-anonymous-clients", false, "let peers without a certificate read routes (never the default)")
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", node.DefaultHeartbeatInterval, "brokers' heartbeat period")
+	fs.DurationVar(&c.WarmUp, "warm-up", 0, "after start, route misses answer warming-up for this long (default: the heartbeat interval; negative disables)")
+	fs.DurationVar(&c.ExpiryThreshold, "expiry-threshold", node.DefaultExpiryThreshold, "how long a broker may stay silent before it expires")
+	fs.DurationVar(&c.ScanInterval, "scan-interval", node.DefaultScanInterval, "how often expired brokers are looked for")
+	fs.IntVar(&c.MaxConns, "max-conns", node.DefaultMaxConns, "connections in total")
+	fs.IntVar(&c.MaxConnsPerHost, "max-conns-per-host", node.DefaultMaxConnsPerHost, "connections per source IP")
+	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", node.DefaultMaxStreamsPerConn, "concurrent streams per connection")
+	fs.IntVar(&c.MaxRequestLen, "max-request-size", 1<<20, "largest frame a client may send, bytes")
+	fs.IntVar(&c.MaxBrokerFrameLen, "max-broker-frame-size", 16<<20, "largest frame a broker or operator may send, bytes")
+	fs.IntVar(&c.Workers, "workers", 0, "requests handled at once (default 8 per CPU)")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", node.DefaultReadTimeout, "how long a started frame may take to arrive")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", node.DefaultIdleTimeout, "a stream that sends nothing for this long is closed")
+	fs.IntVar(&c.MaxWatchesPerConn, "max-watches-per-conn", node.DefaultMaxWatchesPerConn, "topics one connection may watch")
+	fs.StringVar(&nf.logFormat, "log-format", "auto", "log format: auto (colored text on a terminal, JSON otherwise), text or json")
+	fs.StringVar(&nf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&nf.printConfig, "print-config", false, "print the effective configuration and exit")
+	fs.DurationVar(&nf.shutdown, "shutdown-timeout", node.DefaultShutdownTimeout, "how long a graceful stop waits for requests in progress")
+}
+
+func runNode(cmd *cobra.Command, nf *nodeFlags) error {
+	logger, err := newLogger(os.Stderr, nf.logFormat, nf.logLevel)
+	if err != nil {
+		return usageError{err}
+	}
+	nf.cfg.Logger = logger
+	cfg := nf.cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return usageError{fmt.Errorf("invalid configuration: %w", err)}
+	}
+	if nf.printConfig {
+		printConfig(cmd.OutOrStdout(), cmd.Flags())
+		return nil
+	}
+	n, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- n.Serve() }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), nf.shutdown)
+	defer cancel()
+	if err := n.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-served; !errors.Is(err, node.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// newLogger builds the node's logger: colored text on a terminal, JSON when
+// stderr is not one (or when asked).
+func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	switch format {
+	case "auto":
+		if isatty.IsTerminal(w.Fd()) {
+			format = "text"
+		} else {
+			format = "json"
+		}
+	case "text", "json":
+	default:
+		return nil, fmt.Errorf("--log-format %q: use auto, text or json", format)
+	}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
+	}
+	return slog.New(tint.NewHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !isatty.IsTerminal(w.Fd())})), nil
+}
+
+// printConfig writes every node setting with its effective value and where
+// it came from.
+func printConfig(w io.Writer, fs *pflag.FlagSet) {
+	var lines []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" || f.Name == "print-config" {
+			return
+		}
+		source := "default"
+		if f.Changed {
+			source = "flag or " + EnvName(f.Name)
+		}
+		lines = append(lines, fmt.Sprintf("%-24s %-28s (%s)", f.Name, f.Value.String(), source))
+	})
+	sort.Strings(lines)
+	fmt.Fprintln(w, strings.Join(lines, "\n"))
+}
