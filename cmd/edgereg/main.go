@@ -83,6 +83,7 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 		newPermCmd(g),
 		newLeasesCmd(g),
 		newCertCmd(g),
+		newBenchCmd(g),
 	)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root

@@ -1,0 +1,516 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+)
+
+// benchFlags are the load generator's parameters.
+type benchFlags struct {
+	workers, conns    int
+	duration, warmup  time.Duration
+	topics, groups    int
+	topicGroups       int
+	queues            int
+	brokers           int
+	brokerTopics      int
+	perRequestStreams bool
+	nodePID           int
+	spawn             bool
+	progress          string
+	maxOps            int64
+}
+
+// benchResult is one workload's outcome.
+type benchResult struct {
+	Workload   string  `json:"workload"`
+	Ops        int64   `json:"ops"`
+	Errors     int64   `json:"errors"`
+	Seconds    float64 `json:"seconds"`
+	OpsPerSec  float64 `json:"ops_per_sec"`
+	P50Ms      float64 `json:"p50_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	NodeCPUSec float64 `json:"node_cpu_s,omitempty"`
+	CPUPerOpUs float64 `json:"node_cpu_us_per_op,omitempty"`
+	Note       string  `json:"note,omitempty"`
+}
+
+func newBenchCmd(g *globals) *cobra.Command {
+	bf := &benchFlags{}
+	cmd := &cobra.Command{
+		Use:   "bench WORKLOAD...",
+		Short: "Generate load against nodes: route, register, heartbeat, storm",
+		Long: `Generate load and report ops/s, p50, p99, errors and, for a local node, its CPU
+time per operation. Workloads:
+
+  route      workers read random routes of --topics topics spread over --groups groups
+  register   --brokers brokers with --broker-topics topics each, re-sent in full
+  heartbeat  --brokers brokers heartbeating on their session streams
+  storm      --brokers brokers connect and register at once; reports time to all registered
+
+By default each workload runs against a fresh node that bench starts as a child
+process (so its CPU can be measured); --spawn=false uses --nodes instead, with
+--node-pid naming a local node's process for CPU figures.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, workloads []string) error {
+			for _, w := range workloads {
+				if !slices.Contains([]string{"route", "register", "heartbeat", "storm"}, w) {
+					return usageError{fmt.Errorf("unknown workload %q: use route, register, heartbeat or storm", w)}
+				}
+			}
+			return runBench(cmd, g, bf, workloads)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&bf.workers, "workers", 32, "concurrent workers (closed loop)")
+	f.IntVar(&bf.conns, "conns", 4, "connections the workers share")
+	f.DurationVar(&bf.duration, "duration", 10*time.Second, "measured time per workload")
+	f.DurationVar(&bf.warmup, "warmup", 3*time.Second, "unmeasured time before it")
+	f.IntVar(&bf.topics, "topics", 1000, "topics for the route workload")
+	f.IntVar(&bf.groups, "groups", 8, "broker groups for the route workload")
+	f.IntVar(&bf.topicGroups, "topic-groups", 2, "groups each topic lives on")
+	f.IntVar(&bf.queues, "queues", 8, "read and write queues per topic")
+	f.IntVar(&bf.brokers, "brokers", 200, "brokers for register, heartbeat and storm")
+	f.IntVar(&bf.brokerTopics, "broker-topics", 100, "topics per broker for register and storm")
+	f.BoolVar(&bf.perRequestStreams, "stream-per-request", false, "open a stream per request instead of one long-lived stream per worker")
+	f.IntVar(&bf.nodePID, "node-pid", 0, "process id of a local node, to measure its CPU (with --spawn=false)")
+	f.BoolVar(&bf.spawn, "spawn", true, "start a fresh local node for each workload")
+	f.StringVar(&bf.progress, "progress", "auto", "progress line: auto (on a terminal), on or off")
+	f.Int64Var(&bf.maxOps, "max-ops", 50_000_000, "stop a workload after this many operations")
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, g *globals, bf *benchFlags, workloads []string) error {
+	var results []benchResult
+	for _, w := range workloads {
+		res, err := benchOne(cmd, g, bf, w)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w, err)
+		}
+		results = append(results, res)
+	}
+	return g.emit(cmd.OutOrStdout(), results, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "WORKLOAD\tOPS/S\tP50 MS\tP99 MS\tERRORS\tNODE CPU US/OP\tNOTE")
+		for _, r := range results {
+			cpu := "-"
+			if r.CPUPerOpUs > 0 {
+				cpu = fmt.Sprintf("%.1f", r.CPUPerOpUs)
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.3f\t%d\t%s\t%s\n", r.Workload, r.OpsPerSec, r.P50Ms, r.P99Ms, r.Errors, cpu, r.Note)
+		}
+	})
+}
+
+// benchTarget is where a workload sends its load.
+type benchTarget struct {
+	addr string
+	pid  int
+	tls  *tls.Config
+	stop func()
+}
+
+func benchOne(cmd *cobra.Command, g *globals, bf *benchFlags, workload string) (benchResult, error) {
+	tgt, err := startTarget(g, bf)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer tgt.stop()
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	if workload == "storm" {
+		return runStorm(ctx, tgt, bf)
+	}
+	conns, err := dialN(ctx, tgt, bf.conns)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer closeAll(conns)
+	op, note, err := prepareWorkload(ctx, workload, conns[0], bf)
+	if err != nil {
+		return benchResult{}, fmt.Errorf("prepare: %w", err)
+	}
+	res := measure(ctx, cmd.ErrOrStderr(), workload, tgt, conns, bf, op)
+	res.Note = note
+	return res, nil
+}
+
+// startTarget starts a fresh node, or points at the given one.
+func startTarget(g *globals, bf *benchFlags) (*benchTarget, error) {
+	if !bf.spawn {
+		conf, err := g.clientTLS()
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := g.nodeList()
+		if err != nil {
+			return nil, err
+		}
+		return &benchTarget{addr: nodes[0], pid: bf.nodePID, tls: conf, stop: func() {}}, nil
+	}
+	dir, err := os.MkdirTemp("", "edgereg-bench")
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	child := exec.Command(self, "node", "--data", dir, "--addr", addr, "--admin-addr", "off", "--warm-up", "-1s",
+		"--max-conns-per-host", strconv.Itoa(max(bf.brokers+bf.conns+16, 64)), "--log-format", "json", "--log-level", "warn")
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		return nil, err
+	}
+	tgt := &benchTarget{addr: addr, pid: child.Process.Pid, stop: func() {
+		child.Process.Signal(os.Interrupt)
+		child.Wait()
+		os.RemoveAll(dir)
+	}}
+	local := &globals{data: dir}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if tgt.tls, err = local.clientTLS(); err == nil {
+			if c, err := client.Dial(context.Background(), addr, client.Config{TLS: tgt.tls}); err == nil {
+				c.Close()
+				return tgt, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			tgt.stop()
+			return nil, fmt.Errorf("bench node did not start: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freeAddr() (string, error) {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return c.LocalAddr().String(), nil
+}
+
+func dialN(ctx context.Context, tgt *benchTarget, n int) ([]*client.Conn, error) {
+	conns := make([]*client.Conn, 0, n)
+	for range n {
+		c, err := client.Dial(ctx, tgt.addr, client.Config{TLS: tgt.tls})
+		if err != nil {
+			closeAll(conns)
+			return nil, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, nil
+}
+
+func closeAll(conns []*client.Conn) {
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// benchOp is one operation of a workload: worker w, using its caller.
+type benchOp func(ctx context.Context, call caller, w int, rng *rand.Rand) error
+
+// caller sends one request, on a long-lived stream or a stream of its own.
+type caller func(ctx context.Context, t wire.Type, req, resp any) error
+
+func prepareWorkload(ctx context.Context, workload string, c *client.Conn, bf *benchFlags) (benchOp, string, error) {
+	switch workload {
+	case "route":
+		return prepareRoute(ctx, c, bf)
+	case "register":
+		regs := benchBrokers(bf.brokers, bf.brokerTopics, bf.queues)
+		size, _ := wire.Marshal(regs[0])
+		var counter atomic.Uint64
+		return func(ctx context.Context, call caller, _ int, rng *rand.Rand) error {
+			r := *regs[rng.IntN(len(regs))]
+			r.DataVersion.Counter = counter.Add(1) // a changed version: every topic is compared
+			return call(ctx, wire.TypeRegister, &r, &wire.RegisterAck{})
+		}, fmt.Sprintf("%d-byte registrations", len(size)), nil
+	case "heartbeat":
+		return prepareHeartbeat(ctx, c, bf)
+	}
+	return nil, "", fmt.Errorf("unknown workload %s", workload)
+}
+
+func prepareRoute(ctx context.Context, c *client.Conn, bf *benchFlags) (benchOp, string, error) {
+	perGroup := make([][]wire.TopicConfig, bf.groups)
+	names := make([]string, bf.topics)
+	for i := range bf.topics {
+		names[i] = fmt.Sprintf("rmq_bench_topic_%04d", i)
+		for k := range min(bf.topicGroups, bf.groups) {
+			g := (i + k) % bf.groups
+			perGroup[g] = append(perGroup[g], wire.TopicConfig{Name: names[i], ReadQueues: uint32(bf.queues), WriteQueues: uint32(bf.queues), Perm: 6})
+		}
+	}
+	for g := range bf.groups {
+		for id := range int64(2) {
+			reg := &wire.Register{Cluster: "BenchCluster", BrokerName: fmt.Sprintf("broker-%d", g), BrokerID: id,
+				Addr: fmt.Sprintf("10.0.%d.%d:10911", g, id), DataVersion: wire.DataVersion{Counter: 1},
+				Topics: perGroup[g], HeartbeatTimeoutMs: uint64(time.Hour.Milliseconds())}
+			if _, err := c.Register(ctx, reg); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	rs, err := c.GetRoutes(ctx, &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: names[0]}}})
+	if err != nil {
+		return nil, "", err
+	}
+	return func(ctx context.Context, call caller, _ int, rng *rand.Rand) error {
+		var out wire.Routes
+		q := wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: names[rng.IntN(len(names))]}}}
+		if err := call(ctx, wire.TypeGetRoutes, &q, &out); err != nil {
+			return err
+		}
+		if len(out.Results) != 1 || out.Results[0].Status != wire.StatusOK {
+			return errors.New("route not found")
+		}
+		return nil
+	}, fmt.Sprintf("%d-byte routes", len(rs.Results[0].Route)), nil
+}
+
+func prepareHeartbeat(ctx context.Context, c *client.Conn, bf *benchFlags) (benchOp, string, error) {
+	regs := benchBrokers(bf.brokers, 1, bf.queues)
+	beats := make([]wire.Heartbeat, len(regs))
+	for i, r := range regs {
+		ack, err := c.Register(ctx, r)
+		if err != nil {
+			return nil, "", err
+		}
+		beats[i] = wire.Heartbeat{Cluster: r.Cluster, Addr: r.Addr, Epoch: ack.Lease.Epoch, DataVersion: r.DataVersion}
+	}
+	size, _ := wire.Marshal(&beats[0])
+	return func(ctx context.Context, call caller, _ int, rng *rand.Rand) error {
+		return call(ctx, wire.TypeHeartbeat, &beats[rng.IntN(len(beats))], &wire.LeaseAck{})
+	}, fmt.Sprintf("%d-byte heartbeats", len(size)), nil
+}
+
+// benchBrokers builds n masters, each with its own group and topics.
+func benchBrokers(n, topics, queues int) []*wire.Register {
+	regs := make([]*wire.Register, n)
+	for i := range regs {
+		r := &wire.Register{Cluster: "BenchCluster", BrokerName: fmt.Sprintf("bench-broker-%04d", i),
+			Addr: fmt.Sprintf("10.1.%d.%d:10911", i/250, i%250), HAAddr: fmt.Sprintf("10.1.%d.%d:10912", i/250, i%250),
+			DataVersion: wire.DataVersion{Counter: 1}, HeartbeatTimeoutMs: uint64(time.Hour.Milliseconds())}
+		for t := range topics {
+			r.Topics = append(r.Topics, wire.TopicConfig{Name: fmt.Sprintf("bench_topic_%04d_%03d", i, t),
+				ReadQueues: uint32(queues), WriteQueues: uint32(queues), Perm: 6})
+		}
+		regs[i] = r
+	}
+	return regs
+}
+
+// measure runs op in a closed loop on every worker: a warm-up, then the
+// measured window.
+func measure(ctx context.Context, progressOut io.Writer, workload string, tgt *benchTarget, conns []*client.Conn, bf *benchFlags, op benchOp) benchResult {
+	var measuring atomic.Bool
+	var ops, errs atomic.Int64
+	lat := make([][]time.Duration, bf.workers)
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for w := range bf.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat[w] = runWorker(runCtx, conns[w%len(conns)], bf, w, op, &measuring, &ops, &errs)
+		}()
+	}
+	stopProgress := startProgress(progressOut, bf.progress, workload, &ops, bf.warmup+bf.duration)
+	sleepCtx(ctx, bf.warmup)
+	ops.Store(0)
+	errs.Store(0)
+	cpu0 := procCPU(tgt.pid)
+	measuring.Store(true)
+	start := time.Now()
+	waitUntil(ctx, start.Add(bf.duration), func() bool { return ops.Load() >= bf.maxOps })
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	cpu1 := procCPU(tgt.pid)
+	stop()
+	wg.Wait()
+	stopProgress()
+	return summarize(workload, lat, ops.Load(), errs.Load(), elapsed, cpu1-cpu0)
+}
+
+func runWorker(ctx context.Context, c *client.Conn, bf *benchFlags, w int, op benchOp, measuring *atomic.Bool, ops, errs *atomic.Int64) []time.Duration {
+	rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+	call := caller(c.CallOnce)
+	if !bf.perRequestStreams {
+		p, err := c.OpenPipe(ctx)
+		if err != nil {
+			errs.Add(1)
+			return nil
+		}
+		defer p.Close()
+		call = p.Call
+	}
+	var lat []time.Duration
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		err := op(ctx, call, w, rng)
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			errs.Add(1)
+			continue
+		}
+		ops.Add(1)
+		if measuring.Load() {
+			lat = append(lat, time.Since(t0))
+		}
+	}
+	return lat
+}
+
+func summarize(workload string, lat [][]time.Duration, ops, errs int64, elapsed time.Duration, cpu float64) benchResult {
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	res := benchResult{Workload: workload, Ops: ops, Errors: errs, Seconds: elapsed.Seconds(),
+		OpsPerSec: float64(ops) / elapsed.Seconds(), NodeCPUSec: cpu}
+	if len(all) > 0 {
+		res.P50Ms = ms(all[len(all)/2])
+		res.P99Ms = ms(all[len(all)*99/100])
+	}
+	if cpu > 0 && ops > 0 {
+		res.CPUPerOpUs = cpu / float64(ops) * 1e6
+	}
+	return res
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// runStorm connects every broker at once, each on its own connection, and
+// times until all are registered.
+func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResult, error) {
+	regs := benchBrokers(bf.brokers, bf.brokerTopics, bf.queues)
+	lat := make([]time.Duration, len(regs))
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	cpu0 := procCPU(tgt.pid)
+	start := time.Now()
+	for i, r := range regs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			c, err := client.Dial(ctx, tgt.addr, client.Config{TLS: tgt.tls})
+			if err == nil {
+				defer c.Close()
+				_, err = c.Register(ctx, r)
+			}
+			if err != nil {
+				errs.Add(1)
+				return
+			}
+			lat[i] = time.Since(t0)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	res := summarize("storm", [][]time.Duration{nonZero(lat)}, int64(len(regs))-errs.Load(), errs.Load(), elapsed, procCPU(tgt.pid)-cpu0)
+	res.Note = fmt.Sprintf("%d brokers x %d topics registered in %.2f s", res.Ops, bf.brokerTopics, elapsed.Seconds())
+	return res, nil
+}
+
+func nonZero(ds []time.Duration) []time.Duration {
+	out := ds[:0:0]
+	for _, d := range ds {
+		if d > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// procCPU returns a process's user+system CPU seconds from /proc, or 0.
+func procCPU(pid int) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func waitUntil(ctx context.Context, deadline time.Time, done func() bool) {
+	for time.Now().Before(deadline) && ctx.Err() == nil && !done() {
+		sleepCtx(ctx, min(50*time.Millisecond, time.Until(deadline)))
+	}
+}
+
+// startProgress draws a one-line progress bar on a terminal.
+func startProgress(w io.Writer, mode, workload string, ops *atomic.Int64, total time.Duration) func() {
+	f, isFile := w.(*os.File)
+	if mode == "off" || (mode == "auto" && (!isFile || !isatty.IsTerminal(f.Fd()))) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprintf(w, "\r\033[K")
+				return
+			case <-t.C:
+				frac := min(float64(time.Since(start))/float64(total), 1)
+				bar := strings.Repeat("#", int(frac*30)) + strings.Repeat(".", 30-int(frac*30))
+				fmt.Fprintf(w, "\r%-10s [%s] %3.0f%% %d ops", workload, bar, frac*100, ops.Load())
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
