@@ -1,0 +1,309 @@
+package node
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// requestKinds is one valid request of every kind, for the authorization
+// table. The node state makes each succeed for an operator.
+func requestKinds(epoch uint64) map[wire.Type]any {
+	return map[wire.Type]any{
+		wire.TypeRegister:          registration("c1", "b1", 0, "10.0.0.1:1", "t"),
+		wire.TypeUpdateTopics:      &wire.UpdateTopics{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: epoch, Upsert: []wire.TopicConfig{{Name: "t2"}}},
+		wire.TypeHeartbeat:         &wire.Heartbeat{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: epoch},
+		wire.TypeUnregister:        &wire.Unregister{Cluster: "c1", Addr: "10.0.0.9:1", Epoch: 1},
+		wire.TypeGetRoutes:         &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: "t"}}},
+		wire.TypeClusterInfo:       nil,
+		wire.TypeTopics:            &wire.TopicsQuery{},
+		wire.TypeBrokerMemberGroup: &wire.MemberGroupQuery{Cluster: "c1", BrokerName: "b1"},
+		wire.TypeWatch:             &wire.Watch{Topics: []wire.TopicVersion{{Topic: "t"}}},
+		wire.TypeUnwatch:           &wire.Unwatch{Topics: []string{"t"}},
+		wire.TypePing:              nil,
+		wire.TypeDeleteTopic:       &wire.DeleteTopic{Topic: "nope"},
+		wire.TypeWipeWritePerm:     &wire.PermRequest{BrokerName: "nope"},
+		wire.TypeAddWritePerm:      &wire.PermRequest{BrokerName: "nope"},
+		wire.TypeKVPut:             &wire.KVRequest{Namespace: "ns", Key: "k", Value: "v"},
+		wire.TypeKVGet:             &wire.KVRequest{Namespace: "ns", Key: "k"},
+		wire.TypeKVDelete:          &wire.KVRequest{Namespace: "ns", Key: "nope"},
+		wire.TypeKVList:            &wire.KVRequest{Namespace: "ns"},
+		wire.TypeLeases:            nil,
+	}
+}
+
+// TestAuthorizationTable sends every request kind with every role and
+// checks allow or deny against the documented table.
+func TestAuthorizationTable(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.AllowAnonymousClients = true })
+	ctx := ctxT(t)
+	op := tn.dial(pki.RoleOperator)
+	ack, err := op.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.KVPut(ctx, "ns", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]*client.Conn{
+		"operator":  op,
+		"broker":    tn.dial(pki.RoleBroker),
+		"client":    tn.dial(pki.RoleClient),
+		"node":      tn.dial(pki.RoleNode),
+		"anonymous": tn.dialTLS(pki.ClientConfig(nil, tn.local.CAPool, "localhost")),
+	}
+	all := func(ts ...wire.Type) map[wire.Type]bool { return setOf(ts) }
+	queries := []wire.Type{wire.TypeGetRoutes, wire.TypeClusterInfo, wire.TypeTopics, wire.TypeBrokerMemberGroup,
+		wire.TypeWatch, wire.TypeUnwatch, wire.TypePing}
+	allow := map[string]map[wire.Type]bool{
+		"operator":  all(typesOf(requestKinds(0))...),
+		"broker":    all(append(queries, wire.TypeRegister, wire.TypeUpdateTopics, wire.TypeHeartbeat, wire.TypeUnregister)...),
+		"client":    all(queries...),
+		"node":      all(queries...),
+		"anonymous": all(wire.TypeGetRoutes, wire.TypeWatch, wire.TypeUnwatch, wire.TypePing),
+	}
+	for role, c := range roles {
+		for typ, req := range requestKinds(ack.Lease.Epoch) {
+			err := c.CallOnce(ctx, typ, req, nil)
+			denied := errors.Is(err, wire.ErrNotAuthorized)
+			if want := allow[role][typ]; want == denied {
+				t.Errorf("role %s, %s: allowed=%v, got err %v", role, typ, want, err)
+			}
+			if denied && !contains(err.Error(), role) {
+				t.Errorf("denial does not name the role: %v", err)
+			}
+			if typ == wire.TypeRegister && !denied {
+				// Re-registering refreshed the epoch; follow it.
+				l, _ := tn.Registry().Lease("c1", "10.0.0.1:1")
+				ack.Lease.Epoch = l.Epoch
+			}
+		}
+	}
+	// A refused request changed nothing.
+	if v, err := op.KVGet(ctx, "ns", "k"); err != nil || v != "v" {
+		t.Fatalf("kv after refused writes: %q %v", v, err)
+	}
+}
+
+func typesOf(m map[wire.Type]any) []wire.Type {
+	out := make([]wire.Type, 0, len(m))
+	for t := range m {
+		out = append(out, t)
+	}
+	return out
+}
+
+func TestBrokerLimitedToItsGroups(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	b := tn.dial(pki.RoleBroker, "group-a")
+	if _, err := b.Register(ctx, registration("c1", "group-a", 0, "10.0.0.1:1", "t")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Register(ctx, registration("c1", "group-b", 0, "10.0.0.2:1", "t"))
+	if !errors.Is(err, wire.ErrNotAuthorized) || !contains(err.Error(), "group-b") {
+		t.Fatalf("foreign group: %v", err)
+	}
+	// Another broker's lease can be neither renewed nor removed.
+	other := tn.dial(pki.RoleBroker, "group-b")
+	l, _ := tn.Registry().Lease("c1", "10.0.0.1:1")
+	if err := other.Unregister(ctx, &wire.Unregister{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: l.Epoch}); !errors.Is(err, wire.ErrNotAuthorized) {
+		t.Fatalf("unregister of another group: %v", err)
+	}
+	if _, ok := tn.Registry().Lease("c1", "10.0.0.1:1"); !ok {
+		t.Fatal("a refused unregister removed the broker")
+	}
+}
+
+// TestRefusedCertificates: expired, revoked and foreign-CA certificates,
+// and no certificate without --allow-anonymous-clients, cannot connect.
+func TestRefusedCertificates(t *testing.T) {
+	revocations := filepath.Join(t.TempDir(), "revoked.txt")
+	dir := t.TempDir()
+	local, err := pki.EnsureLocal(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revokedPEM, revokedKey, _ := local.Issue(pki.RoleOperator, "revoked", nil, time.Hour)
+	revoked, _ := tls.X509KeyPair(revokedPEM, revokedKey)
+	leaf, _ := x509.ParseCertificate(revoked.Certificate[0])
+	os.WriteFile(revocations, []byte(fmt.Sprintf("%x\n", leaf.SerialNumber)), 0o600)
+	tn := startNodeIn(t, dir, "127.0.0.1:0", func(c *Config) { c.RevocationFile = revocations })
+
+	foreignDir := t.TempDir()
+	foreign, _ := pki.EnsureLocal(foreignDir, nil)
+	fPEM, fKey, _ := foreign.Issue(pki.RoleOperator, "foreign", nil, time.Hour)
+	fCert, _ := tls.X509KeyPair(fPEM, fKey)
+
+	cases := map[string]*tls.Config{
+		"expired":     pki.ClientConfig(ptr(expiredCert(t, dir)), tn.local.CAPool, "localhost"),
+		"revoked":     pki.ClientConfig(&revoked, tn.local.CAPool, "localhost"),
+		"foreign CA":  pki.ClientConfig(&fCert, tn.local.CAPool, "localhost"),
+		"no cert":     pki.ClientConfig(nil, tn.local.CAPool, "localhost"),
+		"no role SAN": pki.ClientConfig(ptr(noRoleCert(t, dir)), tn.local.CAPool, "localhost"),
+	}
+	for name, conf := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: conf})
+			if err == nil {
+				defer c.Close()
+				_, err = c.Ping(ctx)
+			}
+			if err == nil {
+				t.Fatal("the node accepted the credential")
+			}
+		})
+	}
+	// The node still serves good clients.
+	if _, err := tn.dial(pki.RoleClient).Ping(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// expiredCert signs an operator certificate that expired an hour ago with
+// the local CA in dir.
+func expiredCert(t *testing.T, dir string) tls.Certificate {
+	return signWithLocalCA(t, dir, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour), "edgereg://role/operator")
+}
+
+// noRoleCert signs a valid certificate that carries no role.
+func noRoleCert(t *testing.T, dir string) tls.Certificate {
+	return signWithLocalCA(t, dir, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "")
+}
+
+func signWithLocalCA(t *testing.T, dir string, notBefore, notAfter time.Time, uri string) tls.Certificate {
+	t.Helper()
+	ca, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls", "ca.crt"), filepath.Join(dir, "tls", "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(ca.Certificate[0])
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "test"},
+		NotBefore:    notBefore, NotAfter: notAfter,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+	}
+	if uri != "" {
+		u, _ := url.Parse(uri)
+		tmpl.URIs = []*url.URL{u}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, ca.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestFloodsLeaveOthersServed: a flood of connections and streams from one
+// host, a slowloris stream, garbage UDP and a wrong ALPN leave the node's
+// memory bounded and other clients' reads working.
+func TestFloodsLeaveOthersServed(t *testing.T) {
+	tn := startNode(t, func(c *Config) {
+		c.MaxConnsPerHost = 8
+		c.MaxStreamsPerConn = 16
+		c.ReadTimeout = 500 * time.Millisecond
+	})
+	ctx := ctxT(t)
+	op := tn.dial(pki.RoleOperator)
+	if _, err := op.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t")); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	// Connection flood from one host: beyond the limit, refused.
+	conf := tn.tlsFor(pki.RoleClient, "flood")
+	refused := 0
+	var conns []*quic.Conn
+	for range 20 {
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		qc, err := quic.DialAddr(dctx, tn.Addr().String(), conf, nil)
+		cancel()
+		if err != nil {
+			refused++
+			continue
+		}
+		conns = append(conns, qc)
+	}
+	if refused == 0 {
+		t.Fatal("20 connections from one host were all accepted with a limit of 8")
+	}
+	// Stream flood and slowloris on the accepted connections: every stream
+	// sends half a frame and stalls.
+	for _, qc := range conns {
+		for range 40 {
+			s, err := qc.OpenStream()
+			if err != nil {
+				break // the stream limit holds
+			}
+			s.Write([]byte{0, 0, 1, 0, 0xa1})
+		}
+	}
+	// Garbage UDP and a wrong ALPN.
+	udp, err := net.Dial("udp", tn.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		udp.Write([]byte(fmt.Sprintf("garbage %d %s", i, make([]byte, i%1200))))
+	}
+	udp.Close()
+	bad := tn.tlsFor(pki.RoleClient, "alpn")
+	bad.NextProtos = []string{"h3"}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if qc, err := quic.DialAddr(dctx, tn.Addr().String(), bad, nil); err == nil {
+		qc.CloseWithError(0, "")
+		t.Error("a handshake with ALPN h3 was accepted")
+	}
+	cancel()
+
+	// Meanwhile the operator's connection (opened before the flood) reads.
+	if _, _, err := op.Route(ctx, "t", wire.ClientAttrs{}); err != nil {
+		t.Fatalf("route during the flood: %v", err)
+	}
+	// The slowloris streams are cut off by the read deadline.
+	time.Sleep(1500 * time.Millisecond)
+	if n := tn.stats.streams.Load(); n > 8 {
+		t.Errorf("%d streams still open after the read deadline", n)
+	}
+	for _, qc := range conns {
+		qc.CloseWithError(0, "")
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 64<<20 {
+		t.Errorf("heap grew by %d MiB under the flood", grown>>20)
+	}
+	if _, _, err := tn.dial(pki.RoleClient).Route(ctx, "t", wire.ClientAttrs{}); err != nil {
+		t.Fatalf("route after the flood: %v", err)
+	}
+}
