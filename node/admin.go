@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
-	"github.com/edgereg/edgereg/wire"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // adminServer serves the node's health and metrics over plain HTTP on a
@@ -28,7 +29,7 @@ func newAdminServer(n *Node, addr string) (*adminServer, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
-	mux.HandleFunc("GET /metrics", a.metrics)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.stats.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelError)}))
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return a, nil
 }
@@ -63,40 +64,4 @@ func (a *adminServer) readyz(w http.ResponseWriter, _ *http.Request) {
 	default:
 		fmt.Fprintln(w, "ready")
 	}
-}
-
-// metrics writes the node's counters in the Prometheus text format.
-func (a *adminServer) metrics(w http.ResponseWriter, _ *http.Request) {
-	s := &a.n.stats
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	counter := func(name, help string, v uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
-	}
-	gauge := func(name, help string, v int64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
-	}
-	counter("edgereg_registrations_total", "Full broker registrations accepted.", s.registrations.Load())
-	counter("edgereg_heartbeats_total", "Heartbeats accepted.", s.heartbeats.Load())
-	counter("edgereg_expiries_total", "Brokers expired for missing heartbeats.", s.expiries.Load())
-	counter("edgereg_requests_total", "Requests handled.", s.requests.Load())
-	counter("edgereg_request_errors_total", "Requests answered with an error.", s.errors.Load())
-	counter("edgereg_bad_frames_total", "Malformed, oversized or unknown frames.", s.badFrames.Load())
-	counter("edgereg_denied_total", "Requests refused as not authorized.", s.denied.Load())
-	counter("edgereg_stream_timeouts_total", "Streams cut off by a read deadline.", s.timeouts.Load())
-	fmt.Fprintf(w, "# HELP edgereg_route_reads_total Route reads by result.\n# TYPE edgereg_route_reads_total counter\n")
-	for st := range s.routeReads {
-		fmt.Fprintf(w, "edgereg_route_reads_total{result=%q} %d\n", wire.RouteStatus(st).String(), s.routeReads[st].Load())
-	}
-	gauge("edgereg_connections", "Open QUIC connections.", s.conns.Load())
-	gauge("edgereg_streams", "Open streams.", s.streams.Load())
-	gauge("edgereg_leases", "Live broker leases.", int64(len(a.n.reg.Leases())))
-	a.n.watches.mu.Lock()
-	watchers := a.n.watches.count
-	a.n.watches.mu.Unlock()
-	gauge("edgereg_watch_streams", "Streams watching routes.", int64(watchers))
-	ready := int64(1)
-	if a.n.WarmingUp() {
-		ready = 0
-	}
-	gauge("edgereg_ready", "1 once the warm-up window has passed.", ready)
 }

@@ -176,7 +176,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 		var f wire.Frame
 		if err := wire.DecodeFrame(buf, &f); err != nil {
 			// The length prefix kept the stream in step: answer and go on.
-			n.stats.badFrames.Add(1)
+			n.stats.badFrames.Inc()
 			if w.write(errorFrame(0, 0, wire.Errorf(wire.CodeBadRequest, "%v", err))) != nil {
 				return
 			}
@@ -221,15 +221,15 @@ func (n *Node) endStream(w *streamWriter, err error) {
 	case errors.Is(err, io.EOF):
 		return // the peer finished: a clean end
 	case errors.As(err, &tooLarge):
-		n.stats.badFrames.Add(1)
+		n.stats.badFrames.Inc()
 		w.write(errorFrame(0, 0, wire.Errorf(wire.CodeFrameTooLarge, "%v", err)))
 		w.s.CancelRead(codeStreamAbort)
 	case errors.Is(err, wire.ErrEmptyFrame):
-		n.stats.badFrames.Add(1)
+		n.stats.badFrames.Inc()
 		w.write(errorFrame(0, 0, wire.Errorf(wire.CodeBadRequest, "empty frame")))
 		w.s.CancelRead(codeStreamAbort)
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		n.stats.timeouts.Add(1)
+		n.stats.timeouts.Inc()
 		w.s.CancelRead(codeStreamTimeout)
 		w.s.CancelWrite(codeStreamTimeout)
 	default:

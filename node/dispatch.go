@@ -17,11 +17,11 @@ const MaxTopicsPerQuery = 10_000
 func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) *wire.Frame {
 	start := time.Now()
 	if !f.Type.Known() || f.Type == wire.TypeRouteEvent {
-		n.stats.badFrames.Add(1)
+		n.stats.badFrames.Inc()
 		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnknownType, "unknown message type %d", uint16(f.Type)))
 	}
 	if err := authorize(cs.peer, f.Type); err != nil {
-		n.stats.denied.Add(1)
+		n.stats.denied.Inc()
 		return errorFrame(f.Type, f.ID, err)
 	}
 	if !n.acquireWorker() {
@@ -29,10 +29,12 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 	}
 	defer n.releaseWorker()
 	body, err := n.dispatch(cs, f, w, watch)
-	n.stats.observe(f.Type, time.Since(start), err)
 	if err != nil {
-		return errorFrame(f.Type, f.ID, toWireError(err))
+		we := toWireError(err)
+		n.stats.observe(f.Type, time.Since(start), we)
+		return errorFrame(f.Type, f.ID, we)
 	}
+	n.stats.observe(f.Type, time.Since(start), nil)
 	resp := &wire.Frame{Type: f.Type, ID: f.ID}
 	if body != nil {
 		b, err := wire.Marshal(body)
@@ -146,7 +148,7 @@ func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.stats.registrations.Add(1)
+	n.stats.registrations.Inc()
 	if !existed {
 		n.log.Info("broker registered", "cluster", r.Cluster, "broker", r.BrokerName, "id", r.BrokerID,
 			"addr", r.Addr, "topics", len(r.Topics), "epoch", res.Epoch, "remote", cs.peer.remote)
@@ -190,7 +192,7 @@ func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.stats.heartbeats.Add(1)
+	n.stats.heartbeats.Inc()
 	return leaseAck(l), nil
 }
 
@@ -231,16 +233,16 @@ func (n *Node) routeResult(tv wire.TopicVersion) wire.RouteResult {
 	e, err := n.reg.Route(tv.Topic)
 	switch {
 	case err != nil && n.WarmingUp():
-		n.stats.routeReads[wire.StatusWarmingUp].Add(1)
+		n.stats.routeReads[wire.StatusWarmingUp].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusWarmingUp}
 	case err != nil:
-		n.stats.routeReads[wire.StatusNotFound].Add(1)
+		n.stats.routeReads[wire.StatusNotFound].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}
 	case e.Version == tv.Version:
-		n.stats.routeReads[wire.StatusNotModified].Add(1)
+		n.stats.routeReads[wire.StatusNotModified].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: e.Version}
 	}
-	n.stats.routeReads[wire.StatusOK].Add(1)
+	n.stats.routeReads[wire.StatusOK].Inc()
 	return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusOK, Version: e.Version, Route: e.Body}
 }
 

@@ -64,7 +64,7 @@ type Node struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	admin    *adminServer
-	stats    stats
+	stats    *stats
 }
 
 // New prepares a node: it creates or loads the data directory, its TLS
@@ -86,6 +86,7 @@ func New(cfg Config) (*Node, error) {
 		stop:    make(chan struct{}),
 	}
 	n.watches = newWatchHub()
+	n.stats = newStats(n)
 	n.reg = registry.New(registry.Config{
 		Clock:            cfg.Clock,
 		DefaultThreshold: cfg.ExpiryThreshold,
@@ -298,7 +299,7 @@ func (n *Node) ExpireNow() []registry.LeaseInfo {
 			"addr", l.Addr, "epoch", l.Epoch, "reason", "no heartbeat within threshold",
 			"last_heartbeat", l.LastHeartbeat, "threshold", l.Threshold.String())
 	}
-	n.stats.expiries.Add(uint64(len(expired)))
+	n.stats.expiries.WithLabelValues("no_heartbeat").Add(float64(len(expired)))
 	return expired
 }
 

@@ -4,27 +4,90 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgereg/edgereg/wire"
 )
 
-// stats are the node's counters, read by the admin server.
+// stats are the node's metrics. Each node has its own Prometheus registry,
+// so several nodes in one process (tests, embedding) do not collide. The
+// hot paths use pre-resolved children, never a label lookup per request.
 type stats struct {
-	conns         atomic.Int64
-	streams       atomic.Int64
-	registrations atomic.Uint64
-	heartbeats    atomic.Uint64
-	expiries      atomic.Uint64
-	badFrames     atomic.Uint64
-	denied        atomic.Uint64
-	timeouts      atomic.Uint64
-	errors        atomic.Uint64
-	requests      atomic.Uint64
-	routeReads    [4]atomic.Uint64 // by wire.RouteStatus
+	reg *prometheus.Registry
+
+	conns   atomic.Int64 // also read by tests and the status page
+	streams atomic.Int64
+
+	registrations prometheus.Counter
+	heartbeats    prometheus.Counter
+	expiries      *prometheus.CounterVec
+	badFrames     prometheus.Counter
+	denied        prometheus.Counter
+	timeouts      prometheus.Counter
+	routeReads    [4]prometheus.Counter // by wire.RouteStatus
+	latency       map[wire.Type]prometheus.Observer
+	errors        *prometheus.CounterVec
 }
 
-func (s *stats) observe(t wire.Type, d time.Duration, err error) {
-	s.requests.Add(1)
+// routeResultLabels name route read results as the metrics show them.
+var routeResultLabels = [4]string{
+	wire.StatusOK: "hit", wire.StatusNotModified: "not_modified",
+	wire.StatusNotFound: "not_found", wire.StatusWarmingUp: "warming_up",
+}
+
+func newStats(n *Node) *stats {
+	s := &stats{reg: prometheus.NewRegistry()}
+	f := func(c prometheus.Collector) { s.reg.MustRegister(c) }
+	s.registrations = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_registrations_total", Help: "Full broker registrations accepted."})
+	s.heartbeats = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_heartbeats_total", Help: "Heartbeats accepted."})
+	s.expiries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_expiries_total", Help: "Brokers removed, by reason."}, []string{"reason"})
+	s.badFrames = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_bad_frames_total", Help: "Malformed, oversized or unknown frames."})
+	s.denied = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_denied_total", Help: "Requests refused as not authorized."})
+	s.timeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_stream_timeouts_total", Help: "Streams cut off by a read deadline."})
+	reads := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_route_reads_total", Help: "Route reads by result."}, []string{"result"})
+	for st, label := range routeResultLabels {
+		s.routeReads[st] = reads.WithLabelValues(label)
+	}
+	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "edgereg_request_duration_seconds", Help: "Time to handle a request, by kind.",
+		Buckets: prometheus.ExponentialBuckets(10e-6, 4, 9), // 10 µs .. 655 ms
+	}, []string{"kind"})
+	s.latency = make(map[wire.Type]prometheus.Observer)
+	for t := range wire.Type(64) {
+		if t.Known() {
+			s.latency[t] = lat.WithLabelValues(t.String())
+		}
+	}
+	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_request_errors_total", Help: "Requests answered with an error, by kind and code."}, []string{"kind", "code"})
+	for _, c := range []prometheus.Collector{s.registrations, s.heartbeats, s.expiries, s.badFrames, s.denied, s.timeouts, reads, lat, s.errors} {
+		f(c)
+	}
+	gauge := func(name, help string, v func() float64) {
+		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, v))
+	}
+	gauge("edgereg_connections", "Open QUIC connections.", func() float64 { return float64(s.conns.Load()) })
+	gauge("edgereg_streams", "Open streams.", func() float64 { return float64(s.streams.Load()) })
+	gauge("edgereg_leases", "Live broker leases.", func() float64 { return float64(n.reg.LeaseCount()) })
+	gauge("edgereg_topics", "Topics with a route.", func() float64 { return float64(n.reg.TopicCount()) })
+	gauge("edgereg_watch_streams", "Streams watching routes.", func() float64 { return float64(n.watches.watchers()) })
+	gauge("edgereg_watched_topics", "Topic subscriptions over all watch streams.", func() float64 { return float64(n.watches.subscriptions()) })
+	gauge("edgereg_ready", "1 once the warm-up window has passed.", func() float64 {
+		if n.WarmingUp() {
+			return 0
+		}
+		return 1
+	})
+	f(prometheus.NewGoCollector())
+	f(prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return s
+}
+
+// observe records a handled request.
+func (s *stats) observe(t wire.Type, d time.Duration, err *wire.Error) {
+	if o := s.latency[t]; o != nil {
+		o.Observe(d.Seconds())
+	}
 	if err != nil {
-		s.errors.Add(1)
+		s.errors.WithLabelValues(t.String(), err.Code.String()).Inc()
 	}
 }

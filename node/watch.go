@@ -12,7 +12,24 @@ import (
 type watchHub struct {
 	mu      sync.Mutex
 	byTopic map[string]map[*watcher]struct{}
-	count   int // watchers, for the admin page
+	count   int // watch streams
+}
+
+func (h *watchHub) watchers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count
+}
+
+// subscriptions counts (topic, watcher) pairs.
+func (h *watchHub) subscriptions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, ws := range h.byTopic {
+		n += len(ws)
+	}
+	return n
 }
 
 func newWatchHub() *watchHub {

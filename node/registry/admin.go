@@ -186,3 +186,10 @@ func (r *Registry) setPerm(g *group, cs *changeSet, perm func(uint8) uint8) {
 		}
 	}
 }
+
+// TopicCount returns how many topics have a route.
+func (r *Registry) TopicCount() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.topics)
+}

@@ -332,3 +332,10 @@ func (r *Registry) Lease(clusterName, addr string) (LeaseInfo, bool) {
 	}
 	return l.info(), true
 }
+
+// LeaseCount returns how many brokers hold a lease.
+func (r *Registry) LeaseCount() int {
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	return len(r.leases)
+}

@@ -1,0 +1,90 @@
+package node
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAdminEndpoints(t *testing.T) {
+	clk := &testClock{now: time.Now()}
+	tn := startNode(t, func(c *Config) {
+		c.AdminAddr = "127.0.0.1:0"
+		c.WarmUp = time.Minute
+		c.Clock = clk
+	})
+	base := "http://" + tn.AdminAddr().String()
+	if code, _ := httpGet(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz = %d", code)
+	}
+	if code, body := httpGet(t, base+"/readyz"); code != 503 || !strings.Contains(body, "warming up") {
+		t.Fatalf("/readyz while warming up = %d %q", code, body)
+	}
+	ctx := ctxT(t)
+	c := tn.dial(pki.RoleOperator)
+	c.Route(ctx, "missing", wire.ClientAttrs{}) // a warming-up miss
+	clk.advance(2 * time.Minute)
+	if code, _ := httpGet(t, base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz after warm-up = %d", code)
+	}
+	ack, err := c.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: ack.Lease.Epoch})
+	c.Route(ctx, "t", wire.ClientAttrs{})
+	c.Route(ctx, "missing", wire.ClientAttrs{})
+	_, body := httpGet(t, base+"/metrics")
+	for _, want := range []string{
+		"edgereg_registrations_total 1",
+		"edgereg_heartbeats_total 1",
+		`edgereg_route_reads_total{result="hit"} 1`,
+		`edgereg_route_reads_total{result="not_found"} 1`,
+		`edgereg_route_reads_total{result="warming_up"} 1`,
+		`edgereg_request_duration_seconds_count{kind="register"} 1`,
+		"edgereg_leases 1",
+		"edgereg_connections 1",
+		"edgereg_ready 1",
+		"process_cpu_seconds_total",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// testClock is a settable clock for node tests.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
