@@ -72,3 +72,19 @@ type ClusterInfo struct {
 	// Groups maps a broker group name to its broker data.
 	Groups map[string]BrokerData `cbor:"2,keyasint"`
 }
+
+// PermString shows permission bits as RocketMQ users read them: "rw-" for
+// read and write, "r--" for read only, "--i" for inherit.
+func PermString(p uint8) string {
+	s := []byte("---")
+	if p&PermRead != 0 {
+		s[0] = 'r'
+	}
+	if p&PermWrite != 0 {
+		s[1] = 'w'
+	}
+	if p&PermInherit != 0 {
+		s[2] = 'i'
+	}
+	return string(s)
+}
