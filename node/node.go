@@ -65,6 +65,9 @@ type Node struct {
 	stopOnce sync.Once
 	admin    *adminServer
 	stats    *stats
+	// policyStatus reports active policies for the status page; nil
+	// when no policy host is bound.
+	policyStatus func() []PolicyStatus
 }
 
 // New prepares a node: it creates or loads the data directory, its TLS

@@ -251,3 +251,22 @@ func freeUDPAddr(t *testing.T) string {
 	defer c.Close()
 	return c.LocalAddr().String()
 }
+
+func TestNodeConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "edgereg.yaml")
+	os.WriteFile(path, []byte("# a node\nexpiry-threshold: 3m\nscan-interval: 7s # comment\nhost: [a.example, b.example]\n"), 0o600)
+	out, stderr, code := run(t, []string{"EDGEREG_SCAN_INTERVAL=9s"}, "node", "--config", path, "--print-config")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"3m0s", "9s", "[a.example,b.example]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("print-config lacks %q (the environment wins over the file):\n%s", want, out)
+		}
+	}
+	os.WriteFile(path, []byte("expiry-treshold: 3m\n"), 0o600)
+	_, stderr, code = run(t, nil, "node", "--config", path, "--print-config")
+	if code != 2 || !strings.Contains(stderr, `unknown setting "expiry-treshold"`) {
+		t.Errorf("a typo in the config file: exit %d, %q", code, stderr)
+	}
+}

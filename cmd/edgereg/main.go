@@ -117,16 +117,9 @@ func bindEnv(cmd *cobra.Command) error {
 		if !ok {
 			return
 		}
-		if sv, isSlice := f.Value.(pflag.SliceValue); isSlice {
-			err = sv.Replace(splitList(v))
-		} else {
-			err = f.Value.Set(v)
-		}
-		if err != nil {
+		if err = setFlag(f, v); err != nil {
 			err = usageError{fmt.Errorf("invalid %s=%q: %w", EnvName(f.Name), v, err)}
-			return
 		}
-		f.Changed = true
 	})
 	return err
 }

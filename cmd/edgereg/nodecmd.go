@@ -23,6 +23,7 @@ import (
 
 type nodeFlags struct {
 	cfg         node.Config
+	configFile  string
 	logFormat   string
 	logLevel    string
 	printConfig bool
@@ -40,6 +41,11 @@ creates a local CA there, so the CLI on this machine works with no configuration
 SIGINT or SIGTERM stops it gracefully.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if nf.configFile != "" {
+				if err := applyConfigFile(cmd.Flags(), nf.configFile); err != nil {
+					return usageError{err}
+				}
+			}
 			nf.cfg.DataDir = g.data
 			return runNode(cmd, nf)
 		},
@@ -73,6 +79,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.IntVar(&c.MaxWatchesPerConn, "max-watches-per-conn", node.DefaultMaxWatchesPerConn, "topics one connection may watch")
 	fs.StringVar(&nf.logFormat, "log-format", "auto", "log format: auto (colored text on a terminal, JSON otherwise), text or json")
 	fs.StringVar(&nf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&nf.configFile, "config", "", "config file: one \"flag-name: value\" per line (flags and EDGEREG_* variables win)")
 	fs.BoolVar(&nf.printConfig, "print-config", false, "print the effective configuration and exit")
 	fs.DurationVar(&nf.shutdown, "shutdown-timeout", node.DefaultShutdownTimeout, "how long a graceful stop waits for requests in progress")
 }
@@ -149,7 +156,7 @@ func printConfig(w io.Writer, fs *pflag.FlagSet) {
 		}
 		source := "default"
 		if f.Changed {
-			source = "flag or " + EnvName(f.Name)
+			source = "set by flag, " + EnvName(f.Name) + " or config file"
 		}
 		lines = append(lines, fmt.Sprintf("%-24s %-28s (%s)", f.Name, f.Value.String(), source))
 	})

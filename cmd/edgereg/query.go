@@ -130,27 +130,12 @@ func printRoute(tw io.Writer, r routeOut) {
 		slices.Sort(ids)
 		for i, id := range ids {
 			if i == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", r.Topic, q.BrokerName, q.ReadQueues, q.WriteQueues, permString(q.Perm), id, bd.Addrs[id], bd.Zone)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", r.Topic, q.BrokerName, q.ReadQueues, q.WriteQueues, wire.PermString(q.Perm), id, bd.Addrs[id], bd.Zone)
 				continue
 			}
 			fmt.Fprintf(tw, "\t\t\t\t\t%d\t%s\t\n", id, bd.Addrs[id])
 		}
 	}
-}
-
-// permString shows permission bits as RocketMQ users read them.
-func permString(p uint8) string {
-	s := []byte("---")
-	if p&wire.PermRead != 0 {
-		s[0] = 'r'
-	}
-	if p&wire.PermWrite != 0 {
-		s[1] = 'w'
-	}
-	if p&wire.PermInherit != 0 {
-		s[2] = 'i'
-	}
-	return string(s)
 }
 
 func newClustersCmd(g *globals) *cobra.Command {
