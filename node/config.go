@@ -53,6 +53,8 @@ type Config struct {
 	Hosts []string
 	// AllowAnonymousClients lets peers without a certificate read routes.
 	AllowAnonymousClients bool
+	// Pprof serves Go's profiler under /debug/pprof/ on the admin address.
+	Pprof bool
 
 	// HeartbeatInterval is the brokers' heartbeat period; the warm-up window
 	// defaults to it. Default 30 s.

@@ -60,7 +60,9 @@ type Node struct {
 	limits   *connLimits
 	closing  atomic.Bool
 	conns    sync.Map // *quic.Conn -> struct{}
-	wg       sync.WaitGroup
+	lifeMu   sync.Mutex
+	stopped  bool           // set by Shutdown before it waits for wg; guarded by lifeMu
+	wg       sync.WaitGroup // every goroutine the node owns
 	stop     chan struct{}
 	stopOnce sync.Once
 	admin    *adminServer
@@ -218,12 +220,11 @@ func (n *Node) listen() error {
 func (n *Node) Serve() error {
 	n.log.Info("node started", "id", n.id, "addr", n.Addr().String(), "data", n.cfg.DataDir,
 		"warm_up", n.cfg.WarmUp.String(), "expiry_threshold", n.cfg.ExpiryThreshold.String())
-	n.wg.Add(2)
-	go n.expiryLoop()
-	go n.warmUpLoop()
+	if !n.spawn(n.expiryLoop) || !n.spawn(n.warmUpLoop) {
+		return ErrClosed
+	}
 	if n.admin != nil {
-		n.wg.Add(1)
-		go func() { defer n.wg.Done(); n.admin.serve() }()
+		n.spawn(n.admin.serve)
 	}
 	for {
 		qc, err := n.ln.Accept(context.Background())
@@ -233,12 +234,26 @@ func (n *Node) Serve() error {
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.serveConn(qc)
-		}()
+		if !n.spawn(func() { n.serveConn(qc) }) {
+			qc.CloseWithError(codeShutdown, "node shutting down")
+		}
 	}
+}
+
+// spawn runs f in a goroutine that Shutdown waits for, unless Shutdown has
+// begun waiting already.
+func (n *Node) spawn(f func()) bool {
+	n.lifeMu.Lock()
+	defer n.lifeMu.Unlock()
+	if n.stopped {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // Shutdown stops the node gracefully: it stops accepting connections,
@@ -260,6 +275,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if n.admin != nil {
 		n.admin.shutdown(ctx)
 	}
+	n.lifeMu.Lock()
+	n.stopped = true
+	n.lifeMu.Unlock()
 	n.wg.Wait()
 	n.tr.Close()
 	n.udp.Close()
@@ -281,7 +299,6 @@ func (n *Node) drainWorkers(ctx context.Context) error {
 }
 
 func (n *Node) expiryLoop() {
-	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.ScanInterval)
 	defer t.Stop()
 	for {
@@ -307,7 +324,6 @@ func (n *Node) ExpireNow() []registry.LeaseInfo {
 }
 
 func (n *Node) warmUpLoop() {
-	defer n.wg.Done()
 	if !n.WarmingUp() {
 		return
 	}
@@ -318,6 +334,7 @@ func (n *Node) warmUpLoop() {
 	case <-n.stop:
 	case <-t.C:
 		n.log.Info("node ready: warm-up over")
+		n.watches.markAll()
 	}
 }
 

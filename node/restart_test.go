@@ -14,6 +14,7 @@ import (
 // crash stops a node the way a kill -9 would: its socket goes away without
 // telling any peer.
 func (tn *testNode) crash() {
+	tn.crashed = true
 	tn.udp.Close()
 	tn.stop()
 }

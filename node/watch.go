@@ -49,6 +49,17 @@ func (h *watchHub) changed(topics []string) {
 	}
 }
 
+// markAll makes every watcher look at every topic it watches again.
+func (h *watchHub) markAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for topic, ws := range h.byTopic {
+		for w := range ws {
+			w.mark(topic)
+		}
+	}
+}
+
 func (h *watchHub) add(w *watcher, topic string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -212,7 +223,12 @@ func (wt *watcher) flush() bool {
 		switch res.Status {
 		case wire.StatusNotModified:
 			continue
-		case wire.StatusNotFound, wire.StatusWarmingUp:
+		case wire.StatusWarmingUp:
+			// Not known yet, perhaps only because brokers have not come
+			// back since a restart: say nothing until warm-up ends, when
+			// every topic is looked at again (markAll).
+			continue
+		case wire.StatusNotFound:
 			if have == 0 {
 				continue // the client already knows there is no route
 			}

@@ -27,6 +27,9 @@ func init() {
 	var err error
 	encOpts := cbor.CoreDetEncOptions()
 	encOpts.Time = cbor.TimeUnix
+	// An absent list or map is sent as an empty one, never as null, so
+	// clients in other languages meet one shape per field.
+	encOpts.NilContainers = cbor.NilContainerAsEmpty
 	encMode, err = encOpts.EncMode()
 	if err != nil {
 		panic(fmt.Sprintf("wire: build CBOR encode mode: %v", err))

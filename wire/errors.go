@@ -68,7 +68,7 @@ func (e *Error) Error() string {
 // any not-found error whatever its message.
 func (e *Error) Is(target error) bool {
 	var t *Error
-	return errors.As(target, &t) && t.Code == e.Code
+	return errors.As(target, &t) && t != nil && t.Code == e.Code
 }
 
 // Sentinels to branch on with errors.Is; they match any *Error of their code.

@@ -37,6 +37,9 @@ func (e *FrameTooLargeError) Error() string {
 	return fmt.Sprintf("frame of %d bytes exceeds limit %d", e.Len, e.Limit)
 }
 
+// Is makes errors.Is(err, ErrFrameTooLarge) hold.
+func (e *FrameTooLargeError) Is(target error) bool { return target == ErrFrameTooLarge }
+
 // ReadFrame reads one frame of at most limit bytes. It returns io.EOF when
 // the stream ends cleanly before a frame starts, and io.ErrUnexpectedEOF
 // when it ends inside one. A frame over the limit is refused before any of

@@ -64,6 +64,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.StringVar(&c.RevocationFile, "revocations", "", "file of revoked client certificate serials, hex, one per line")
 	fs.StringSliceVar(&c.Hosts, "host", nil, "extra DNS names or IPs for the local CA to put in the node certificate")
 	fs.BoolVar(&c.AllowAnonymousClients, "allow-anonymous-clients", false, "let peers without a certificate read routes (never the default)")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on the admin address")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", node.DefaultHeartbeatInterval, "brokers' heartbeat period")
 	fs.DurationVar(&c.WarmUp, "warm-up", 0, "after start, route misses answer warming-up for this long (default: the heartbeat interval; negative disables)")
 	fs.DurationVar(&c.ExpiryThreshold, "expiry-threshold", node.DefaultExpiryThreshold, "how long a broker may stay silent before it expires")
