@@ -33,10 +33,10 @@ func newAdminServer(n *Node, addr string) (*adminServer, error) {
 	mux.HandleFunc("GET /status.json", a.statusJSON)
 	mux.HandleFunc("GET /", a.statusPage)
 	if n.cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.stats.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelError)}))
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

@@ -30,10 +30,14 @@ func TestAdminEndpoints(t *testing.T) {
 		c.AdminAddr = "127.0.0.1:0"
 		c.WarmUp = time.Minute
 		c.Clock = clk
+		c.Pprof = true
 	})
 	base := "http://" + tn.AdminAddr().String()
 	if code, _ := httpGet(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d", code)
+	}
+	if code, _ := httpGet(t, base+"/debug/pprof/"); code != 200 {
+		t.Fatalf("/debug/pprof/ with Pprof on = %d", code)
 	}
 	if code, body := httpGet(t, base+"/readyz"); code != 503 || !strings.Contains(body, "warming up") {
 		t.Fatalf("/readyz while warming up = %d %q", code, body)
