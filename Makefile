@@ -5,6 +5,10 @@ BIN     ?= bin/edgereg
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/edgereg/edgereg/node.Version=$(VERSION)
 
+# FUZZ_EXECS bounds each fuzz target's run by executions rather than time:
+# a count is reproducible and avoids go1.26's fuzz-coordinator deadline race.
+FUZZ_EXECS ?= 300000x
+
 .PHONY: all build run test bench fuzz clean
 
 all: build
@@ -21,6 +25,12 @@ test:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bench.txt
+
+fuzz:
+	@for target in $$($(GO) test ./wire -list '^Fuzz' | grep '^Fuzz'); do \
+		echo "== $$target"; \
+		$(GO) test ./wire -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZ_EXECS) -parallel 1 || exit 1; \
+	done
 
 clean:
 	rm -rf bin bench.txt

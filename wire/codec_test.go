@@ -611,9 +611,9 @@ func TestDeterministicEncoding(t *testing.T) {
 		// Text keys: shorter encodings first, then bytewise.
 		{&KVList{Entries: map[string]string{"bb": "1", "a": "2", "c": "3", "": "4"}},
 			"a1 01 a4 60 6134 6161 6132 6163 6133 626262 6131"},
-		// nil slices and maps encode as null, not as empty containers.
-		{&TopicList{}, "a1 01 f6"},
-		{&KVList{}, "a1 01 f6"},
+		// nil slices and maps encode as empty containers, never as null.
+		{&TopicList{}, "a1 01 80"},
+		{&KVList{}, "a1 01 a0"},
 	}
 	for _, tt := range tests {
 		if got := hex.EncodeToString(mustMarshal(t, tt.v)); got != strings.ReplaceAll(tt.want, " ", "") {

@@ -1,0 +1,188 @@
+package broker
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/nodes"
+)
+
+// Defaults a Registrar gets for unset Config fields.
+const (
+	DefaultHeartbeatInterval = 30 * time.Second
+	DefaultRequestTimeout    = 5 * time.Second
+	// MaxRequestTimeout caps Config.RequestTimeout: a request that has not
+	// been answered in a minute is retried, not waited for.
+	MaxRequestTimeout = time.Minute
+	// MaxTopicNameLen is the longest topic name a node accepts.
+	MaxTopicNameLen = 127
+)
+
+// ErrInvalidConfig is wrapped by every error New returns for a bad Config,
+// and by the topic methods for a bad topic.
+var ErrInvalidConfig = errors.New("invalid broker registrar config")
+
+// Identity is who the broker is: the fields of every registration.
+type Identity struct {
+	// Cluster is the broker's cluster name. Required.
+	Cluster string
+	// BrokerName is the broker group (master and slaves share it). Required.
+	BrokerName string
+	// BrokerID is wire.MasterID (0) for the master, above it for slaves.
+	BrokerID int64
+	// Addr is where producers and consumers reach the broker, host:port.
+	// Required; with Cluster it keys the broker's lease on every node.
+	Addr string
+	// HAAddr is where slaves replicate from this broker, host:port.
+	HAAddr string
+	// Zone is the broker's zone, for zone-aware route policies.
+	Zone string
+	// ActingMaster lets the group's lowest-id slave stand in (read-only)
+	// when the group has no master.
+	ActingMaster bool
+	// StateVersion orders the broker's configurations across restarts
+	// (RocketMQ's stateVersion); it is sent as DataVersion.State.
+	StateVersion uint64
+}
+
+// Config configures a Registrar.
+type Config struct {
+	// Identity names the broker. Required.
+	Identity Identity
+	// Topics is the broker's topic configuration at start.
+	Topics []wire.TopicConfig
+	// Nodes says which nodes to register with. Required.
+	Nodes nodes.Source
+	// NodeRefreshInterval is how often Nodes is read again. Default 30 s.
+	NodeRefreshInterval time.Duration
+	// TLS is the client TLS configuration (pki.ClientConfig with a broker
+	// certificate). Required. A session cache is added when it has none, so
+	// reconnects resume TLS sessions.
+	TLS *tls.Config
+	// HeartbeatInterval is how often each node's lease is renewed. Default 30 s.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is how long the broker asks each node to keep its
+	// lease without a heartbeat; it must exceed HeartbeatInterval. Zero
+	// means the node's default (120 s unless configured otherwise).
+	HeartbeatTimeout time.Duration
+	// RequestTimeout bounds each request and each dial. Default 5 s, at
+	// most MaxRequestTimeout. Run also bounds its graceful unregistration
+	// by it.
+	RequestTimeout time.Duration
+	// Backoff schedules retries of failed requests and reconnects, per
+	// node. Default 200 ms to 30 s with full jitter.
+	Backoff nodes.Backoff
+	// Logger receives registrations, node list changes and failures;
+	// default slog.Default().
+	Logger *slog.Logger
+	// Now tells the time for data version timestamps and NodeState; default
+	// time.Now. Timers (heartbeats, backoff) use the runtime's clock.
+	Now func() time.Time
+}
+
+// withDefaults returns the config with unset fields at their defaults.
+func (c Config) withDefaults() Config {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	c.RequestTimeout = min(c.RequestTimeout, MaxRequestTimeout)
+	if c.NodeRefreshInterval <= 0 {
+		c.NodeRefreshInterval = nodes.DefaultRefreshInterval
+	}
+	c.Backoff = c.Backoff.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.TLS != nil {
+		c.TLS = c.TLS.Clone()
+		if c.TLS.ClientSessionCache == nil {
+			c.TLS.ClientSessionCache = tls.NewLRUClientSessionCache(64)
+		}
+		if len(c.TLS.NextProtos) == 0 {
+			c.TLS.NextProtos = []string{wire.ALPN}
+		}
+	}
+	c.Topics = slices.Clone(c.Topics)
+	return c
+}
+
+// validate reports the first setting that cannot work.
+func (c *Config) validate() error {
+	id := c.Identity
+	switch {
+	case id.Cluster == "":
+		return fmt.Errorf("%w: no cluster name", ErrInvalidConfig)
+	case id.BrokerName == "":
+		return fmt.Errorf("%w: no broker name", ErrInvalidConfig)
+	case id.BrokerID < 0:
+		return fmt.Errorf("%w: negative broker id %d", ErrInvalidConfig, id.BrokerID)
+	case c.Nodes == nil:
+		return fmt.Errorf("%w: no node source", ErrInvalidConfig)
+	case c.TLS == nil:
+		return fmt.Errorf("%w: no TLS config (use pki.ClientConfig with a broker certificate)", ErrInvalidConfig)
+	case c.HeartbeatTimeout < 0:
+		return fmt.Errorf("%w: negative heartbeat timeout %s", ErrInvalidConfig, c.HeartbeatTimeout)
+	case c.HeartbeatTimeout > 0 && c.HeartbeatTimeout <= c.HeartbeatInterval:
+		return fmt.Errorf("%w: heartbeat timeout %s must exceed the heartbeat interval %s, or the lease lapses between heartbeats",
+			ErrInvalidConfig, c.HeartbeatTimeout, c.HeartbeatInterval)
+	}
+	if err := validAddr("broker address", id.Addr, true); err != nil {
+		return err
+	}
+	if err := validAddr("HA address", id.HAAddr, false); err != nil {
+		return err
+	}
+	return validateTopics(c.Topics)
+}
+
+func validAddr(what, addr string, required bool) error {
+	if addr == "" {
+		if required {
+			return fmt.Errorf("%w: no %s", ErrInvalidConfig, what)
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%w: %s %q is not host:port", ErrInvalidConfig, what, addr)
+	}
+	return nil
+}
+
+func validateTopics(ts []wire.TopicConfig) error {
+	for i := range ts {
+		if err := validTopicName(ts[i].Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validTopicName applies the node's rule (RocketMQ's TopicValidator): 1 to
+// 127 characters of A-Z a-z 0-9 _ - % |. Checking here turns a refusal the
+// node would send into an error at the call that caused it.
+func validTopicName(name string) error {
+	if name == "" || len(name) > MaxTopicNameLen {
+		return fmt.Errorf("%w: topic name %q must have 1 to %d characters", ErrInvalidConfig, name, MaxTopicNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '_' || c == '-' || c == '%' || c == '|'
+		if !ok {
+			return fmt.Errorf("%w: topic name %q: character %q not allowed (use A-Z a-z 0-9 _ - %% |)", ErrInvalidConfig, name, c)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package broker_test
+
+import (
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/node"
+	"github.com/edgereg/edgereg/wire/nodes"
+)
+
+// udpProxy forwards UDP datagrams between clients and one target on
+// loopback, dropping a share of them in both directions.
+type udpProxy struct {
+	ln     *net.UDPConn
+	target *net.UDPAddr
+	dropPc atomic.Uint32 // percent of datagrams dropped
+
+	mu       sync.Mutex
+	upstream map[string]*net.UDPConn // by client address
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+func newUDPProxy(t *testing.T, target string) *udpProxy {
+	t.Helper()
+	ta, err := net.ResolveUDPAddr("udp", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &udpProxy{ln: ln, target: ta, upstream: make(map[string]*net.UDPConn)}
+	p.wg.Add(1)
+	go p.fromClients()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *udpProxy) addr() string { return p.ln.LocalAddr().String() }
+
+func (p *udpProxy) drop() bool {
+	pc := p.dropPc.Load()
+	return pc > 0 && rand.Uint32N(100) < pc
+}
+
+func (p *udpProxy) fromClients() {
+	defer p.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := p.ln.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		if p.drop() {
+			continue
+		}
+		up := p.upstreamFor(from)
+		if up == nil {
+			return
+		}
+		up.Write(buf[:n])
+	}
+}
+
+func (p *udpProxy) upstreamFor(client *net.UDPAddr) *net.UDPConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	if up := p.upstream[client.String()]; up != nil {
+		return up
+	}
+	up, err := net.DialUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, p.target)
+	if err != nil {
+		return nil
+	}
+	p.upstream[client.String()] = up
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := up.Read(buf)
+			if err != nil {
+				return
+			}
+			if !p.drop() {
+				p.ln.WriteToUDP(buf[:n], client)
+			}
+		}
+	}()
+	return up
+}
+
+func (p *udpProxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	for _, up := range p.upstream {
+		up.Close()
+	}
+	p.mu.Unlock()
+	p.ln.Close()
+	p.wg.Wait()
+}
+
+func TestLossyLink(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, func(c *node.Config) { c.ScanInterval = 20 * time.Millisecond })
+	proxy := newUDPProxy(t, tn.addr)
+	cfg := testConfig(t, ca, nodes.Static(proxy.addr()))
+	cfg.HeartbeatTimeout = 2 * time.Second // the lease the broker asks for
+	cfg.RequestTimeout = 250 * time.Millisecond
+	r := startRegistrar(t, cfg)
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A third of all datagrams lost, both ways, for two seconds: failed
+	// heartbeats are retried at once, and the lease holds throughout.
+	beats := r.Nodes()[0].Heartbeats
+	proxy.dropPc.Store(33)
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if _, ok := lease(tn, brokerAddr); !ok {
+			t.Fatal("the node dropped the lease on a lossy link")
+		}
+	}
+	proxy.dropPc.Store(0)
+	waitFor(t, "heartbeats after the loss", func() bool { return r.Nodes()[0].Heartbeats > beats+5 })
+
+	// A link that carries nothing: the registrar notices, replaces the
+	// connection, and registers again once the link is back.
+	dials := r.Nodes()[0].Dials
+	proxy.dropPc.Store(100)
+	waitFor(t, "the registrar to notice the dead link", func() bool {
+		st := r.Nodes()[0]
+		return st.LastError != "" && !st.Registered
+	})
+	proxy.dropPc.Store(0)
+	waitFor(t, "recovery after the dead link", func() bool {
+		st := r.Nodes()[0]
+		return st.Registered && st.Dials > dials && st.LastError == ""
+	})
+	if _, ok := lease(tn, brokerAddr); !ok {
+		t.Fatal("no lease after recovery")
+	}
+}

@@ -1,0 +1,463 @@
+// Package broker keeps a broker registered with every edgereg node: the
+// registrar does what RocketMQ's registerBrokerAll does, without its flaws.
+//
+// A Registrar runs one session per node, in parallel, each on its own
+// goroutine owned by the Registrar. A session dials the node, registers the
+// broker's full topic configuration, and then renews its lease with a
+// heartbeat every HeartbeatInterval, recording every acknowledgement
+// (epoch, lease deadline). It registers in full again after a reconnect,
+// when a heartbeat acknowledgement says the node holds another data
+// version, and when the node answers lease-not-found or stale-epoch (it
+// restarted, or expired the lease). A failed request is retried after a
+// short backoff rather than a full interval, so a lossy link does not cost
+// the lease; a connection that is gone, or that failed twice in a row, is
+// replaced, with exponential backoff and full jitter between attempts.
+//
+// Topic changes (SetTopics, UpsertTopics, RemoveTopics) bump the data
+// version and reach every node as small incremental updates; a node that
+// no longer knows the broker gets the full configuration instead.
+//
+// Stop unregisters from every node in parallel, naming the epoch of each
+// registration, so a late unregister never removes a newer registration.
+//
+// # Node list changes
+//
+// The node list comes from a nodes.Source, read again every
+// NodeRefreshInterval. A node added to the list is registered with at once.
+// A node removed from the list is dropped without unregistering: its
+// session is closed and its lease there runs out by itself. This is what
+// RocketMQ does (it just stops talking to the node), and it is the safe
+// choice when a list shrinks by mistake, as a DNS or address-server
+// glitch can make it do: the routes stay served until the lease expires,
+// and come back at the next registration if the node returns.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/nodes"
+)
+
+// Lifecycle errors.
+var (
+	// ErrStarted is returned by Start on a Registrar already started.
+	ErrStarted = errors.New("broker registrar already started")
+	// ErrStopped is returned by calls on a stopped or closed Registrar.
+	ErrStopped = errors.New("broker registrar stopped")
+	// ErrNotStarted is returned by Stop and WaitSynced before Start.
+	ErrNotStarted = errors.New("broker registrar not started")
+)
+
+type lifecycle uint8
+
+const (
+	stateNew lifecycle = iota
+	stateRunning
+	stateStopped
+)
+
+// NodeState is what a Registrar knows about its session with one node.
+type NodeState struct {
+	// Addr is the node's address as the node source lists it.
+	Addr string
+	// Connected reports whether a QUIC connection to the node is up.
+	Connected bool
+	// Registered reports whether the node acknowledged the registration
+	// over the current connection and nothing said since that it lost it.
+	// After a reconnect it is false until the full registration is
+	// acknowledged again (the node may hold the lease meanwhile: leases
+	// outlive connections).
+	Registered bool
+	// Epoch is the epoch of the last acknowledged registration; later
+	// frames name it. Zero before the first registration.
+	Epoch uint64
+	// DataVersion is the data version the node last acknowledged.
+	DataVersion wire.DataVersion
+	// LastAck is when the last acknowledgement (registration, heartbeat or
+	// topic update) arrived.
+	LastAck time.Time
+	// LeaseDeadline is when the lease runs out unless renewed, by the
+	// node's clock.
+	LeaseDeadline time.Time
+	// MasterAddr and MasterHAAddr tell a slave where its group's master
+	// is, as the last registration acknowledgement said.
+	MasterAddr, MasterHAAddr string
+	// LastError is why the most recent request or dial failed; empty once
+	// one succeeds again.
+	LastError string
+	// Registrations, Heartbeats and Updates count acknowledged full
+	// registrations, heartbeats and incremental topic updates; Dials counts
+	// connections made.
+	Registrations, Heartbeats, Updates, Dials uint64
+}
+
+// Registrar keeps one broker registered with every node of a node source.
+// Its methods are safe for concurrent use.
+type Registrar struct {
+	cfg         Config
+	log         *slog.Logger
+	hbTimeoutMs uint64
+
+	mu       sync.Mutex
+	state    lifecycle
+	topics   map[string]wire.TopicConfig
+	version  wire.DataVersion
+	full     []wire.TopicConfig // sorted topics of version; nil until needed
+	sessions map[string]*session
+	listed   bool          // the node list was read at least once
+	changed  chan struct{} // closed and replaced on every state change
+
+	stopFollow context.CancelFunc
+	wg         sync.WaitGroup // the follow loop and every session
+}
+
+// New validates cfg and returns a Registrar; Start (or Run) sets it going.
+func New(cfg Config) (*Registrar, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	r := &Registrar{
+		cfg:         cfg,
+		log:         cfg.Logger.With("cluster", cfg.Identity.Cluster, "broker", cfg.Identity.BrokerName, "addr", cfg.Identity.Addr),
+		hbTimeoutMs: uint64(cfg.HeartbeatTimeout.Milliseconds()),
+		topics:      make(map[string]wire.TopicConfig, len(cfg.Topics)),
+		version:     wire.DataVersion{State: cfg.Identity.StateVersion, Timestamp: cfg.Now().UnixMilli()},
+		sessions:    make(map[string]*session),
+		changed:     make(chan struct{}),
+	}
+	for _, t := range cfg.Topics {
+		r.topics[t.Name] = t
+	}
+	return r, nil
+}
+
+// Start begins keeping the broker registered with every node the source
+// lists, and returns at once. Use WaitSynced to wait until every node has
+// acknowledged the registration.
+func (r *Registrar) Start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch r.state {
+	case stateRunning:
+		return ErrStarted
+	case stateStopped:
+		return ErrStopped
+	}
+	r.state = stateRunning
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopFollow = cancel
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		nodes.Follow(ctx, r.cfg.Nodes, nodes.FollowConfig{
+			Interval:      r.cfg.NodeRefreshInterval,
+			LookupTimeout: r.cfg.RequestTimeout,
+			Backoff:       r.cfg.Backoff,
+			Logger:        r.log,
+		}, r.setNodes)
+	}()
+	return nil
+}
+
+// Run starts the registrar, keeps the broker registered until ctx ends,
+// then unregisters from every node (bounded by RequestTimeout) and
+// returns. It returns nil after a clean unregistration.
+func (r *Registrar) Run(ctx context.Context) error {
+	if err := r.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.RequestTimeout)
+	defer cancel()
+	return r.Stop(sctx)
+}
+
+// Stop unregisters the broker from every node in parallel, naming each
+// registration's epoch, and closes every connection. ctx bounds the whole
+// shutdown: requests still in flight when it ends are abandoned, and those
+// nodes expire the lease by themselves. It returns the unregistrations that
+// failed, joined. A Registrar cannot be started again.
+func (r *Registrar) Stop(ctx context.Context) error {
+	return r.shutdown(ctx, true)
+}
+
+// Close stops the registrar at once without unregistering: the nodes keep
+// the broker's routes until its leases expire, as after a crash.
+func (r *Registrar) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return r.shutdown(ctx, false)
+}
+
+func (r *Registrar) shutdown(ctx context.Context, unregister bool) error {
+	r.mu.Lock()
+	switch r.state {
+	case stateNew:
+		r.state = stateStopped
+		r.broadcastLocked()
+		r.mu.Unlock()
+		return nil
+	case stateStopped:
+		r.mu.Unlock()
+		return ErrStopped
+	}
+	r.state = stateStopped
+	sessions := slices.Collect(maps.Values(r.sessions))
+	for _, s := range sessions {
+		s.unregister = unregister
+	}
+	r.broadcastLocked()
+	r.mu.Unlock()
+
+	r.stopFollow()
+	stopOps := context.AfterFunc(ctx, func() {
+		for _, s := range sessions {
+			s.stopOps()
+		}
+	})
+	defer stopOps()
+	for _, s := range sessions {
+		s.stopRun()
+	}
+	r.wg.Wait()
+	var errs []error
+	for _, s := range sessions {
+		s.stopOps()
+		if s.unregErr != nil {
+			errs = append(errs, s.unregErr)
+		}
+	}
+	if unregister {
+		r.log.Info("broker unregistered", "nodes", len(sessions), "failed", len(errs))
+	}
+	return errors.Join(errs...)
+}
+
+// setNodes is the follow loop's callback: it starts a session for every new
+// node and drops the sessions of nodes no longer listed.
+func (r *Registrar) setNodes(addrs []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != stateRunning {
+		return
+	}
+	r.listed = true
+	for addr, s := range r.sessions {
+		if !slices.Contains(addrs, addr) {
+			r.log.Info("node left the node list: dropping its session without unregistering", "node", addr)
+			delete(r.sessions, addr)
+			s.stopOps()
+			s.stopRun()
+		}
+	}
+	for _, addr := range addrs {
+		if _, ok := r.sessions[addr]; ok {
+			continue
+		}
+		s := newSession(r, addr)
+		r.sessions[addr] = s
+		r.wg.Add(1)
+		go s.run()
+	}
+	r.broadcastLocked()
+}
+
+// Nodes returns the state of the session with every listed node, sorted by
+// address.
+func (r *Registrar) Nodes() []NodeState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]NodeState, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		out = append(out, s.st)
+	}
+	slices.SortFunc(out, func(a, b NodeState) int {
+		switch {
+		case a.Addr < b.Addr:
+			return -1
+		case a.Addr > b.Addr:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// WaitSynced waits until the node list has been read and every listed node
+// has acknowledged the current data version over its current connection.
+// Call it after Start to wait for the registration, or after a topic
+// change to wait until every node applied it.
+func (r *Registrar) WaitSynced(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		state, synced, ch := r.state, r.syncedLocked(), r.changed
+		r.mu.Unlock()
+		switch {
+		case state == stateNew:
+			return ErrNotStarted
+		case state == stateStopped:
+			return ErrStopped
+		case synced:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for registration with every node: %w", ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+func (r *Registrar) syncedLocked() bool {
+	if !r.listed || len(r.sessions) == 0 {
+		return false
+	}
+	for _, s := range r.sessions {
+		if !s.st.Registered || s.st.DataVersion != r.version {
+			return false
+		}
+	}
+	return true
+}
+
+// broadcastLocked wakes every WaitSynced. With mu held.
+func (r *Registrar) broadcastLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Topics returns the broker's topic configuration, sorted by name.
+func (r *Registrar) Topics() []wire.TopicConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.fullTopicsLocked())
+}
+
+// DataVersion returns the current data version of the topic configuration.
+func (r *Registrar) DataVersion() wire.DataVersion {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.version
+}
+
+// SetTopics replaces the broker's topic configuration. The difference to
+// the current one goes to every node as an incremental update. It returns
+// without waiting for the nodes; see WaitSynced.
+func (r *Registrar) SetTopics(topics []wire.TopicConfig) error {
+	if err := validateTopics(topics); err != nil {
+		return err
+	}
+	next := make(map[string]wire.TopicConfig, len(topics))
+	for _, t := range topics {
+		next[t.Name] = t
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state == stateStopped {
+		return ErrStopped
+	}
+	delta := make(map[string]*wire.TopicConfig)
+	for name := range r.topics {
+		if _, ok := next[name]; !ok {
+			delta[name] = nil
+		}
+	}
+	for name, t := range next {
+		if old, ok := r.topics[name]; !ok || old != t {
+			delta[name] = &t
+		}
+	}
+	r.topics = next
+	r.bumpLocked(delta)
+	return nil
+}
+
+// UpsertTopics adds topics or changes their configuration, and sends the
+// change to every node.
+func (r *Registrar) UpsertTopics(topics ...wire.TopicConfig) error {
+	if err := validateTopics(topics); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state == stateStopped {
+		return ErrStopped
+	}
+	delta := make(map[string]*wire.TopicConfig, len(topics))
+	for _, t := range topics {
+		if old, ok := r.topics[t.Name]; ok && old == t {
+			continue
+		}
+		r.topics[t.Name] = t
+		delta[t.Name] = &t
+	}
+	r.bumpLocked(delta)
+	return nil
+}
+
+// RemoveTopics removes topics from the broker, and sends the change to
+// every node. Names the broker does not hold are ignored.
+func (r *Registrar) RemoveTopics(names ...string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state == stateStopped {
+		return ErrStopped
+	}
+	delta := make(map[string]*wire.TopicConfig, len(names))
+	for _, name := range names {
+		if _, ok := r.topics[name]; ok {
+			delete(r.topics, name)
+			delta[name] = nil
+		}
+	}
+	r.bumpLocked(delta)
+	return nil
+}
+
+// bumpLocked records a topic change: a new data version, and the change
+// queued for every session. Nothing changes for an empty delta.
+func (r *Registrar) bumpLocked(delta map[string]*wire.TopicConfig) {
+	if len(delta) == 0 {
+		return
+	}
+	r.version.Counter++
+	r.version.Timestamp = r.cfg.Now().UnixMilli()
+	r.full = nil
+	for _, s := range r.sessions {
+		if s.pending == nil {
+			s.pending = make(map[string]*wire.TopicConfig, len(delta))
+		}
+		maps.Copy(s.pending, delta)
+		s.signal()
+	}
+	r.broadcastLocked()
+}
+
+// fullTopicsLocked returns the sorted topic list of the current version,
+// built once per version and shared by every registration: do not modify.
+func (r *Registrar) fullTopicsLocked() []wire.TopicConfig {
+	if r.full == nil {
+		r.full = slices.SortedFunc(maps.Values(r.topics), func(a, b wire.TopicConfig) int {
+			switch {
+			case a.Name < b.Name:
+				return -1
+			case a.Name > b.Name:
+				return 1
+			}
+			return 0
+		})
+		if r.full == nil {
+			r.full = []wire.TopicConfig{} // encodes as an empty list, not null
+		}
+	}
+	return r.full
+}

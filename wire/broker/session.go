@@ -1,0 +1,451 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+)
+
+// maxTransportFailures is how many requests in a row may fail on a
+// connection that still looks up before it is replaced: QUIC retransmits
+// by itself, so two timeouts in a row mean the path is broken.
+const maxTransportFailures = 2
+
+// session keeps the broker registered with one node. Its goroutine (run)
+// is owned by the Registrar, which stops it with stopRun (and, for requests
+// in flight, stopOps) and waits for it on Registrar.wg.
+type session struct {
+	r    *Registrar
+	addr string
+	log  *slog.Logger
+
+	// runCtx ends the session's loop; opCtx bounds requests in flight. Stop
+	// ends runCtx at once but opCtx only when its own ctx ends, so a
+	// registration in flight completes and its epoch can be unregistered.
+	runCtx  context.Context
+	stopRun context.CancelFunc
+	opCtx   context.Context
+	stopOps context.CancelFunc
+	wake    chan struct{} // a topic change is pending
+
+	// Guarded by Registrar.mu.
+	st         NodeState
+	pending    map[string]*wire.TopicConfig // nil value: remove
+	unregister bool
+
+	// unregErr is set by run before it returns; read after Registrar.wg.Wait.
+	unregErr error
+}
+
+func newSession(r *Registrar, addr string) *session {
+	s := &session{
+		r:    r,
+		addr: addr,
+		log:  r.log.With("node", addr),
+		wake: make(chan struct{}, 1),
+		st:   NodeState{Addr: addr},
+	}
+	s.runCtx, s.stopRun = context.WithCancel(context.Background())
+	s.opCtx, s.stopOps = context.WithCancel(context.Background())
+	return s
+}
+
+func (s *session) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run dials the node, serves the connection until it must be replaced,
+// and redials with backoff, until the session is stopped.
+func (s *session) run() {
+	defer s.r.wg.Done()
+	var conn *client.Conn
+	defer func() { s.finish(conn) }()
+	failures := 0
+	for s.runCtx.Err() == nil {
+		if conn == nil {
+			c, err := s.dial()
+			if err != nil {
+				if s.runCtx.Err() != nil {
+					return
+				}
+				s.failed("dial", err, failures)
+				failures++
+				if !s.sleep(nil, s.r.cfg.Backoff.Delay(failures-1)) {
+					return
+				}
+				continue
+			}
+			conn = c
+		}
+		s.serve(conn, &failures)
+		if s.runCtx.Err() != nil {
+			return // finish unregisters over conn if asked to
+		}
+		conn.Close()
+		conn = nil
+		s.update(func(st *NodeState) { st.Connected, st.Registered = false, false })
+		s.log.Debug("reconnecting to node")
+		if !s.sleep(nil, s.r.cfg.Backoff.Delay(failures)) {
+			return
+		}
+	}
+}
+
+func (s *session) dial() (*client.Conn, error) {
+	cfg := &s.r.cfg
+	ctx, cancel := context.WithTimeout(s.runCtx, cfg.RequestTimeout)
+	defer cancel()
+	c, err := client.Dial(ctx, s.addr, client.Config{TLS: cfg.TLS, RequestTimeout: cfg.RequestTimeout})
+	if err != nil {
+		return nil, err
+	}
+	s.update(func(st *NodeState) { st.Connected = true; st.Dials++ })
+	return c, nil
+}
+
+// serve registers over conn and keeps the lease renewed until the
+// connection must be replaced or the session stops. failures counts
+// consecutive failed requests and dials, for the backoff.
+func (s *session) serve(conn *client.Conn, failures *int) {
+	needFull := true // after every (re)connect
+	transportFails := 0
+	var nextBeat time.Time
+	for s.runCtx.Err() == nil {
+		var (
+			op  string
+			err error
+		)
+		switch {
+		case needFull:
+			op, err = "register", s.register(conn)
+			if err == nil {
+				needFull, nextBeat = false, s.nextBeat()
+			}
+		case s.hasPending():
+			op, err = "update-topics", s.updateTopics(conn)
+			if err == nil {
+				nextBeat = s.nextBeat() // an update renews the lease too
+			}
+		case !time.Now().Before(nextBeat) && s.seekingMaster():
+			// A heartbeat acknowledgement does not say where the master
+			// is: a slave that does not know yet registers again instead.
+			op, err = "register", s.register(conn)
+			if err == nil {
+				nextBeat = s.nextBeat()
+			}
+		case !time.Now().Before(nextBeat):
+			var again bool
+			op = "heartbeat"
+			again, err = s.heartbeat(conn)
+			if err == nil {
+				needFull, nextBeat = again, s.nextBeat()
+			}
+		default:
+			if !s.idle(conn, time.Until(nextBeat)) {
+				return
+			}
+			continue
+		}
+		if err == nil {
+			*failures, transportFails = 0, 0
+			continue
+		}
+		if s.runCtx.Err() != nil || s.opCtx.Err() != nil {
+			return
+		}
+		s.failed(op, err, *failures)
+		*failures++
+		var we *wire.Error
+		switch {
+		case errors.Is(err, wire.ErrLeaseNotFound), errors.Is(err, wire.ErrStaleEpoch),
+			errors.Is(err, wire.ErrNotGroupLeader):
+			// The node restarted, expired the lease, or holds a newer
+			// registration; a slave's topic change needs a full
+			// registration too. Register at once the first time.
+			needFull = true
+			s.update(func(st *NodeState) { st.Registered = false })
+			if *failures == 1 {
+				continue
+			}
+		case errors.Is(err, wire.ErrUnavailable):
+			return // the node is shutting down: reconnect, perhaps to its successor
+		case errors.As(err, &we):
+			if op == "update-topics" {
+				needFull = true // re-synchronize by a full registration
+			}
+		default:
+			transportFails++
+			if transportFails >= maxTransportFailures || isDone(conn.Done()) {
+				return
+			}
+		}
+		if !s.sleep(conn, s.r.cfg.Backoff.Delay(*failures-1)) {
+			return
+		}
+	}
+}
+
+// nextBeat is when the next heartbeat is due: one interval from now, less
+// up to a tenth at random, so brokers started together drift apart.
+func (s *session) nextBeat() time.Time {
+	iv := s.r.cfg.HeartbeatInterval
+	return time.Now().Add(iv - rand.N(iv/10+1))
+}
+
+// idle waits up to d for a topic change; it returns false when the session
+// stops or the connection goes.
+func (s *session) idle(conn *client.Conn, d time.Duration) bool {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-s.runCtx.Done():
+		return false
+	case <-conn.Done():
+		return false
+	case <-s.wake:
+	case <-t.C:
+	}
+	return true
+}
+
+// sleep waits d; it returns false when the session stops or conn (if not
+// nil) goes.
+func (s *session) sleep(conn *client.Conn, d time.Duration) bool {
+	var gone <-chan struct{}
+	if conn != nil {
+		gone = conn.Done()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.runCtx.Done():
+		return false
+	case <-gone:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (s *session) opContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.opCtx, s.r.cfg.RequestTimeout)
+}
+
+// register sends the full topic configuration of the current version.
+func (s *session) register(conn *client.Conn) error {
+	r := s.r
+	id := &r.cfg.Identity
+	r.mu.Lock()
+	req := &wire.Register{
+		Cluster: id.Cluster, BrokerName: id.BrokerName, BrokerID: id.BrokerID, Addr: id.Addr,
+		HAAddr: id.HAAddr, Zone: id.Zone, ActingMaster: id.ActingMaster,
+		DataVersion: r.version, Topics: r.fullTopicsLocked(), HeartbeatTimeoutMs: r.hbTimeoutMs,
+	}
+	s.pending = nil // the full configuration carries every change so far
+	r.mu.Unlock()
+
+	ctx, cancel := s.opContext()
+	ack, err := conn.Register(ctx, req)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("register with %s: %w", s.addr, err)
+	}
+	var first bool
+	s.update(func(st *NodeState) {
+		first = st.Registrations == 0
+		st.Registrations++
+		st.Registered = true
+		st.MasterAddr, st.MasterHAAddr = ack.MasterAddr, ack.MasterHAAddr
+		s.ackLocked(st, ack.Lease, req.DataVersion)
+	})
+	msg := "registered with node"
+	if !first {
+		msg = "registered with node again"
+	}
+	s.log.Info(msg, "epoch", ack.Lease.Epoch, "topics", len(req.Topics), "version", req.DataVersion.Counter)
+	return nil
+}
+
+// seekingMaster reports whether the broker is a slave that has not yet
+// learnt its master's address from this node.
+func (s *session) seekingMaster() bool {
+	if s.r.cfg.Identity.BrokerID == wire.MasterID {
+		return false
+	}
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	return s.st.MasterAddr == ""
+}
+
+func (s *session) hasPending() bool {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	return len(s.pending) > 0
+}
+
+// updateTopics sends the changes queued since the last acknowledged
+// version. If it fails they are queued again, under any newer change.
+func (s *session) updateTopics(conn *client.Conn) error {
+	r := s.r
+	id := &r.cfg.Identity
+	r.mu.Lock()
+	delta := s.pending
+	s.pending = nil
+	req := &wire.UpdateTopics{Cluster: id.Cluster, Addr: id.Addr, Epoch: s.st.Epoch, DataVersion: r.version}
+	r.mu.Unlock()
+	for name, t := range delta {
+		if t == nil {
+			req.Remove = append(req.Remove, name)
+		} else {
+			req.Upsert = append(req.Upsert, *t)
+		}
+	}
+	slices.Sort(req.Remove)
+	slices.SortFunc(req.Upsert, func(a, b wire.TopicConfig) int { return strings.Compare(a.Name, b.Name) })
+
+	ctx, cancel := s.opContext()
+	ack, err := conn.UpdateTopics(ctx, req)
+	cancel()
+	if err != nil {
+		r.mu.Lock()
+		if s.pending == nil {
+			s.pending = delta
+		} else {
+			for name, t := range delta {
+				if _, newer := s.pending[name]; !newer {
+					s.pending[name] = t
+				}
+			}
+		}
+		r.mu.Unlock()
+		return fmt.Errorf("update topics on %s: %w", s.addr, err)
+	}
+	s.update(func(st *NodeState) {
+		st.Updates++
+		s.ackLocked(st, ack, req.DataVersion)
+	})
+	s.log.Debug("topics updated on node", "upsert", len(req.Upsert), "remove", len(req.Remove), "version", req.DataVersion.Counter)
+	return nil
+}
+
+// heartbeat renews the lease. It names the data version the node last
+// acknowledged, so a topic change still queued does not read as a
+// mismatch; it returns true when the node asks for a full registration.
+func (s *session) heartbeat(conn *client.Conn) (bool, error) {
+	r := s.r
+	id := &r.cfg.Identity
+	r.mu.Lock()
+	req := &wire.Heartbeat{Cluster: id.Cluster, Addr: id.Addr, Epoch: s.st.Epoch, DataVersion: s.st.DataVersion}
+	r.mu.Unlock()
+
+	ctx, cancel := s.opContext()
+	ack, err := conn.Heartbeat(ctx, req)
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("heartbeat to %s: %w", s.addr, err)
+	}
+	s.update(func(st *NodeState) {
+		st.Heartbeats++
+		s.ackLocked(st, ack, req.DataVersion)
+	})
+	if ack.VersionChanged {
+		s.log.Info("node holds another data version: registering in full")
+	}
+	return ack.VersionChanged, nil
+}
+
+// ackLocked records an acknowledgement. With Registrar.mu held.
+func (s *session) ackLocked(st *NodeState, ack wire.LeaseAck, v wire.DataVersion) {
+	st.Epoch = ack.Epoch
+	st.LeaseDeadline = time.UnixMilli(ack.DeadlineMs)
+	st.LastAck = s.r.cfg.Now()
+	st.LastError = ""
+	if !ack.VersionChanged {
+		st.DataVersion = v
+	}
+}
+
+// update changes the session's state under the Registrar's lock and wakes
+// WaitSynced. A session dropped from the list no longer reports.
+func (s *session) update(fn func(*NodeState)) {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	fn(&s.st)
+	s.r.broadcastLocked()
+}
+
+// failed records and logs a failed request: at Warn the first time in a
+// row, at Debug while it keeps failing.
+func (s *session) failed(op string, err error, failures int) {
+	s.update(func(st *NodeState) { st.LastError = err.Error() })
+	level := slog.LevelWarn
+	if failures > 0 {
+		level = slog.LevelDebug
+	}
+	s.log.Log(context.Background(), level, "request to node failed: retrying", "op", op, "failures", failures+1, "err", err)
+}
+
+// finish unregisters when the Registrar is stopping, then closes the
+// connection.
+func (s *session) finish(conn *client.Conn) {
+	s.r.mu.Lock()
+	unregister, epoch := s.unregister, s.st.Epoch
+	s.r.mu.Unlock()
+	if unregister && epoch != 0 {
+		conn, s.unregErr = s.sendUnregister(conn, epoch)
+	}
+	if conn != nil {
+		conn.Close()
+	}
+	s.update(func(st *NodeState) { st.Connected, st.Registered = false, false })
+}
+
+// sendUnregister removes the registration of epoch, dialling again if the
+// connection is gone. A lease the node no longer holds counts as removed.
+func (s *session) sendUnregister(conn *client.Conn, epoch uint64) (*client.Conn, error) {
+	cfg := &s.r.cfg
+	if conn != nil && isDone(conn.Done()) {
+		conn.Close()
+		conn = nil
+	}
+	if conn == nil {
+		ctx, cancel := s.opContext()
+		c, err := client.Dial(ctx, s.addr, client.Config{TLS: cfg.TLS, RequestTimeout: cfg.RequestTimeout})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("unregister from %s: %w", s.addr, err)
+		}
+		conn = c
+	}
+	ctx, cancel := s.opContext()
+	defer cancel()
+	err := conn.Unregister(ctx, &wire.Unregister{Cluster: cfg.Identity.Cluster, Addr: cfg.Identity.Addr, Epoch: epoch})
+	switch {
+	case err == nil:
+		s.log.Debug("unregistered from node", "epoch", epoch)
+		return conn, nil
+	case errors.Is(err, wire.ErrLeaseNotFound):
+		return conn, nil // expired already
+	}
+	return conn, fmt.Errorf("unregister from %s (epoch %d): %w", s.addr, epoch, err)
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,361 @@
+// Package routeclient is what producers and consumers use to find where a
+// topic lives: it asks any edgereg node for a topic's route, caches it,
+// refreshes every cached route in one request per RefreshInterval, fails
+// over between nodes, and watches topics so changes are pushed within one
+// round trip instead of waiting for the next poll.
+//
+// # Failover
+//
+// A query goes to the node that answered last; on an error, a timeout
+// (RequestTimeout) or a "warming up" answer (a node that restarted recently
+// and may not know every broker yet) it goes to the next node of the list.
+// Nodes that failed recently are tried last. The node list comes from a
+// nodes.Source and is read again every NodeRefreshInterval; a node that
+// left the list has its connection closed and is never asked again, even
+// by a query in flight (rocketmq#2042: clients stuck on a removed name
+// server).
+//
+// # Staleness
+//
+// A cached route is served while a node confirmed it within two refresh
+// intervals (or a watch pushed it). An older route is looked up again; if
+// no node answers, the old route is served rather than nothing (a producer
+// with a slightly old route can still send), and the failure is logged.
+package routeclient
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/nodes"
+)
+
+// Defaults a Client gets for unset Config fields, and protocol limits it
+// respects.
+const (
+	DefaultRefreshInterval = 30 * time.Second
+	DefaultRequestTimeout  = 3 * time.Second
+	// MaxTopicsPerRequest is the most topics one get-routes or watch
+	// request names (the node's limit); a refresh of more topics is split.
+	MaxTopicsPerRequest = 10_000
+	// maxRequestBytes keeps a refresh request under the node's 1 MiB
+	// request cap, with room for the client attributes.
+	maxRequestBytes = 768 << 10
+	// maxTopicNameLen is the longest topic name a node accepts.
+	maxTopicNameLen = 127
+)
+
+// Errors callers can branch on. Node errors arrive as *wire.Error: test
+// them with errors.Is(err, wire.ErrNotFound) or wire.ErrWarmingUp.
+var (
+	// ErrClosed is returned by calls on a closed Client.
+	ErrClosed = errors.New("route client closed")
+	// ErrInvalidConfig is wrapped by New's errors for a bad Config.
+	ErrInvalidConfig = errors.New("invalid route client config")
+	// ErrInvalidTopic is wrapped by errors for a malformed topic name.
+	ErrInvalidTopic = errors.New("invalid topic name")
+	// ErrNoNodes is returned when the node list is empty or not known yet.
+	ErrNoNodes = errors.New("no edgereg node to ask")
+)
+
+// Config configures a Client.
+type Config struct {
+	// Nodes says which nodes to ask. Required.
+	Nodes nodes.Source
+	// NodeRefreshInterval is how often Nodes is read again. Default 30 s.
+	NodeRefreshInterval time.Duration
+	// TLS is the client TLS configuration (pki.ClientConfig with a client
+	// certificate, or none where the nodes allow anonymous readers).
+	// Required. A session cache is added when it has none.
+	TLS *tls.Config
+	// Attrs describe this client to route policies; sent with every read.
+	Attrs wire.ClientAttrs
+	// RefreshInterval is how often every cached route is re-validated, in
+	// one request, and how often a watch stream is pinged. Default 30 s.
+	RefreshInterval time.Duration
+	// RequestTimeout bounds each request to one node, and each dial,
+	// before the next node is tried. Default 3 s.
+	RequestTimeout time.Duration
+	// Backoff schedules reconnects of a watch stream. Default 200 ms to 30 s.
+	Backoff nodes.Backoff
+	// Logger receives failovers and failures; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.RefreshInterval <= 0 {
+		c.RefreshInterval = DefaultRefreshInterval
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.NodeRefreshInterval <= 0 {
+		c.NodeRefreshInterval = nodes.DefaultRefreshInterval
+	}
+	c.Backoff = c.Backoff.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.TLS != nil {
+		c.TLS = c.TLS.Clone()
+		if c.TLS.ClientSessionCache == nil {
+			c.TLS.ClientSessionCache = tls.NewLRUClientSessionCache(64)
+		}
+		if len(c.TLS.NextProtos) == 0 {
+			c.TLS.NextProtos = []string{wire.ALPN}
+		}
+	}
+	return c
+}
+
+// Stats counts what a Client did; see Client.Stats.
+type Stats struct {
+	// CacheHits counts Route calls answered from the cache.
+	CacheHits uint64
+	// Queries counts get-routes requests sent for Route calls, failovers
+	// included.
+	Queries uint64
+	// Failovers counts requests that went to another node after an error,
+	// a timeout or a warming-up answer.
+	Failovers uint64
+	// StaleServed counts Route calls answered with an old cached route
+	// because no node answered.
+	StaleServed uint64
+	// Refreshes counts get-routes requests sent by refreshes.
+	Refreshes uint64
+	// NotModified and Updated count topics a refresh found unchanged or
+	// changed.
+	NotModified, Updated uint64
+	// WatchStreams counts watch streams opened: one, plus one per resume.
+	WatchStreams uint64
+	// Events counts route events pushed on watch streams.
+	Events uint64
+}
+
+type counters struct {
+	cacheHits, queries, failovers, staleServed    atomic.Uint64
+	refreshes, notModified, updated, watchStreams atomic.Uint64
+	events                                        atomic.Uint64
+}
+
+// entry is one cached route.
+type entry struct {
+	route   wire.Route
+	version uint64
+	checked time.Time // when a node last confirmed it
+}
+
+// flight is a lookup in progress that concurrent Route calls share.
+type flight struct {
+	done    chan struct{}
+	route   wire.Route
+	version uint64
+	err     error
+}
+
+// Client finds topic routes. It is safe for concurrent use; Close it when
+// done.
+type Client struct {
+	cfg Config
+	log *slog.Logger
+
+	ctx    context.Context // ends with Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background loops and watch goroutines
+
+	mu        sync.Mutex
+	nodes     []*node // current list, sorted by address
+	preferred string  // the node that answered last
+	listed    chan struct{}
+	cache     map[string]*entry
+	inflight  map[string]*flight
+	closed    bool
+
+	watch *watchHub
+	stats counters
+}
+
+// New validates cfg and starts a Client: it reads the node list and starts
+// refreshing cached routes in the background.
+func New(cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	switch {
+	case cfg.Nodes == nil:
+		return nil, fmt.Errorf("%w: no node source", ErrInvalidConfig)
+	case cfg.TLS == nil:
+		return nil, fmt.Errorf("%w: no TLS config (use pki.ClientConfig)", ErrInvalidConfig)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		ctx:      ctx,
+		cancel:   cancel,
+		listed:   make(chan struct{}),
+		cache:    make(map[string]*entry),
+		inflight: make(map[string]*flight),
+	}
+	c.watch = newWatchHub(c)
+	c.wg.Add(3)
+	go func() {
+		defer c.wg.Done()
+		nodes.Follow(ctx, cfg.Nodes, nodes.FollowConfig{
+			Interval:      cfg.NodeRefreshInterval,
+			LookupTimeout: cfg.RequestTimeout,
+			Backoff:       cfg.Backoff,
+			Logger:        c.log,
+		}, c.setNodes)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.refreshLoop()
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.watch.run()
+	}()
+	return c, nil
+}
+
+// Close stops background work, ends every watch (closing its channel) and
+// closes every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.closed = true
+	ns := c.nodes
+	c.nodes = nil
+	c.mu.Unlock()
+	c.cancel()
+	for _, n := range ns {
+		n.close()
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// Nodes returns the addresses of the nodes the client currently uses.
+func (c *Client) Nodes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.addr
+	}
+	return out
+}
+
+// Stats returns the client's counters.
+func (c *Client) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		CacheHits: s.cacheHits.Load(), Queries: s.queries.Load(), Failovers: s.failovers.Load(),
+		StaleServed: s.staleServed.Load(), Refreshes: s.refreshes.Load(),
+		NotModified: s.notModified.Load(), Updated: s.updated.Load(),
+		WatchStreams: s.watchStreams.Load(), Events: s.events.Load(),
+	}
+}
+
+// setNodes is the follow loop's callback: it keeps the connections of
+// nodes still listed, adds the new ones, and closes those that left.
+func (c *Client) setNodes(addrs []string) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	old := c.nodes
+	next := make([]*node, 0, len(addrs))
+	for _, a := range addrs {
+		i := slices.IndexFunc(old, func(n *node) bool { return n.addr == a })
+		if i >= 0 {
+			next = append(next, old[i])
+		} else {
+			next = append(next, newNode(c, a))
+		}
+	}
+	var gone []*node
+	for _, n := range old {
+		if !slices.Contains(addrs, n.addr) {
+			gone = append(gone, n)
+		}
+	}
+	c.nodes = next
+	select {
+	case <-c.listed:
+	default:
+		close(c.listed)
+	}
+	c.mu.Unlock()
+	for _, n := range gone {
+		c.log.Info("node left the node list: closing its connection", "node", n.addr)
+		n.close() // a watch stream on it ends, and resumes on a listed node
+	}
+}
+
+// candidates returns the nodes to ask, in order: the node that answered
+// last, then the others in list order after it; nodes that failed recently
+// go last. It waits for the first node list, bounded by ctx.
+func (c *Client) candidates(ctx context.Context) ([]*node, error) {
+	select {
+	case <-c.listed:
+	case <-c.ctx.Done():
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: waiting for the node list: %w", ErrNoNodes, ctx.Err())
+	}
+	c.mu.Lock()
+	list, pref := slices.Clone(c.nodes), c.preferred
+	c.mu.Unlock()
+	if len(list) == 0 {
+		return nil, ErrNoNodes
+	}
+	if i := slices.IndexFunc(list, func(n *node) bool { return n.addr == pref }); i > 0 {
+		list = append(list[i:], list[:i]...)
+	}
+	now := time.Now()
+	healthy := list[:0:0]
+	var sick []*node
+	for _, n := range list {
+		if n.backingOff(now) {
+			sick = append(sick, n)
+		} else {
+			healthy = append(healthy, n)
+		}
+	}
+	return append(healthy, sick...), nil
+}
+
+func (c *Client) setPreferred(n *node) {
+	c.mu.Lock()
+	c.preferred = n.addr
+	c.mu.Unlock()
+}
+
+// validTopic applies the node's rule for topic names: 1 to 127 characters
+// of A-Z a-z 0-9 _ - % |.
+func validTopic(name string) error {
+	if name == "" || len(name) > maxTopicNameLen {
+		return fmt.Errorf("%w %q: must have 1 to %d characters", ErrInvalidTopic, name, maxTopicNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		ok := ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' ||
+			ch == '_' || ch == '-' || ch == '%' || ch == '|'
+		if !ok {
+			return fmt.Errorf("%w %q: character %q not allowed", ErrInvalidTopic, name, ch)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,495 @@
+package routeclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+)
+
+// Update is the state of a watched topic, pushed by a node.
+type Update struct {
+	Topic string
+	// Route is the topic's route (read-only); empty when Gone.
+	Route wire.Route
+	// Version is the route's version; 0 when Gone.
+	Version uint64
+	// Gone reports that no broker holds the topic any more.
+	Gone bool
+}
+
+// Watch subscribes to route changes of topics and returns the channel that
+// delivers them. For a topic whose route the client already knows (from
+// the cache) that route is delivered first; then every change a node
+// pushes, within one round trip of the change on that node.
+//
+// All watches of a Client share one long-lived stream to one node. When
+// the stream or its connection is lost, or its node leaves the list, the
+// client opens a stream to a node (the same or another; a node that says
+// it is warming up is used only when no other answers) and watches again,
+// naming the version it holds of every topic: the node pushes whatever
+// differs, so nothing is missed.
+//
+// Updates are state, not a log: if the receiver falls behind, the pending
+// update of a topic is replaced by a newer one, so the channel always
+// catches up to the latest route of every topic. The watch lasts until ctx
+// ends or the client closes; the channel is then closed, and topics no
+// other watch names are unwatched on the node. Watch returns at once: the
+// subscription is made, and remade, in the background.
+func (c *Client) Watch(ctx context.Context, topics ...string) (<-chan Update, error) {
+	if len(topics) == 0 {
+		return nil, fmt.Errorf("%w: watch names no topic", ErrInvalidTopic)
+	}
+	for _, t := range topics {
+		if err := validTopic(t); err != nil {
+			return nil, err
+		}
+	}
+	topics = slices.Compact(slices.Sorted(slices.Values(topics)))
+	s := &subscription{
+		hub:     c.watch,
+		ctx:     ctx,
+		topics:  topics,
+		ch:      make(chan Update),
+		pending: make(map[string]Update),
+		wake:    make(chan struct{}, 1),
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	c.watch.add(s)
+	go s.deliver()
+	return s.ch, nil
+}
+
+// subscription is one Watch call: its topics and its delivery goroutine,
+// owned by the Client (Client.wg) and ended by its ctx or Close.
+type subscription struct {
+	hub    *watchHub
+	ctx    context.Context
+	topics []string
+	ch     chan Update
+
+	mu      sync.Mutex
+	pending map[string]Update // latest undelivered state per topic
+	order   []string          // topics of pending, oldest first
+	wake    chan struct{}
+}
+
+func (s *subscription) push(u Update) {
+	s.mu.Lock()
+	if _, ok := s.pending[u.Topic]; !ok {
+		s.order = append(s.order, u.Topic)
+	}
+	s.pending[u.Topic] = u
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscription) next() (Update, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.order) == 0 {
+		return Update{}, false
+	}
+	t := s.order[0]
+	s.order = s.order[1:]
+	u := s.pending[t]
+	delete(s.pending, t)
+	return u, true
+}
+
+func (s *subscription) deliver() {
+	c := s.hub.c
+	defer c.wg.Done()
+	defer close(s.ch)
+	defer s.hub.remove(s)
+	for {
+		u, ok := s.next()
+		if !ok {
+			select {
+			case <-s.wake:
+				continue
+			case <-s.ctx.Done():
+				return
+			case <-c.ctx.Done():
+				return
+			}
+		}
+		select {
+		case s.ch <- u:
+		case <-s.ctx.Done():
+			return
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// watchHub holds every watched topic of a Client and keeps one watch
+// stream subscribed to all of them. Lock order: watchHub.mu before
+// Client.mu.
+type watchHub struct {
+	c    *Client
+	wake chan struct{} // the topic set changed
+
+	mu     sync.Mutex
+	topics map[string]*watchedTopic
+}
+
+type watchedTopic struct {
+	version uint64  // the version held (0: none), named when watching again
+	last    *Update // the latest state, for subscriptions that join later
+	fresh   bool    // added since the stream last subscribed it
+	subs    map[*subscription]struct{}
+}
+
+func newWatchHub(c *Client) *watchHub {
+	return &watchHub{c: c, wake: make(chan struct{}, 1), topics: make(map[string]*watchedTopic)}
+}
+
+func (h *watchHub) signal() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (h *watchHub) add(s *subscription) {
+	h.mu.Lock()
+	for _, t := range s.topics {
+		wt := h.topics[t]
+		if wt == nil {
+			wt = &watchedTopic{fresh: true, subs: make(map[*subscription]struct{})}
+			if e, ok := h.c.cached(t); ok {
+				wt.version = e.version
+				wt.last = &Update{Topic: t, Route: e.route, Version: e.version}
+			}
+			h.topics[t] = wt
+		}
+		wt.subs[s] = struct{}{}
+		if wt.last != nil {
+			s.push(*wt.last)
+		}
+	}
+	h.mu.Unlock()
+	h.signal()
+}
+
+func (h *watchHub) remove(s *subscription) {
+	h.mu.Lock()
+	for _, t := range s.topics {
+		if wt := h.topics[t]; wt != nil {
+			delete(wt.subs, s)
+			if len(wt.subs) == 0 {
+				delete(h.topics, t)
+			}
+		}
+	}
+	h.mu.Unlock()
+	h.signal()
+}
+
+func (h *watchHub) watching() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.topics))
+	for t := range h.topics {
+		out = append(out, t)
+	}
+	return out
+}
+
+// run keeps a watch stream open while any topic is watched, until the
+// client closes. It is owned by the Client.
+func (h *watchHub) run() {
+	c := h.c
+	failures := 0
+	for {
+		if len(h.watching()) == 0 {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-h.wake:
+				continue
+			}
+		}
+		st, err := h.connect()
+		if err == nil {
+			if h.serve(st) {
+				failures = 0
+			} else {
+				failures++
+			}
+		} else if c.ctx.Err() == nil {
+			failures++
+			c.log.Warn("cannot open a watch stream: retrying", "failures", failures, "err", err)
+		}
+		t := time.NewTimer(c.cfg.Backoff.Delay(max(failures-1, 0)))
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// stream is one watch stream.
+type stream struct {
+	node *node
+	pipe *client.Pipe
+}
+
+// connect opens a stream to the first candidate node that answers a ping
+// on it and is not warming up; a warming-up node is used only when no
+// other answers.
+func (h *watchHub) connect() (*stream, error) {
+	c := h.c
+	cands, err := c.candidates(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	var warming *stream
+	var errs []error
+	for _, n := range cands {
+		st, warm, err := h.open(n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.addr, err))
+			continue
+		}
+		if !warm {
+			if warming != nil {
+				warming.pipe.Close()
+			}
+			return st, nil
+		}
+		if warming == nil {
+			warming = st
+		} else {
+			st.pipe.Close()
+		}
+	}
+	if warming != nil {
+		return warming, nil
+	}
+	return nil, fmt.Errorf("no node opened a watch stream: %w", errors.Join(errs...))
+}
+
+func (h *watchHub) open(n *node) (*stream, bool, error) {
+	c := h.c
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	conn, err := n.get(ctx)
+	if err != nil {
+		if !errors.Is(err, errNodeGone) && c.ctx.Err() == nil {
+			n.failed()
+		}
+		return nil, false, err
+	}
+	pipe, err := conn.OpenPipe(ctx)
+	if err != nil {
+		n.failed()
+		return nil, false, err
+	}
+	var pong wire.Pong
+	if err := pipe.Call(ctx, wire.TypePing, nil, &pong); err != nil {
+		pipe.Close()
+		n.failed()
+		return nil, false, err
+	}
+	return &stream{node: n, pipe: pipe}, pong.WarmingUp, nil
+}
+
+// serve subscribes every watched topic on st and keeps the subscription in
+// step with the topic set, pinging every RefreshInterval, until the stream
+// ends, its node leaves the list, no topic is left, or the client closes.
+// It reports whether the subscription was made.
+func (h *watchHub) serve(st *stream) bool {
+	c := h.c
+	c.stats.watchStreams.Add(1)
+	readerDone := make(chan struct{})
+	go func() { // owned by serve, which waits for it
+		defer close(readerDone)
+		for f := range st.pipe.Events() {
+			h.apply(f)
+		}
+	}()
+	defer func() {
+		st.pipe.Close()
+		<-readerDone
+	}()
+	sent := make(map[string]bool)
+	if err := h.sync(st, sent); err != nil {
+		if c.ctx.Err() == nil {
+			c.log.Warn("watch refused: retrying", "node", st.node.addr, "err", err)
+		}
+		return false
+	}
+	c.log.Debug("watching routes", "node", st.node.addr, "topics", len(sent))
+	ping := time.NewTicker(c.cfg.RefreshInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return true
+		case <-st.node.ctx.Done():
+			return true
+		case <-st.pipe.Done():
+			if c.ctx.Err() == nil {
+				c.log.Info("watch stream ended: resuming", "node", st.node.addr, "err", st.pipe.Err())
+				st.node.failed()
+			}
+			return true
+		case <-h.wake:
+			if err := h.sync(st, sent); err != nil {
+				if c.ctx.Err() == nil {
+					c.log.Warn("watch update failed: resuming on a new stream", "node", st.node.addr, "err", err)
+				}
+				return true
+			}
+			if len(sent) == 0 {
+				return true // nothing left to watch: close the stream
+			}
+		case <-ping.C:
+			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+			err := st.pipe.Call(ctx, wire.TypePing, nil, nil)
+			cancel()
+			if err != nil {
+				if c.ctx.Err() == nil {
+					c.log.Info("watch stream silent: resuming", "node", st.node.addr, "err", err)
+					st.node.failed()
+				}
+				return true
+			}
+			c.touch(h.watching()) // a live stream would have pushed any change
+		}
+	}
+}
+
+// sync sends a watch for every topic not yet subscribed on the stream
+// (naming the version held) and an unwatch for every topic no longer
+// watched. sent is the stream's subscribed set.
+func (h *watchHub) sync(st *stream, sent map[string]bool) error {
+	c := h.c
+	h.mu.Lock()
+	var add []wire.TopicVersion
+	for t, wt := range h.topics {
+		if !sent[t] || wt.fresh {
+			add = append(add, wire.TopicVersion{Topic: t, Version: wt.version})
+			wt.fresh = false
+		}
+	}
+	var remove []string
+	for t := range sent {
+		if _, ok := h.topics[t]; !ok {
+			remove = append(remove, t)
+		}
+	}
+	h.mu.Unlock()
+	for len(add) > 0 {
+		n := min(len(add), MaxTopicsPerRequest)
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+		err := st.pipe.Call(ctx, wire.TypeWatch, &wire.Watch{Topics: add[:n], Client: c.cfg.Attrs}, nil)
+		cancel()
+		if err != nil {
+			h.refresh(add) // subscribe them on the next stream
+			return fmt.Errorf("watch on %s: %w", st.node.addr, err)
+		}
+		for _, tv := range add[:n] {
+			sent[tv.Topic] = true
+		}
+		add = add[n:]
+	}
+	for len(remove) > 0 {
+		n := min(len(remove), MaxTopicsPerRequest)
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+		err := st.pipe.Call(ctx, wire.TypeUnwatch, &wire.Unwatch{Topics: remove[:n]}, nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("unwatch on %s: %w", st.node.addr, err)
+		}
+		for _, t := range remove[:n] {
+			delete(sent, t)
+		}
+		remove = remove[n:]
+	}
+	return nil
+}
+
+// refresh marks topics to be subscribed again.
+func (h *watchHub) refresh(tvs []wire.TopicVersion) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, tv := range tvs {
+		if wt := h.topics[tv.Topic]; wt != nil {
+			wt.fresh = true
+		}
+	}
+}
+
+// apply delivers one pushed route event to the subscriptions of its topic
+// and to the route cache.
+func (h *watchHub) apply(f *wire.Frame) {
+	c := h.c
+	if f.Type != wire.TypeRouteEvent {
+		return
+	}
+	var ev wire.RouteEvent
+	if err := f.DecodeBody(&ev); err != nil {
+		c.log.Warn("undecodable route event", "err", err)
+		return
+	}
+	res := &ev.Result
+	u := Update{Topic: res.Topic}
+	switch res.Status {
+	case wire.StatusOK:
+		route, v, err := client.DecodeResult(res)
+		if err != nil {
+			c.log.Warn("undecodable route event", "topic", res.Topic, "err", err)
+			return
+		}
+		u.Route, u.Version = route, v
+	case wire.StatusNotFound:
+		u.Gone = true
+	default:
+		return
+	}
+	c.stats.events.Add(1)
+	h.mu.Lock()
+	wt := h.topics[u.Topic]
+	if wt == nil || (wt.last != nil && wt.last.Gone == u.Gone && wt.last.Version == u.Version) {
+		h.mu.Unlock()
+		return // no longer watched, or nothing new
+	}
+	wt.version, wt.last = u.Version, &u
+	for s := range wt.subs {
+		s.push(u)
+	}
+	h.mu.Unlock()
+	c.cacheEvent(&u)
+}
+
+// touch marks cached routes as confirmed now.
+func (c *Client) touch(topics []string) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range topics {
+		if e := c.cache[t]; e != nil {
+			e.checked = now
+		}
+	}
+}
