@@ -140,11 +140,7 @@ func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
 		return nil, err
 	}
 	_, existed := n.reg.Lease(r.Cluster, r.Addr)
-	res, err := n.reg.Register(registry.Registration{
-		Cluster: r.Cluster, BrokerName: r.BrokerName, BrokerID: r.BrokerID, Addr: r.Addr,
-		HAAddr: r.HAAddr, Zone: r.Zone, ActingMaster: r.ActingMaster, DataVersion: r.DataVersion,
-		Topics: r.Topics, HeartbeatTimeout: time.Duration(r.HeartbeatTimeoutMs) * time.Millisecond,
-	})
+	res, err := n.reg.Register(toRegistration(r))
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +153,14 @@ func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
 		Lease:      leaseAck(res.Lease),
 		MasterAddr: res.MasterAddr, MasterHAAddr: res.MasterHAAddr,
 	}, nil
+}
+
+func toRegistration(r *wire.Register) registry.Registration {
+	return registry.Registration{
+		Cluster: r.Cluster, BrokerName: r.BrokerName, BrokerID: r.BrokerID, Addr: r.Addr,
+		HAAddr: r.HAAddr, Zone: r.Zone, ActingMaster: r.ActingMaster, DataVersion: r.DataVersion,
+		Topics: r.Topics, HeartbeatTimeout: time.Duration(r.HeartbeatTimeoutMs) * time.Millisecond,
+	}
 }
 
 // authorizeLease checks that a broker acts for a lease of a group its
