@@ -416,3 +416,20 @@ func nextEvent(t *testing.T, p *client.Pipe) wire.RouteEvent {
 	}
 	return wire.RouteEvent{}
 }
+
+func TestReconnectResumesSession(t *testing.T) {
+	tn := startNode(t, nil)
+	conf := tn.tlsFor(pki.RoleClient, "resume")
+	first := tn.dialTLS(conf)
+	if _, err := first.Ping(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	second := tn.dialTLS(conf)
+	if _, err := second.Ping(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !second.Resumed() {
+		t.Fatal("a reconnect with the same TLS config did not resume the session")
+	}
+}

@@ -90,6 +90,10 @@ func (c *Conn) Done() <-chan struct{} { return c.qc.Context().Done() }
 // Stats returns the connection's QUIC statistics (RTT, loss).
 func (c *Conn) Stats() quic.ConnectionStats { return c.qc.ConnectionStats() }
 
+// Resumed reports whether the TLS session was resumed from an earlier
+// connection made with the same TLS config, skipping certificate checks.
+func (c *Conn) Resumed() bool { return c.qc.ConnectionState().TLS.DidResume }
+
 // Close closes the connection and every stream on it.
 func (c *Conn) Close() error {
 	return c.qc.CloseWithError(0, "client closed")
