@@ -1,5 +1,10 @@
 package wire
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Permission bits of a topic's queues on one broker group, as in RocketMQ's PermName.
 const (
 	PermPriority uint8 = 8
@@ -87,4 +92,31 @@ func PermString(p uint8) string {
 		s[2] = 'i'
 	}
 	return string(s)
+}
+
+// MaxTopicNameLen is the longest topic name, as RocketMQ's TopicValidator
+// allows.
+const MaxTopicNameLen = 127
+
+// ErrInvalidTopicName is wrapped by ValidTopicName's errors.
+var ErrInvalidTopicName = errors.New("invalid topic name")
+
+// ValidTopicName reports why a topic name is invalid, or nil. Names are 1 to
+// 127 characters of A-Z a-z 0-9 _ - % |, as RocketMQ's TopicValidator
+// requires; nodes refuse anything else, so clients can check first.
+func ValidTopicName(name string) error {
+	if name == "" || len(name) > MaxTopicNameLen {
+		return fmt.Errorf("%w %q: must have 1 to %d characters", ErrInvalidTopicName, name, MaxTopicNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		if !topicChar(name[i]) {
+			return fmt.Errorf("%w %q: character %q not allowed (use A-Z a-z 0-9 _ - %% |)", ErrInvalidTopicName, name, name[i])
+		}
+	}
+	return nil
+}
+
+func topicChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '_' || c == '-' || c == '%' || c == '|'
 }

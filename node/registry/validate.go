@@ -8,32 +8,19 @@ import (
 	"github.com/edgereg/edgereg/wire"
 )
 
-// Name limits, from RocketMQ's TopicValidator and its broker config.
+// Name limits, from RocketMQ's broker config; topic names follow
+// wire.ValidTopicName.
 const (
-	MaxTopicNameLen = 127
-	MaxNameLen      = 255 // cluster, broker group, zone and address
+	MaxNameLen = 255 // cluster, broker group, zone and address
 )
 
-// ValidTopicName reports why a topic name is invalid, or nil. Names are 1 to
-// 127 characters of [A-Za-z0-9_%|-], as RocketMQ's TopicValidator requires.
+// ValidTopicName reports why a topic name is invalid (see
+// wire.ValidTopicName); the error wraps ErrInvalid.
 func ValidTopicName(name string) error {
-	if name == "" {
-		return wrapf(ErrInvalid, "empty topic name")
-	}
-	if len(name) > MaxTopicNameLen {
-		return wrapf(ErrInvalid, "topic name of %d characters exceeds %d", len(name), MaxTopicNameLen)
-	}
-	for i := 0; i < len(name); i++ {
-		if !topicChar(name[i]) {
-			return wrapf(ErrInvalid, "topic name %q: character %q not allowed (use A-Z a-z 0-9 _ - %% |)", name, name[i])
-		}
+	if err := wire.ValidTopicName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
-}
-
-func topicChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-		c == '_' || c == '-' || c == '%' || c == '|'
 }
 
 func validName(what, s string, required bool) error {

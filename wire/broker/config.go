@@ -20,8 +20,6 @@ const (
 	// MaxRequestTimeout caps Config.RequestTimeout: a request that has not
 	// been answered in a minute is retried, not waited for.
 	MaxRequestTimeout = time.Minute
-	// MaxTopicNameLen is the longest topic name a node accepts.
-	MaxTopicNameLen = 127
 )
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config,
@@ -169,20 +167,11 @@ func validateTopics(ts []wire.TopicConfig) error {
 	return nil
 }
 
-// validTopicName applies the node's rule (RocketMQ's TopicValidator): 1 to
-// 127 characters of A-Z a-z 0-9 _ - % |. Checking here turns a refusal the
-// node would send into an error at the call that caused it.
+// validTopicName applies the node's rule, so a refusal the node would send
+// becomes an error at the call that caused it.
 func validTopicName(name string) error {
-	if name == "" || len(name) > MaxTopicNameLen {
-		return fmt.Errorf("%w: topic name %q must have 1 to %d characters", ErrInvalidConfig, name, MaxTopicNameLen)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '_' || c == '-' || c == '%' || c == '|'
-		if !ok {
-			return fmt.Errorf("%w: topic name %q: character %q not allowed (use A-Z a-z 0-9 _ - %% |)", ErrInvalidConfig, name, c)
-		}
+	if err := wire.ValidTopicName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

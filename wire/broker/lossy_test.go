@@ -1,6 +1,8 @@
 package broker_test
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -8,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire/nodes"
+	"github.com/edgereg/edgereg/wire/pki"
 )
 
 // udpProxy forwards UDP datagrams between clients and one target on
@@ -149,5 +154,62 @@ func TestLossyLink(t *testing.T) {
 	})
 	if _, ok := lease(tn, brokerAddr); !ok {
 		t.Fatal("no lease after recovery")
+	}
+}
+
+// deafNode accepts QUIC connections and streams and never reads them, so
+// a large frame sent to it stalls on flow control.
+func deafNode(t *testing.T, ca *testCA) string {
+	t.Helper()
+	ln, err := quic.ListenAddr("127.0.0.1:0", pki.ServerConfig(ca.local.Node, ca.local.CAPool, false), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			qc, err := ln.Accept(ctx)
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer qc.CloseWithError(0, "")
+				for {
+					if _, err := qc.AcceptStream(ctx); err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
+	return ln.Addr().String()
+}
+
+func TestNodeThatDoesNotReadCannotWedgeTheRegistrar(t *testing.T) {
+	ca := newTestCA(t)
+	cfg := testConfig(t, ca, nodes.Static(deafNode(t, ca)))
+	cfg.RequestTimeout = 200 * time.Millisecond
+	var names []string
+	for i := range 40_000 { // about 1.6 MB: more than a stream's flow-control window
+		names = append(names, fmt.Sprintf("topic-with-a-rather-long-name-%06d", i))
+	}
+	cfg.Topics = topics(names...)
+	r := startRegistrar(t, cfg)
+	// The registration is stuck writing; the registrar closes the
+	// connection under it, and tries again on a new one.
+	waitFor(t, "the stuck registration to be abandoned and retried", func() bool {
+		st := r.Nodes()
+		return len(st) == 1 && st[0].Dials >= 2 && st[0].LastError != ""
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Stop(ctx) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop did not return")
 	}
 }

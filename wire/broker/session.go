@@ -14,6 +14,12 @@ import (
 	"github.com/edgereg/edgereg/wire/client"
 )
 
+// stuckGrace is how long a request may outlive its deadline before its
+// connection is closed under it: a request stuck writing to a node that
+// does not read (flow control) does not heed its context, and closing the
+// connection is what unblocks it.
+const stuckGrace = time.Second
+
 // maxTransportFailures is how many requests in a row may fail on a
 // connection that still looks up before it is replaced: QUIC retransmits
 // by itself, so two timeouts in a row mean the path is broken.
@@ -242,6 +248,32 @@ func (s *session) opContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.opCtx, s.r.cfg.RequestTimeout)
 }
 
+// do runs one request on conn bounded by RequestTimeout and opCtx; see
+// stuckGrace.
+func (s *session) do(conn *client.Conn, fn func(context.Context) error) error {
+	ctx, cancel := s.opContext()
+	defer cancel()
+	return guard(ctx, conn, fn)
+}
+
+// guard runs fn(ctx), closing conn if fn is still running stuckGrace after
+// ctx ended.
+func guard(ctx context.Context, conn *client.Conn, fn func(context.Context) error) error {
+	done := make(chan struct{})
+	defer close(done)
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(stuckGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			conn.Close()
+		}
+	})
+	defer stop()
+	return fn(ctx)
+}
+
 // register sends the full topic configuration of the current version.
 func (s *session) register(conn *client.Conn) error {
 	r := s.r
@@ -255,9 +287,11 @@ func (s *session) register(conn *client.Conn) error {
 	s.pending = nil // the full configuration carries every change so far
 	r.mu.Unlock()
 
-	ctx, cancel := s.opContext()
-	ack, err := conn.Register(ctx, req)
-	cancel()
+	var ack wire.RegisterAck
+	err := s.do(conn, func(ctx context.Context) (err error) {
+		ack, err = conn.Register(ctx, req)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("register with %s: %w", s.addr, err)
 	}
@@ -314,9 +348,11 @@ func (s *session) updateTopics(conn *client.Conn) error {
 	slices.Sort(req.Remove)
 	slices.SortFunc(req.Upsert, func(a, b wire.TopicConfig) int { return strings.Compare(a.Name, b.Name) })
 
-	ctx, cancel := s.opContext()
-	ack, err := conn.UpdateTopics(ctx, req)
-	cancel()
+	var ack wire.LeaseAck
+	err := s.do(conn, func(ctx context.Context) (err error) {
+		ack, err = conn.UpdateTopics(ctx, req)
+		return err
+	})
 	if err != nil {
 		r.mu.Lock()
 		if s.pending == nil {
@@ -349,9 +385,11 @@ func (s *session) heartbeat(conn *client.Conn) (bool, error) {
 	req := &wire.Heartbeat{Cluster: id.Cluster, Addr: id.Addr, Epoch: s.st.Epoch, DataVersion: s.st.DataVersion}
 	r.mu.Unlock()
 
-	ctx, cancel := s.opContext()
-	ack, err := conn.Heartbeat(ctx, req)
-	cancel()
+	var ack wire.LeaseAck
+	err := s.do(conn, func(ctx context.Context) (err error) {
+		ack, err = conn.Heartbeat(ctx, req)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("heartbeat to %s: %w", s.addr, err)
 	}
@@ -428,9 +466,9 @@ func (s *session) sendUnregister(conn *client.Conn, epoch uint64) (*client.Conn,
 		}
 		conn = c
 	}
-	ctx, cancel := s.opContext()
-	defer cancel()
-	err := conn.Unregister(ctx, &wire.Unregister{Cluster: cfg.Identity.Cluster, Addr: cfg.Identity.Addr, Epoch: epoch})
+	err := s.do(conn, func(ctx context.Context) error {
+		return conn.Unregister(ctx, &wire.Unregister{Cluster: cfg.Identity.Cluster, Addr: cfg.Identity.Addr, Epoch: epoch})
+	})
 	switch {
 	case err == nil:
 		s.log.Debug("unregistered from node", "epoch", epoch)

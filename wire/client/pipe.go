@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -88,7 +89,8 @@ func (p *Pipe) Call(ctx context.Context, t wire.Type, req, resp any) error {
 	}
 	f, err := wire.NewRequest(t, id, req)
 	if err == nil {
-		err = p.write(f)
+		deadline, _ := ctx.Deadline()
+		err = p.writeBy(f, deadline)
 	}
 	if err != nil {
 		p.unregister(id)
@@ -106,13 +108,14 @@ func (p *Pipe) Call(ctx context.Context, t wire.Type, req, resp any) error {
 	}
 }
 
-// Send writes a frame that expects no response, such as a pushed
-// acknowledgement. Most callers want Call.
-func (p *Pipe) Send(f *wire.Frame) error { return p.write(f) }
-
-func (p *Pipe) write(f *wire.Frame) error {
+// writeBy writes a frame, giving up at the deadline: a node that stops
+// reading (QUIC flow control fills up) cannot block the caller, or the
+// other callers of the pipe, beyond their contexts. A write cut off
+// midway leaves the stream unusable, so any write error ends the pipe.
+func (p *Pipe) writeBy(f *wire.Frame, deadline time.Time) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	p.s.SetWriteDeadline(deadline)
 	if err := wire.WriteFrame(p.s, f); err != nil {
 		p.fail(err)
 		return err

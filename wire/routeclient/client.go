@@ -49,8 +49,6 @@ const (
 	// maxRequestBytes keeps a refresh request under the node's 1 MiB
 	// request cap, with room for the client attributes.
 	maxRequestBytes = 768 << 10
-	// maxTopicNameLen is the longest topic name a node accepts.
-	maxTopicNameLen = 127
 )
 
 // Errors callers can branch on. Node errors arrive as *wire.Error: test
@@ -343,19 +341,10 @@ func (c *Client) setPreferred(n *node) {
 	c.mu.Unlock()
 }
 
-// validTopic applies the node's rule for topic names: 1 to 127 characters
-// of A-Z a-z 0-9 _ - % |.
+// validTopic applies the node's rule for topic names.
 func validTopic(name string) error {
-	if name == "" || len(name) > maxTopicNameLen {
-		return fmt.Errorf("%w %q: must have 1 to %d characters", ErrInvalidTopic, name, maxTopicNameLen)
-	}
-	for i := 0; i < len(name); i++ {
-		ch := name[i]
-		ok := ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' ||
-			ch == '_' || ch == '-' || ch == '%' || ch == '|'
-		if !ok {
-			return fmt.Errorf("%w %q: character %q not allowed", ErrInvalidTopic, name, ch)
-		}
+	if err := wire.ValidTopicName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTopic, err)
 	}
 	return nil
 }

@@ -13,6 +13,30 @@ import (
 // errNodeGone is returned for a node that left the node list.
 var errNodeGone = errors.New("node left the node list")
 
+// stuckGrace is how long a request may outlive its deadline before its
+// connection is closed under it: a request stuck writing to a node that
+// does not read (flow control) does not heed its context, and closing the
+// connection is what unblocks it.
+const stuckGrace = time.Second
+
+// guard runs fn(ctx), closing conn if fn is still running stuckGrace after
+// ctx ended.
+func guard(ctx context.Context, conn *client.Conn, fn func(context.Context) error) error {
+	done := make(chan struct{})
+	defer close(done)
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(stuckGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			conn.Close()
+		}
+	})
+	defer stop()
+	return fn(ctx)
+}
+
 // maxNodeFailures is how many requests in a row may fail on a node's
 // connection before it is closed and dialled anew.
 const maxNodeFailures = 2
@@ -26,8 +50,11 @@ type node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	conn     *client.Conn
+	mu   sync.Mutex // held while dialling
+	conn *client.Conn
+
+	// health is apart from mu so choosing nodes never waits for a dial.
+	health   sync.Mutex
 	failures int
 	retryAt  time.Time
 }
@@ -72,26 +99,31 @@ func (n *node) get(ctx context.Context) (*client.Conn, error) {
 // failed records a failed request: the node is tried last for a while, and
 // after repeated failures its connection is replaced.
 func (n *node) failed() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.health.Lock()
 	n.failures++
 	n.retryAt = time.Now().Add(n.c.cfg.Backoff.Ceiling(n.failures - 1))
-	if n.failures >= maxNodeFailures && n.conn != nil {
-		n.conn.Close()
-		n.conn = nil
+	replace := n.failures >= maxNodeFailures
+	n.health.Unlock()
+	if replace {
+		n.mu.Lock()
+		if n.conn != nil {
+			n.conn.Close()
+			n.conn = nil
+		}
+		n.mu.Unlock()
 	}
 }
 
 // succeeded records an answered request.
 func (n *node) succeeded() {
-	n.mu.Lock()
+	n.health.Lock()
 	n.failures, n.retryAt = 0, time.Time{}
-	n.mu.Unlock()
+	n.health.Unlock()
 }
 
 func (n *node) backingOff(now time.Time) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.health.Lock()
+	defer n.health.Unlock()
 	return now.Before(n.retryAt)
 }
 

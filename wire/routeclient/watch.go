@@ -250,7 +250,16 @@ func (h *watchHub) run() {
 // stream is one watch stream.
 type stream struct {
 	node *node
+	conn *client.Conn
 	pipe *client.Pipe
+}
+
+// call sends one request on the stream, bounded by RequestTimeout (see
+// stuckGrace).
+func (st *stream) call(c *Client, t wire.Type, req, resp any) error {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	return guard(ctx, st.conn, func(ctx context.Context) error { return st.pipe.Call(ctx, t, req, resp) })
 }
 
 // connect opens a stream to the first candidate node that answers a ping
@@ -304,13 +313,14 @@ func (h *watchHub) open(n *node) (*stream, bool, error) {
 		n.failed()
 		return nil, false, err
 	}
+	st := &stream{node: n, conn: conn, pipe: pipe}
 	var pong wire.Pong
-	if err := pipe.Call(ctx, wire.TypePing, nil, &pong); err != nil {
+	if err := st.call(c, wire.TypePing, nil, &pong); err != nil {
 		pipe.Close()
 		n.failed()
 		return nil, false, err
 	}
-	return &stream{node: n, pipe: pipe}, pong.WarmingUp, nil
+	return st, pong.WarmingUp, nil
 }
 
 // serve subscribes every watched topic on st and keeps the subscription in
@@ -364,10 +374,7 @@ func (h *watchHub) serve(st *stream) bool {
 				return true // nothing left to watch: close the stream
 			}
 		case <-ping.C:
-			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
-			err := st.pipe.Call(ctx, wire.TypePing, nil, nil)
-			cancel()
-			if err != nil {
+			if err := st.call(c, wire.TypePing, nil, nil); err != nil {
 				if c.ctx.Err() == nil {
 					c.log.Info("watch stream silent: resuming", "node", st.node.addr, "err", err)
 					st.node.failed()
@@ -401,10 +408,7 @@ func (h *watchHub) sync(st *stream, sent map[string]bool) error {
 	h.mu.Unlock()
 	for len(add) > 0 {
 		n := min(len(add), MaxTopicsPerRequest)
-		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
-		err := st.pipe.Call(ctx, wire.TypeWatch, &wire.Watch{Topics: add[:n], Client: c.cfg.Attrs}, nil)
-		cancel()
-		if err != nil {
+		if err := st.call(c, wire.TypeWatch, &wire.Watch{Topics: add[:n], Client: c.cfg.Attrs}, nil); err != nil {
 			h.refresh(add) // subscribe them on the next stream
 			return fmt.Errorf("watch on %s: %w", st.node.addr, err)
 		}
@@ -415,10 +419,7 @@ func (h *watchHub) sync(st *stream, sent map[string]bool) error {
 	}
 	for len(remove) > 0 {
 		n := min(len(remove), MaxTopicsPerRequest)
-		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
-		err := st.pipe.Call(ctx, wire.TypeUnwatch, &wire.Unwatch{Topics: remove[:n]}, nil)
-		cancel()
-		if err != nil {
+		if err := st.call(c, wire.TypeUnwatch, &wire.Unwatch{Topics: remove[:n]}, nil); err != nil {
 			return fmt.Errorf("unwatch on %s: %w", st.node.addr, err)
 		}
 		for _, t := range remove[:n] {
