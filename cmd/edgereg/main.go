@@ -75,6 +75,7 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 	root.AddCommand(
 		newVersionCmd(),
 		newNodeCmd(g),
+		newBrokerCmd(g),
 		newRouteCmd(g),
 		newClustersCmd(g),
 		newTopicsCmd(g),

@@ -147,6 +147,8 @@ func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
 	return slog.New(tint.NewHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !isatty.IsTerminal(w.Fd())})), nil
 }
 
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
 // printConfig writes every node setting with its effective value and where
 // it came from.
 func printConfig(w io.Writer, fs *pflag.FlagSet) {

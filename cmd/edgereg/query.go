@@ -42,24 +42,36 @@ type routeOut struct {
 func newRouteCmd(g *globals) *cobra.Command {
 	var zone string
 	var labels []string
+	var watch bool
+	var src nodeSourceFlags
 	cmd := &cobra.Command{
-		Use:   "route TOPIC...",
+		Use:   "route TOPIC... [--watch]",
 		Short: "Show where topics live",
 		Long: `Show the route of each topic: its queues on every broker group that holds it,
 and the addresses of those groups' brokers. --zone and --label are sent to the
 node as the client's attributes, so a route policy filters as it would for a
-client in that zone.`,
+client in that zone. With --watch it keeps running and prints each change as
+the node pushes it, failing over between nodes, until interrupted.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, topics []string) error {
 			attrs, err := clientAttrs(zone, labels)
 			if err != nil {
 				return err
 			}
+			if watch {
+				s, err := src.source(g)
+				if err != nil {
+					return err
+				}
+				return runWatch(cmd, g, s, topics, attrs)
+			}
 			return runRoute(cmd, g, topics, attrs)
 		},
 	}
 	cmd.Flags().StringVar(&zone, "zone", "", "the client's zone, for route policies")
 	cmd.Flags().StringSliceVar(&labels, "label", nil, "client label key=value, for route policies (repeatable)")
+	cmd.Flags().BoolVar(&watch, "watch", false, "keep running and print each change as it arrives")
+	src.add(cmd)
 	return cmd
 }
 
