@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/edgereg/edgereg/node.Version=$(VERSION)
 # a count is reproducible and avoids go1.26's fuzz-coordinator deadline race.
 FUZZ_EXECS ?= 300000x
 
-.PHONY: all build run test bench fuzz clean
+.PHONY: all build run test bench fuzz policies policies-check clean
 
 all: build
 
@@ -31,6 +31,15 @@ fuzz:
 		echo "== $$target"; \
 		$(GO) test ./wire -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZ_EXECS) -parallel 1 || exit 1; \
 	done
+
+# policies rebuilds every shipped policy module and hostile test module into
+# testdata/wasm (needs wat2wasm, Debian package wabt); policies-check
+# rebuilds them into a temporary directory and compares bytes.
+policies:
+	./policies/build.sh
+
+policies-check:
+	EDGEREG_CHECK_POLICY_BUILD=1 $(GO) test -run 'ShippedModules' ./wasm
 
 clean:
 	rm -rf bin bench.txt

@@ -1,0 +1,9 @@
+;; Hostile: claims ABI version 2. Refused at validation.
+(module
+  (memory (export "memory") 1)
+  (func (export "edgereg_abi_version") (result i32) (i32.const 2))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "edgereg_free") (param i32 i32))
+  (data (i32.const 64) "\a1\01\a2\01\80\02\80")
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64) (i64.const 0x0000004000000007))
+)

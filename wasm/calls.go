@@ -1,0 +1,93 @@
+package wasm
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// Calls made directly on a Module return the guest's checked answer or an
+// error; they do not fall back. Set wraps them with fallbacks, statistics
+// and memoization; they are exported for tools that test a module before
+// activating it.
+
+// FilterRoute calls the module's route filter. The result is checked to be
+// a subset of in.Route and returned in canonical order.
+func (m *Module) FilterRoute(ctx context.Context, in RouteFilterInput) (wire.Route, error) {
+	var orig wire.Route
+	if err := wire.Unmarshal(in.Route, &orig); err != nil {
+		return wire.Route{}, fmt.Errorf("filter route: decode input route: %w", err)
+	}
+	r, _, err := m.filterRoute(ctx, &in, &orig)
+	return r, err
+}
+
+func (m *Module) filterRoute(ctx context.Context, in *RouteFilterInput, orig *wire.Route) (wire.Route, time.Duration, error) {
+	input, err := wire.Marshal(in)
+	if err != nil {
+		return wire.Route{}, 0, fmt.Errorf("filter route: encode input: %w", err)
+	}
+	var res RouteFilterOutput
+	took, err := m.invoke(ctx, HookRouteFilter, input, func(out []byte) error {
+		if err := wire.Unmarshal(out, &res); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadOutput, err)
+		}
+		return checkSubset(orig, &res.Route)
+	})
+	if err != nil {
+		return wire.Route{}, took, err
+	}
+	canonical(&res.Route)
+	return res.Route, took, nil
+}
+
+// ExpiryThreshold calls the module's expiry threshold hook and clamps the
+// answer to [lo, hi].
+func (m *Module) ExpiryThreshold(ctx context.Context, in ThresholdInput, lo, hi time.Duration) (time.Duration, error) {
+	d, _, err := m.expiryThreshold(ctx, &in, lo, hi)
+	return d, err
+}
+
+func (m *Module) expiryThreshold(ctx context.Context, in *ThresholdInput, lo, hi time.Duration) (time.Duration, time.Duration, error) {
+	input, err := wire.Marshal(in)
+	if err != nil {
+		return 0, 0, fmt.Errorf("expiry threshold: encode input: %w", err)
+	}
+	var d time.Duration
+	took, err := m.invoke(ctx, HookExpiryThreshold, input, func(out []byte) error {
+		var res ThresholdOutput
+		if err := wire.Unmarshal(out, &res); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadOutput, err)
+		}
+		d, err = clampThreshold(res.ThresholdMs, lo, hi)
+		return err
+	})
+	return d, took, err
+}
+
+// ConfirmExpiry calls the module's expiry confirmation hook and returns
+// the checked indexes into in.Due of the leases to remove.
+func (m *Module) ConfirmExpiry(ctx context.Context, in ConfirmInput) ([]uint32, error) {
+	idx, _, err := m.confirmExpiry(ctx, &in)
+	return idx, err
+}
+
+func (m *Module) confirmExpiry(ctx context.Context, in *ConfirmInput) ([]uint32, time.Duration, error) {
+	input, err := wire.Marshal(in)
+	if err != nil {
+		return nil, 0, fmt.Errorf("expiry confirm: encode input: %w", err)
+	}
+	var res ConfirmOutput
+	took, err := m.invoke(ctx, HookExpiryConfirm, input, func(out []byte) error {
+		if err := wire.Unmarshal(out, &res); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadOutput, err)
+		}
+		return checkIndexes(res.Remove, len(in.Due))
+	})
+	if err != nil {
+		return nil, took, err
+	}
+	return res.Remove, took, nil
+}

@@ -1,0 +1,130 @@
+package wasm
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ReadDir reads a policy directory, such as a mounted Kubernetes ConfigMap,
+// and returns the module bytes for each hook it names.
+//
+// The naming rule: a file named <hooks>.wasm, or <hooks>.wasm.gz for a
+// gzip-compressed module (a Go module is about 2 MB, over a ConfigMap's
+// 1 MiB limit; compressed it is about a quarter of that), where <hooks> is
+// one hook name or several joined by "_". A hook name is its short name
+// (route, expiry, confirm) or its full name (route-filter,
+// expiry-threshold, expiry-confirm); so route.wasm, expiry.wasm.gz and
+// expiry_confirm.wasm.gz are all valid. Names starting with "." (the
+// ConfigMap's own ..data links) and files with other extensions are
+// ignored; an unknown hook name, or a hook named by two files, is an error.
+func ReadDir(dir string, maxSize int) (map[Hook][]byte, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read policy directory: %w", err)
+	}
+	out := map[Hook][]byte{}
+	var errs []error
+	for _, e := range ents {
+		hooks, gz, ok, err := parsePolicyFileName(e.Name())
+		if !ok {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			continue
+		}
+		b, err := readPolicyFile(path, gz, maxSize)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, h := range hooks {
+			if _, dup := out[h]; dup {
+				errs = append(errs, fmt.Errorf("%s: hook %s is named by two files", path, h))
+				continue
+			}
+			out[h] = b
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// parsePolicyFileName applies ReadDir's naming rule; ok is false for files
+// to ignore.
+func parsePolicyFileName(name string) (hooks []Hook, gz, ok bool, err error) {
+	if strings.HasPrefix(name, ".") {
+		return nil, false, false, nil
+	}
+	base, gz := strings.CutSuffix(name, ".wasm.gz")
+	if !gz {
+		if base, ok = strings.CutSuffix(name, ".wasm"); !ok {
+			return nil, false, false, nil
+		}
+	}
+	for part := range strings.SplitSeq(base, "_") {
+		h, err := ParseHook(part)
+		if err != nil {
+			return nil, gz, true, err
+		}
+		if !slices.Contains(hooks, h) {
+			hooks = append(hooks, h)
+		}
+	}
+	return hooks, gz, true, nil
+}
+
+func readPolicyFile(path string, gz bool, maxSize int) ([]byte, error) {
+	b, err := readCapped(path, maxSize)
+	if err != nil || !gz {
+		return b, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// Cap the decompressed size too, or a small file could expand without bound.
+	out, err := io.ReadAll(io.LimitReader(zr, int64(maxSize)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(out) > maxSize {
+		return nil, refuse("", ErrModuleTooLarge, "%s decompresses to over %d bytes", path, maxSize)
+	}
+	return out, nil
+}
+
+// LoadDir validates the modules of a policy directory (see ReadDir for the
+// naming rule) and activates each for the hooks its file names. Hooks with
+// no file keep their current policy, so a directory can be combined with
+// uploads; a module that is already active is left alone, so calling
+// LoadDir again after the ConfigMap changed only swaps what changed. A bad
+// file is reported and skipped; the others are still loaded.
+func (s *Set) LoadDir(ctx context.Context, dir string) error {
+	mods, err := ReadDir(dir, s.host.cfg.MaxModuleSize)
+	errs := []error{err}
+	for _, h := range Hooks {
+		b, ok := mods[h]
+		if !ok {
+			continue
+		}
+		m, err := s.host.Validate(ctx, b)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
+			continue
+		}
+		if err := s.Activate(h, m); err != nil {
+			errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
+		}
+		_ = m.Close()
+	}
+	return errors.Join(errs...)
+}

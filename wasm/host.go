@@ -1,0 +1,295 @@
+package wasm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// Defaults of HostConfig.
+const (
+	DefaultMaxModuleSize  = 4 << 20 // 4 MiB
+	DefaultMaxMemoryPages = 256     // 16 MiB of linear memory per instance
+	// DefaultCallTimeout bounds one guest call. A Go guest answers in tens
+	// of microseconds but may collect garbage on the way; 20 ms absorbs that
+	// and a busy scheduler while still making a stuck guest cheap: route
+	// reads are memoized and thresholds are computed off the heartbeat path,
+	// so no request waits on this more than once per route version.
+	DefaultCallTimeout = 20 * time.Millisecond
+	// DefaultInitTimeout bounds instantiating a module, including a Go
+	// guest's runtime start-up in _initialize.
+	DefaultInitTimeout = 2 * time.Second
+	DefaultPoolSize    = 4
+	DefaultMaxOutput   = 1 << 20 // 1 MiB
+)
+
+// HostConfig configures a Host. The zero value is usable.
+type HostConfig struct {
+	// CacheDir holds wazero's compilation cache, so a restarted node does
+	// not compile its modules again. Empty means an in-memory cache.
+	CacheDir string
+	// MaxModuleSize caps a module's size in bytes; default 4 MiB.
+	MaxModuleSize int
+	// MaxMemoryPages caps each instance's linear memory in 64 KiB pages,
+	// both what a module declares and what it may grow to; default 256
+	// (16 MiB).
+	MaxMemoryPages uint32
+	// CallTimeout bounds every hook call; default 20 ms.
+	CallTimeout time.Duration
+	// InitTimeout bounds creating an instance; default 2 s.
+	InitTimeout time.Duration
+	// PoolSize bounds the live instances of each module, and so the calls
+	// it runs at once; default 4.
+	PoolSize int
+	// MaxOutputSize caps a guest's output in bytes; default 1 MiB.
+	MaxOutputSize int
+	// GuestOutput receives what guests write to stdout and stderr, for
+	// debugging policies; default: discarded.
+	GuestOutput io.Writer
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *HostConfig) setDefaults() {
+	if c.MaxModuleSize <= 0 {
+		c.MaxModuleSize = DefaultMaxModuleSize
+	}
+	if c.MaxMemoryPages == 0 {
+		c.MaxMemoryPages = DefaultMaxMemoryPages
+	}
+	c.MaxMemoryPages = min(c.MaxMemoryPages, 65536)
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.InitTimeout <= 0 {
+		c.InitTimeout = DefaultInitTimeout
+	}
+	if c.PoolSize <= 0 {
+		c.PoolSize = DefaultPoolSize
+	}
+	if c.MaxOutputSize <= 0 {
+		c.MaxOutputSize = DefaultMaxOutput
+	}
+	if c.GuestOutput == nil {
+		c.GuestOutput = io.Discard
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Host compiles, validates and runs policy modules on one shared wazero
+// Runtime. It is safe for concurrent use.
+type Host struct {
+	cfg   HostConfig
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+
+	// validateMu serializes Validate: wazero keeps one compiled copy per
+	// module identity, so two concurrent compilations of the same bytes
+	// must not race to close each other's.
+	validateMu sync.Mutex
+
+	mu      sync.Mutex
+	modules map[string]*Module // by hash; each with its reference count
+	closed  bool
+}
+
+// NewHost starts a Host: a wazero Runtime that closes instances whose call
+// context is done, caps memory, and provides the WASI functions of the
+// import allow-list.
+func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
+	cfg.setDefaults()
+	cache, err := newCache(cfg.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	rc := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(cfg.MaxMemoryPages).
+		WithCompilationCache(cache)
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	// Guests may link only to the allow-listed functions (checkImports);
+	// with no preopened directory, empty args and environment, fake clocks
+	// and discarded stdio, none of them reaches anything outside the guest.
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		_ = cache.Close(ctx)
+		return nil, fmt.Errorf("wasm host: instantiate WASI: %w", err)
+	}
+	return &Host{cfg: cfg, rt: rt, cache: cache, modules: make(map[string]*Module)}, nil
+}
+
+func newCache(dir string) (wazero.CompilationCache, error) {
+	if dir == "" {
+		return wazero.NewCompilationCache(), nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("wasm host: compilation cache: %w", err)
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wasm host: compilation cache in %s: %w", dir, err)
+	}
+	return cache, nil
+}
+
+// Config returns the host's configuration with defaults filled in.
+func (h *Host) Config() HostConfig { return h.cfg }
+
+// Close closes every module, instance and the runtime. Modules still
+// referenced become unusable: their calls fail with ErrClosed.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	mods := h.modules
+	h.modules = nil
+	h.mu.Unlock()
+	for _, m := range mods {
+		m.pool.close()
+	}
+	err := h.rt.Close(ctx)
+	return errors.Join(err, h.cache.Close(ctx))
+}
+
+// Load reads a module from a file and validates it.
+func (h *Host) Load(ctx context.Context, path string) (*Module, error) {
+	b, err := readCapped(path, h.cfg.MaxModuleSize)
+	if err != nil {
+		return nil, err
+	}
+	return h.Validate(ctx, b)
+}
+
+// readCapped reads a file, refusing one larger than max without reading
+// all of it.
+func readCapped(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load policy module: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, fmt.Errorf("load policy module %s: %w", path, err)
+	}
+	if len(b) > max {
+		return nil, refuse("", ErrModuleTooLarge, "%s is over %d bytes", path, max)
+	}
+	return b, nil
+}
+
+// Validate checks a module and compiles it, or returns the module already
+// loaded with the same SHA-256. The caller owns one reference to the result
+// and must Close it; a Set that activates the module keeps its own.
+//
+// A module is refused, with a *ValidationError, if it is over the size cap,
+// is not WebAssembly, imports anything outside the allow-list (ABI.md),
+// lacks an export of the ABI or has one with the wrong signature, reports
+// an ABI version other than 1, declares memory over the cap, implements no
+// hook, or fails a dry run of any hook it implements on sample inputs.
+func (h *Host) Validate(ctx context.Context, module []byte) (*Module, error) {
+	if len(module) > h.cfg.MaxModuleSize {
+		return nil, refuse("", ErrModuleTooLarge, "%d bytes, cap is %d", len(module), h.cfg.MaxModuleSize)
+	}
+	sum := sha256.Sum256(module)
+	hash := hex.EncodeToString(sum[:])
+	h.validateMu.Lock()
+	defer h.validateMu.Unlock()
+	if m, err := h.lookup(hash); m != nil || err != nil {
+		return m, err
+	}
+	m, err := h.compile(ctx, hash, module)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.dryRun(ctx); err != nil {
+		m.destroy(ctx)
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		m.destroy(ctx)
+		return nil, fmt.Errorf("validate policy module: host %w", ErrClosed)
+	}
+	m.refs = 1
+	h.modules[hash] = m
+	return m, nil
+}
+
+// lookup returns the loaded module with the hash, with a new reference.
+func (h *Host) lookup(hash string) (*Module, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, fmt.Errorf("validate policy module: host %w", ErrClosed)
+	}
+	m := h.modules[hash]
+	if m != nil {
+		m.refs++
+	}
+	return m, nil
+}
+
+// compile checks what can be checked without running the module.
+func (h *Host) compile(ctx context.Context, hash string, module []byte) (*Module, error) {
+	if ve := checkMemorySection(module, h.cfg.MaxMemoryPages); ve != nil {
+		ve.Hash = hash
+		return nil, ve
+	}
+	cm, err := h.rt.CompileModule(ctx, module)
+	if err != nil {
+		return nil, refuse(hash, ErrMalformed, "%v", err)
+	}
+	hooks, hasInit, ve := checkModule(cm, h.cfg.MaxMemoryPages)
+	if ve != nil {
+		_ = cm.Close(ctx)
+		ve.Hash = hash
+		return nil, ve
+	}
+	m := &Module{
+		host:     h,
+		hash:     hash,
+		bytes:    module,
+		compiled: cm,
+		hooks:    hooks,
+		hasInit:  hasInit,
+	}
+	m.pool = newPool(h.cfg.PoolSize, m.newInstance)
+	return m, nil
+}
+
+// release drops one reference to m and destroys it at zero.
+func (h *Host) release(ctx context.Context, m *Module) {
+	h.mu.Lock()
+	m.refs--
+	last := m.refs == 0
+	if last && h.modules[m.hash] == m {
+		delete(h.modules, m.hash)
+	}
+	h.mu.Unlock()
+	if last {
+		m.destroy(ctx)
+	}
+}
+
+func (h *Host) retain(m *Module) {
+	h.mu.Lock()
+	m.refs++
+	h.mu.Unlock()
+}

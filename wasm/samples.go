@@ -1,0 +1,155 @@
+package wasm
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// sampleRoute is the route of the dry run: two zones, a group whose master
+// is gone, and a read-only group, so zone and permission rules both have
+// something to act on.
+func sampleRoute() wire.Route {
+	return wire.Route{
+		Queues: []wire.QueueData{
+			{BrokerName: "broker-a", ReadQueues: 8, WriteQueues: 8, Perm: wire.PermRead | wire.PermWrite},
+			{BrokerName: "broker-b", ReadQueues: 8, WriteQueues: 8, Perm: wire.PermRead | wire.PermWrite},
+			{BrokerName: "broker-c", ReadQueues: 4, Perm: wire.PermRead},
+		},
+		Brokers: []wire.BrokerData{
+			{Cluster: "DefaultCluster", Name: "broker-a", Zone: "zone-1", Addrs: map[int64]string{0: "10.0.1.1:10911", 1: "10.0.1.2:10911"}},
+			{Cluster: "DefaultCluster", Name: "broker-b", Zone: "zone-2", Addrs: map[int64]string{0: "10.0.2.1:10911"}},
+			{Cluster: "DefaultCluster", Name: "broker-c", Zone: "zone-2", Addrs: map[int64]string{1: "10.0.2.2:10911"}},
+		},
+	}
+}
+
+func sampleRouteInput() (RouteFilterInput, wire.Route, error) {
+	r := sampleRoute()
+	b, err := wire.Marshal(&r)
+	if err != nil {
+		return RouteFilterInput{}, r, fmt.Errorf("encode sample route: %w", err)
+	}
+	return RouteFilterInput{
+		Client: ClientInfo{Addr: "10.0.9.9", Zone: "zone-1", Labels: map[string]string{"app": "dry-run"}},
+		Topic:  "DryRunTopic",
+		Route:  b,
+		NowMs:  time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(),
+		Rand:   0x9e3779b97f4a7c15,
+	}, r, nil
+}
+
+func sampleThresholdInput() ThresholdInput {
+	return ThresholdInput{
+		Broker: BrokerInfo{Cluster: "DefaultCluster", Name: "broker-a", ID: 0, Addr: "10.0.1.1:10911", Zone: "zone-1"},
+		Stats: BrokerStats{
+			Heartbeats:     42,
+			IntervalsMs:    []int64{30010, 29990, 30500, 60020, 29800, 30100, 30000, 29950},
+			MeanIntervalMs: 33796, JitterMs: 9810, RTTMs: 40, LossPermille: 111, Missed: 1,
+		},
+		DefaultMs: 120_000,
+		NowMs:     time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(),
+		Rand:      0x9e3779b97f4a7c15,
+	}
+}
+
+func sampleConfirmInput() ConfirmInput {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	due := make([]DueLease, 3)
+	for i := range due {
+		due[i] = DueLease{
+			Cluster: "DefaultCluster", Addr: fmt.Sprintf("10.0.3.%d:10911", i+1), Name: fmt.Sprintf("broker-%d", i),
+			Epoch: uint64(100 + i), LastHeartbeatMs: now - 130_000, DeadlineMs: now - 10_000,
+		}
+	}
+	return ConfirmInput{Due: due, Stats: ConfirmStats{Leases: 20, Due: 3, HeartbeatSuccessPermille: 1000}, NowMs: now, Rand: 0x9e3779b97f4a7c15}
+}
+
+// dryRun instantiates the module, checks its ABI version and declared
+// hooks, and calls every hook it implements once on the sample inputs,
+// with the same deadline and checks as real calls.
+func (m *Module) dryRun(ctx context.Context) error {
+	in, err := m.pool.get(ctx)
+	if err != nil {
+		return refuse(m.hash, ErrDryRun, "%v", err)
+	}
+	ve := m.checkInstance(ctx, in)
+	m.pool.put(in, ve == nil)
+	if ve != nil {
+		return ve
+	}
+	for _, h := range m.Hooks() {
+		if err := m.dryRunHook(ctx, h); err != nil {
+			return refuse(m.hash, ErrDryRun, "%s: %v", h, err)
+		}
+	}
+	return nil
+}
+
+// checkInstance asks a fresh instance for its ABI version and, if it
+// exports edgereg_hooks, for the hooks it really implements.
+func (m *Module) checkInstance(ctx context.Context, in *instance) *ValidationError {
+	v, err := callI32(ctx, in.mod, exportABIVersion, m.host.cfg.CallTimeout)
+	if err != nil {
+		return refuse(m.hash, ErrDryRun, "%s: %v", exportABIVersion, err)
+	}
+	if v != ABIVersion {
+		return refuse(m.hash, ErrABIVersion, "%s returned %d, this host implements %d", exportABIVersion, v, ABIVersion)
+	}
+	if in.mod.ExportedFunction(exportHooks) == nil {
+		return nil
+	}
+	mask, err := callI32(ctx, in.mod, exportHooks, m.host.cfg.CallTimeout)
+	if err != nil {
+		return refuse(m.hash, ErrDryRun, "%s: %v", exportHooks, err)
+	}
+	declared := hookSet(mask)
+	if uint32(mask) > 1<<numHooks-1 || declared&^m.hooks != 0 {
+		return refuse(m.hash, ErrExport, "%s returned %#x, naming hooks the module does not export", exportHooks, mask)
+	}
+	m.hooks = declared
+	for _, h := range Hooks {
+		if !declared.has(h) {
+			in.hooks[h] = nil
+		}
+	}
+	if m.hooks == 0 {
+		return refuse(m.hash, ErrNoHooks, "%s returned 0", exportHooks)
+	}
+	return nil
+}
+
+func callI32(ctx context.Context, mod api.Module, name string, timeout time.Duration) (int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := mod.ExportedFunction(name).Call(ctx)
+	if err != nil {
+		return 0, callError(err)
+	}
+	return int32(uint32(res[0])), nil
+}
+
+func (m *Module) dryRunHook(ctx context.Context, h Hook) error {
+	switch h {
+	case HookRouteFilter:
+		in, orig, err := sampleRouteInput()
+		if err != nil {
+			return err
+		}
+		_, _, err = m.filterRoute(ctx, &in, &orig)
+		return err
+	case HookExpiryThreshold:
+		in := sampleThresholdInput()
+		_, _, err := m.expiryThreshold(ctx, &in, time.Millisecond, 24*time.Hour)
+		return err
+	case HookExpiryConfirm:
+		in := sampleConfirmInput()
+		_, _, err := m.confirmExpiry(ctx, &in)
+		return err
+	}
+	return fmt.Errorf("%w: %d", ErrUnknownHook, h)
+}

@@ -1,0 +1,435 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of SetConfig.
+const (
+	DefaultMinThreshold         = 10 * time.Second
+	DefaultMaxThreshold         = 10 * time.Minute
+	DefaultMaxConsecutiveFails  = 5
+	DefaultMemoEntries          = 1 << 16
+	DefaultMemoTTL              = time.Minute
+	DefaultHeartbeatInterval    = 30 * time.Second
+	DefaultSetDefaultThreshold  = 120 * time.Second
+	defaultThresholdQueueLength = 1024
+)
+
+// SetConfig configures a Set. The zero value is usable.
+type SetConfig struct {
+	// DefaultThreshold is the node's expiry threshold without a policy, as
+	// passed to registry.Config; default 120 s. Guests get it as default_ms
+	// when a broker did not ask for a timeout of its own.
+	DefaultThreshold time.Duration
+	// HeartbeatInterval is the brokers' heartbeat interval, used to
+	// estimate missed heartbeats and the heartbeat success rate; default 30 s.
+	HeartbeatInterval time.Duration
+	// MinThreshold and MaxThreshold clamp what threshold policies return;
+	// default [10 s, 10 min].
+	MinThreshold, MaxThreshold time.Duration
+	// MaxConsecutiveFailures is how many failed calls in a row deactivate a
+	// policy and restore the last known good one; default 5.
+	MaxConsecutiveFailures int
+	// MemoEntries bounds the memoized route-filter results; default 65536.
+	MemoEntries int
+	// MemoTTL bounds how long a memoized route-filter result is served, so a
+	// policy that looks at now_ms is asked again; default 1 min.
+	MemoTTL time.Duration
+	// Store, when set, persists every change and is loaded by NewSet.
+	Store *Store
+	// LinkStats, when set, tells the transport's view of a broker (RTT,
+	// loss) for threshold policies.
+	LinkStats func(cluster, addr string) (LinkStats, bool)
+	// Now defaults to time.Now; tests inject a fake clock.
+	Now func() time.Time
+	// Rand defaults to math/rand/v2; guests get its values as rand.
+	Rand func() uint64
+	// Logger defaults to the Host's.
+	Logger *slog.Logger
+}
+
+// LinkStats is what the transport knows about a broker's connection.
+type LinkStats struct {
+	RTT          time.Duration
+	LossPermille uint32
+}
+
+func (c *SetConfig) setDefaults(h *Host) {
+	setDur := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	setDur(&c.DefaultThreshold, DefaultSetDefaultThreshold)
+	setDur(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	setDur(&c.MinThreshold, DefaultMinThreshold)
+	setDur(&c.MaxThreshold, DefaultMaxThreshold)
+	setDur(&c.MemoTTL, DefaultMemoTTL)
+	c.MaxThreshold = max(c.MaxThreshold, c.MinThreshold)
+	if c.MaxConsecutiveFailures <= 0 {
+		c.MaxConsecutiveFailures = DefaultMaxConsecutiveFails
+	}
+	if c.MemoEntries <= 0 {
+		c.MemoEntries = DefaultMemoEntries
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Uint64
+	}
+	if c.Logger == nil {
+		c.Logger = h.cfg.Logger
+	}
+}
+
+// Set holds the active policy of each hook. Readers load it with one
+// atomic pointer read; Activate, Rollback and Remove swap it, and a module
+// swapped out stays usable until the calls already using it finish, so a
+// swap never fails a call. It is safe for concurrent use.
+//
+// Set implements registry.Thresholds and registry.ExpiryConfirmer; wire it
+// as both even with no policy active: it then returns the built-in answers
+// at the cost of an atomic load, and it needs to see heartbeats to report
+// the heartbeat success rate to confirm policies.
+type Set struct {
+	host *Host
+	cfg  SetConfig
+	log  *slog.Logger
+
+	mu    sync.Mutex // serializes changes and persistence
+	slots [numHooks]slot
+
+	memo  *memo
+	thr   *thresholdCache
+	beats *beatRate
+
+	// fallbacks counts every fallback since NewSet, across activations.
+	fallbacks atomic.Uint64
+
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+type slot struct {
+	active   atomic.Pointer[binding]
+	lastGood *Module // guarded by Set.mu; holds a reference
+}
+
+// binding is one activation of a module for a hook. It holds a module
+// reference that it gives back once it is retired and no call uses it.
+type binding struct {
+	hook        Hook
+	module      *Module
+	activatedAt time.Time
+	stats       hookStats
+	users       atomic.Int64
+	retired     atomic.Bool
+	once        sync.Once
+}
+
+func (b *binding) finish() {
+	b.once.Do(func() { _ = b.module.Close() })
+}
+
+// NewSet returns a Set on host with no policy active, then restores the
+// policies saved in cfg.Store, if any. A saved module that no longer
+// validates is logged and skipped rather than failing the node's start.
+func NewSet(ctx context.Context, host *Host, cfg SetConfig) (*Set, error) {
+	cfg.setDefaults(host)
+	s := &Set{
+		host:  host,
+		cfg:   cfg,
+		log:   cfg.Logger.With("component", "policy"),
+		memo:  newMemo(cfg.MemoEntries),
+		thr:   newThresholdCache(defaultThresholdQueueLength, cfg.MemoEntries),
+		beats: newBeatRate(cfg.HeartbeatInterval),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if cfg.Store != nil {
+		if err := s.restore(ctx, cfg.Store); err != nil {
+			s.cancel()
+			return nil, err
+		}
+	}
+	s.wg.Add(1)
+	go s.refreshThresholds()
+	return s, nil
+}
+
+// Close stops the Set's background work and drops its module references.
+// Calls after Close get the built-in behaviour.
+func (s *Set) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.slots {
+		sl := &s.slots[i]
+		if b := sl.active.Swap(nil); b != nil {
+			s.retire(b)
+		}
+		if sl.lastGood != nil {
+			_ = sl.lastGood.Close()
+			sl.lastGood = nil
+		}
+	}
+	return nil
+}
+
+// acquire returns the active binding of a hook, marked in use, or nil.
+// The caller must call done. A binding retired between the load and the
+// mark is given back and the new active one is taken instead, so a call
+// never runs on a module that is being closed.
+func (s *Set) acquire(h Hook) *binding {
+	for {
+		b := s.slots[h].active.Load()
+		if b == nil {
+			return nil
+		}
+		b.users.Add(1)
+		if !b.retired.Load() {
+			return b
+		}
+		s.done(b)
+	}
+}
+
+func (s *Set) done(b *binding) {
+	if b.users.Add(-1) == 0 && b.retired.Load() {
+		b.finish()
+	}
+}
+
+// retire marks a binding swapped out; its module reference is given back
+// when its last call ends.
+func (s *Set) retire(b *binding) {
+	b.retired.Store(true)
+	if b.users.Load() == 0 {
+		b.finish()
+	}
+}
+
+// newBinding takes a reference to m for a new activation.
+func (s *Set) newBinding(h Hook, m *Module, at time.Time) *binding {
+	s.host.retain(m)
+	return &binding{hook: h, module: m, activatedAt: at}
+}
+
+// Activate makes m the active policy of hook h; the module it replaces
+// becomes the last known good. The Set keeps its own reference to m: the
+// caller still Closes its own. Activating the module already active is a
+// no-op. With a Store, the change is saved before it takes effect.
+func (s *Set) Activate(h Hook, m *Module) error {
+	if h >= numHooks {
+		return fmt.Errorf("activate: %w: %d", ErrUnknownHook, h)
+	}
+	if !m.Implements(h) {
+		return fmt.Errorf("activate %.12s as %s: %w", m.hash, h, ErrHookAbsent)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return fmt.Errorf("activate %s: policy set %w", h, ErrClosed)
+	}
+	sl := &s.slots[h]
+	old := sl.active.Load()
+	if old != nil && old.module == m {
+		return nil
+	}
+	lastGood := sl.lastGood
+	if old != nil {
+		lastGood = old.module
+	}
+	nb := s.newBinding(h, m, s.cfg.Now())
+	if err := s.persist(h, nb, lastGood); err != nil {
+		s.retire(nb)
+		return fmt.Errorf("activate %.12s as %s: %w", m.hash, h, err)
+	}
+	s.swap(h, nb, lastGood)
+	s.log.Info("policy activated", "hook", h.String(), "hash", m.hash, "size", m.Size())
+	return nil
+}
+
+// Rollback swaps the active policy of hook h with its last known good, so
+// a second Rollback undoes the first. After Remove, Rollback restores the
+// removed policy.
+func (s *Set) Rollback(h Hook) error {
+	if h >= numHooks {
+		return fmt.Errorf("rollback: %w: %d", ErrUnknownHook, h)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := &s.slots[h]
+	if sl.lastGood == nil {
+		return fmt.Errorf("rollback %s: %w", h, ErrNoLastGood)
+	}
+	var newLastGood *Module
+	if old := sl.active.Load(); old != nil {
+		newLastGood = old.module
+	}
+	nb := s.newBinding(h, sl.lastGood, s.cfg.Now())
+	if err := s.persist(h, nb, newLastGood); err != nil {
+		s.retire(nb)
+		return fmt.Errorf("rollback %s: %w", h, err)
+	}
+	s.swap(h, nb, newLastGood)
+	s.log.Info("policy rolled back", "hook", h.String(), "hash", nb.module.hash)
+	return nil
+}
+
+// Remove deactivates the policy of hook h, which then gets the built-in
+// behaviour; the removed module becomes the last known good, so Rollback
+// undoes a Remove.
+func (s *Set) Remove(h Hook) error {
+	if h >= numHooks {
+		return fmt.Errorf("remove: %w: %d", ErrUnknownHook, h)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := &s.slots[h]
+	old := sl.active.Load()
+	if old == nil {
+		return nil
+	}
+	if err := s.persist(h, nil, old.module); err != nil {
+		return fmt.Errorf("remove %s: %w", h, err)
+	}
+	s.swap(h, nil, old.module)
+	s.log.Info("policy removed", "hook", h.String(), "hash", old.module.hash)
+	return nil
+}
+
+// swap installs nb (nil for none) and lastGood in slot h and retires the
+// binding it replaces. With s.mu held.
+func (s *Set) swap(h Hook, nb *binding, lastGood *Module) {
+	sl := &s.slots[h]
+	if lastGood != sl.lastGood {
+		if lastGood != nil {
+			s.host.retain(lastGood)
+		}
+		if sl.lastGood != nil {
+			_ = sl.lastGood.Close()
+		}
+		sl.lastGood = lastGood
+	}
+	if old := sl.active.Swap(nb); old != nil {
+		s.retire(old)
+	}
+	s.memo.clear()
+}
+
+// succeeded records a good call.
+func (s *Set) succeeded(b *binding, took time.Duration) {
+	b.stats.calls.Add(1)
+	b.stats.consecutive.Store(0)
+	b.stats.times.record(took)
+}
+
+// failed records a call that fell back to the built-in behaviour. A
+// failure of the guest also counts towards deactivation; one caused by the
+// caller giving up (ctx done) does not.
+func (s *Set) failed(ctx context.Context, b *binding, took time.Duration, err error) {
+	b.stats.calls.Add(1)
+	b.stats.fallbacks.Add(1)
+	s.fallbacks.Add(1)
+	if errors.Is(err, ErrBusy) || ctx.Err() != nil && errors.Is(err, ErrTimeout) {
+		return
+	}
+	b.stats.errors.Add(1)
+	if took > 0 {
+		b.stats.times.record(took)
+	}
+	n := b.stats.consecutive.Add(1)
+	s.log.Debug("policy call failed", "hook", b.hook.String(), "hash", b.module.hash, "err", err)
+	if n >= int64(s.cfg.MaxConsecutiveFailures) {
+		s.deactivate(b, n, err)
+	}
+}
+
+// deactivate replaces a failing binding with the last known good module,
+// or with nothing, unless it was replaced already.
+func (s *Set) deactivate(b *binding, failures int64, cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := &s.slots[b.hook]
+	if sl.active.Load() != b {
+		return
+	}
+	var nb *binding
+	restored := ""
+	if lg := sl.lastGood; lg != nil && lg != b.module {
+		nb = s.newBinding(b.hook, lg, s.cfg.Now())
+		restored = lg.hash
+	}
+	if err := s.persist(b.hook, nb, nil); err != nil {
+		s.log.Error("policy deactivation not saved", "hook", b.hook.String(), "err", err)
+	}
+	s.swap(b.hook, nb, nil)
+	s.log.Warn("policy deactivated after consecutive failures",
+		"hook", b.hook.String(), "hash", b.module.hash, "failures", failures,
+		"reason", cause.Error(), "restored", restored)
+}
+
+// Status is the state of one hook.
+type Status struct {
+	Hook Hook
+	// Active is the active module; nil when the hook has the built-in
+	// behaviour.
+	Active *ModuleInfo
+	// LastGood is what Rollback would restore; nil when nothing.
+	LastGood *ModuleInfo
+	// ActivatedAt is when Active was activated.
+	ActivatedAt time.Time
+	// Calls, Errors and Fallbacks count the calls of the active module since
+	// its activation: every call, those the guest failed, and those answered
+	// with the built-in behaviour (every error, plus calls that could not
+	// get an instance before their deadline).
+	Calls, Errors, Fallbacks uint64
+	// P50 and P99 are call-time quantiles, within 25%.
+	P50, P99 time.Duration
+}
+
+// ModuleInfo identifies a module.
+type ModuleInfo struct {
+	Hash string
+	Size int
+}
+
+// List returns the status of every hook, in ABI order.
+func (s *Set) List() []Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Status, 0, numHooks)
+	for _, h := range Hooks {
+		sl := &s.slots[h]
+		st := Status{Hook: h}
+		if lg := sl.lastGood; lg != nil {
+			st.LastGood = &ModuleInfo{Hash: lg.hash, Size: lg.Size()}
+		}
+		if b := sl.active.Load(); b != nil {
+			st.Active = &ModuleInfo{Hash: b.module.hash, Size: b.module.Size()}
+			st.ActivatedAt = b.activatedAt
+			st.Calls = b.stats.calls.Load()
+			st.Errors = b.stats.errors.Load()
+			st.Fallbacks = b.stats.fallbacks.Load()
+			st.P50 = b.stats.times.quantile(0.5)
+			st.P99 = b.stats.times.quantile(0.99)
+		}
+		out = append(out, st)
+	}
+	return out
+}

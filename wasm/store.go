@@ -1,0 +1,272 @@
+package wasm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// manifestName is the manifest's file name in a Store's directory.
+const manifestName = "manifest.json"
+
+// Store keeps the active policies of a node in a directory, conventionally
+// <data>/policies/: each module as <sha256>.wasm and a manifest.json that
+// names, per hook, the active module, the last known good one and when the
+// active one was activated. Every file is written atomically (temporary
+// file, fsync, rename, fsync of the directory), so a crash leaves either
+// the old state or the new one.
+type Store struct {
+	dir string
+}
+
+// Manifest is the content of manifest.json.
+type Manifest struct {
+	// Version is the manifest format, 1.
+	Version int `json:"version"`
+	// Hooks maps a hook name (route-filter, ...) to its state.
+	Hooks map[string]ManifestEntry `json:"hooks"`
+}
+
+// ManifestEntry is one hook's saved state.
+type ManifestEntry struct {
+	Active      string    `json:"active,omitempty"`
+	LastGood    string    `json:"last_good,omitempty"`
+	ActivatedAt time.Time `json:"activated_at,omitzero"`
+}
+
+// OpenStore opens (creating if needed) a store in dir.
+func OpenStore(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open policy store: %w", err)
+	}
+	return &Store{dir: dir}, nil
+}
+
+// Dir returns the store's directory.
+func (st *Store) Dir() string { return st.dir }
+
+// Load reads the manifest; a store never saved to has an empty one.
+func (st *Store) Load() (Manifest, error) {
+	man := Manifest{Version: 1, Hooks: map[string]ManifestEntry{}}
+	b, err := os.ReadFile(filepath.Join(st.dir, manifestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return man, nil
+	}
+	if err != nil {
+		return man, fmt.Errorf("load policy manifest: %w", err)
+	}
+	if err := json.Unmarshal(b, &man); err != nil {
+		return man, fmt.Errorf("load policy manifest %s: %w", filepath.Join(st.dir, manifestName), err)
+	}
+	if man.Version != 1 {
+		return man, fmt.Errorf("load policy manifest: format version %d, want 1", man.Version)
+	}
+	if man.Hooks == nil {
+		man.Hooks = map[string]ManifestEntry{}
+	}
+	return man, nil
+}
+
+// Module reads the saved module with the hash, checking that its bytes
+// still hash to it.
+func (st *Store) Module(hash string) ([]byte, error) {
+	if !validHash(hash) {
+		return nil, fmt.Errorf("load policy module: invalid hash %q", hash)
+	}
+	b, err := os.ReadFile(filepath.Join(st.dir, hash+".wasm"))
+	if err != nil {
+		return nil, fmt.Errorf("load policy module: %w", err)
+	}
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != hash {
+		return nil, fmt.Errorf("load policy module %s: content does not match its hash", hash)
+	}
+	return b, nil
+}
+
+// Save writes the modules the manifest names that are not saved yet, then
+// the manifest, then removes modules it no longer names.
+func (st *Store) Save(man Manifest, modules map[string][]byte) error {
+	keep := map[string]bool{}
+	for _, e := range man.Hooks {
+		for _, h := range []string{e.Active, e.LastGood} {
+			if h == "" || keep[h] {
+				continue
+			}
+			keep[h] = true
+			if err := st.saveModule(h, modules[h]); err != nil {
+				return err
+			}
+		}
+	}
+	b, err := json.MarshalIndent(man, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save policy manifest: %w", err)
+	}
+	if err := writeAtomic(st.dir, manifestName, b); err != nil {
+		return fmt.Errorf("save policy manifest: %w", err)
+	}
+	return st.prune(keep)
+}
+
+func (st *Store) saveModule(hash string, b []byte) error {
+	path := filepath.Join(st.dir, hash+".wasm")
+	if _, err := os.Stat(path); err == nil {
+		return nil // content-addressed: present means identical
+	}
+	if b == nil {
+		return fmt.Errorf("save policy module %s: bytes not given", hash)
+	}
+	if err := writeAtomic(st.dir, hash+".wasm", b); err != nil {
+		return fmt.Errorf("save policy module: %w", err)
+	}
+	return nil
+}
+
+// prune removes saved modules that keep does not name; failures only
+// leave garbage behind, so they are not errors.
+func (st *Store) prune(keep map[string]bool) error {
+	ents, err := os.ReadDir(st.dir)
+	if err != nil {
+		return nil
+	}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".wasm")
+		if ok && validHash(name) && !keep[name] {
+			_ = os.Remove(filepath.Join(st.dir, e.Name()))
+		}
+	}
+	return nil
+}
+
+func validHash(h string) bool {
+	if len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
+}
+
+// writeAtomic replaces dir/name with b: a crash leaves the old file or
+// the new one, never a mix.
+func writeAtomic(dir, name string, b []byte) error {
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // fails harmlessly after the rename
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// persist saves the Set's state as it will be once slot h holds nb and
+// lastGood. With s.mu held; a no-op without a Store.
+func (s *Set) persist(h Hook, nb *binding, lastGood *Module) error {
+	st := s.cfg.Store
+	if st == nil {
+		return nil
+	}
+	man := Manifest{Version: 1, Hooks: map[string]ManifestEntry{}}
+	mods := map[string][]byte{}
+	for _, hk := range Hooks {
+		b, lg := s.slots[hk].active.Load(), s.slots[hk].lastGood
+		if hk == h {
+			b, lg = nb, lastGood
+		}
+		var e ManifestEntry
+		if b != nil {
+			e.Active, e.ActivatedAt = b.module.hash, b.activatedAt.UTC()
+			mods[b.module.hash] = b.module.bytes
+		}
+		if lg != nil {
+			e.LastGood = lg.hash
+			mods[lg.hash] = lg.bytes
+		}
+		if e != (ManifestEntry{}) {
+			man.Hooks[hk.String()] = e
+		}
+	}
+	return st.Save(man, mods)
+}
+
+// restore activates what the store's manifest names. With no other
+// reference to s yet.
+func (s *Set) restore(ctx context.Context, st *Store) error {
+	man, err := st.Load()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, e := range man.Hooks {
+		h, err := ParseHook(name)
+		if err != nil {
+			s.log.Warn("saved policy skipped", "hook", name, "err", err)
+			continue
+		}
+		sl := &s.slots[h]
+		if lg := s.restoreModule(ctx, st, h, e.LastGood); lg != nil {
+			sl.lastGood = lg
+		}
+		if m := s.restoreModule(ctx, st, h, e.Active); m != nil {
+			at := e.ActivatedAt
+			if at.IsZero() {
+				at = s.cfg.Now()
+			}
+			sl.active.Store(&binding{hook: h, module: m, activatedAt: at})
+			s.log.Info("policy restored", "hook", h.String(), "hash", m.hash)
+		}
+	}
+	return nil
+}
+
+// restoreModule loads and validates one saved module, returning it with a
+// reference the caller keeps, or nil (logged) when it cannot be used.
+func (s *Set) restoreModule(ctx context.Context, st *Store, h Hook, hash string) *Module {
+	if hash == "" {
+		return nil
+	}
+	b, err := st.Module(hash)
+	if err == nil {
+		var m *Module
+		if m, err = s.host.Validate(ctx, b); err == nil {
+			if m.Implements(h) {
+				return m
+			}
+			_ = m.Close()
+			err = ErrHookAbsent
+		}
+	}
+	s.log.Error("saved policy not restored", "hook", h.String(), "hash", hash, "err", err)
+	return nil
+}

@@ -1,0 +1,152 @@
+package wasm
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestStorePersistsAcrossRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	st, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{Store: st})
+	zone, empty, sp := load(t, h, "zone-affinity.wasm"), load(t, h, "fixtures/empty-route.wasm"), load(t, h, "self-preservation.wasm")
+	activate(t, s, HookRouteFilter, zone)
+	activate(t, s, HookRouteFilter, empty) // zone becomes last good
+	activate(t, s, HookExpiryThreshold, sp)
+	activate(t, s, HookExpiryConfirm, sp)
+	before := s.List()
+	s.Close()
+	h.Close(context.Background())
+
+	files, _ := filepath.Glob(filepath.Join(dir, "*.wasm"))
+	if len(files) != 3 {
+		t.Errorf("saved modules %v, want 3", files)
+	}
+	h2 := newHost(t, HostConfig{})
+	s2 := newSet(t, h2, SetConfig{Store: st})
+	after := s2.List()
+	for i := range before {
+		b, a := before[i], after[i]
+		if *b.Active != *a.Active || (b.LastGood == nil) != (a.LastGood == nil) || !b.ActivatedAt.Equal(a.ActivatedAt) {
+			t.Errorf("%s: before %+v, after %+v", b.Hook, b, a)
+		}
+	}
+	if _, brokers := names(filter(t, s2, "T")); len(brokers) != 0 {
+		t.Errorf("restored route filter shows %v, want the empty route", brokers)
+	}
+
+	// Modules no longer named are pruned.
+	if err := s2.Remove(HookExpiryThreshold); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Remove(HookExpiryConfirm); err != nil { // sp stays as last good
+		t.Fatal(err)
+	}
+	if err := s2.Rollback(HookRouteFilter); err != nil { // zone active, empty last good
+		t.Fatal(err)
+	}
+	activate(t, s2, HookRouteFilter, load(t, h2, "fixtures/empty-route.wasm")) // empty active, zone last good
+	man, err := st.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := man.Hooks["route-filter"]; e.Active != empty.Hash() || e.LastGood != zone.Hash() {
+		t.Errorf("manifest %+v", man)
+	}
+	files, _ = filepath.Glob(filepath.Join(dir, "*.wasm"))
+	if len(files) != 3 {
+		t.Errorf("saved modules %v, want 3", files)
+	}
+}
+
+func TestStoreRejectsCorruptModule(t *testing.T) {
+	dir := t.TempDir()
+	st, _ := OpenStore(dir)
+	h := newHost(t, HostConfig{})
+	m := load(t, h, "jitter-threshold.wasm")
+	s := newSet(t, h, SetConfig{Store: st})
+	activate(t, s, HookExpiryThreshold, m)
+	s.Close()
+	if err := os.WriteFile(filepath.Join(dir, m.Hash()+".wasm"), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2 := newSet(t, h, SetConfig{Store: st}) // logs and starts without it
+	if got := activeHash(s2, HookExpiryThreshold); got != "" {
+		t.Errorf("corrupt module restored as %s", got)
+	}
+}
+
+func TestLoadDir(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(testdata(t, "self-preservation.wasm"))
+	zw.Close()
+	write("route.wasm", testdata(t, "zone-affinity.wasm"))
+	write("expiry_confirm.wasm.gz", gz.Bytes())
+	write("README.md", []byte("ignored"))
+	write(".hidden.wasm", []byte("ignored"))
+	os.Mkdir(filepath.Join(dir, "..data"), 0o700) // as a ConfigMap mount has
+
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{})
+	if err := s.LoadDir(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	zone, sp := load(t, h, "zone-affinity.wasm"), load(t, h, "self-preservation.wasm")
+	want := []string{zone.Hash(), sp.Hash(), sp.Hash()}
+	got := []string{activeHash(s, HookRouteFilter), activeHash(s, HookExpiryThreshold), activeHash(s, HookExpiryConfirm)}
+	if !slices.Equal(got, want) {
+		t.Errorf("active %v, want %v", got, want)
+	}
+	at := status(s, HookRouteFilter).ActivatedAt
+
+	// A bad file is reported; the others still load, and unchanged ones
+	// are left alone.
+	write("router.wasm", []byte("x"))
+	time.Sleep(time.Millisecond)
+	if err := s.LoadDir(context.Background(), dir); err == nil {
+		t.Error("unknown hook name not reported")
+	}
+	if st := status(s, HookRouteFilter); !st.ActivatedAt.Equal(at) {
+		t.Error("an unchanged module was activated again")
+	}
+}
+
+func TestParsePolicyFileName(t *testing.T) {
+	tests := []struct {
+		name  string
+		hooks []Hook
+		gz    bool
+		ok    bool
+		err   bool
+	}{
+		{"route.wasm", []Hook{HookRouteFilter}, false, true, false},
+		{"expiry-threshold.wasm.gz", []Hook{HookExpiryThreshold}, true, true, false},
+		{"expiry_confirm.wasm", []Hook{HookExpiryThreshold, HookExpiryConfirm}, false, true, false},
+		{"..data", nil, false, false, false},
+		{"notes.txt", nil, false, false, false},
+		{"routes.wasm", nil, false, true, true},
+	}
+	for _, tt := range tests {
+		hooks, gz, ok, err := parsePolicyFileName(tt.name)
+		if !slices.Equal(hooks, tt.hooks) || gz != tt.gz || ok != tt.ok || (err != nil) != tt.err {
+			t.Errorf("%s: %v %v %v %v", tt.name, hooks, gz, ok, err)
+		}
+	}
+}
