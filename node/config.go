@@ -85,6 +85,11 @@ type Config struct {
 	// MaxWatchesPerConn bounds watched topics per connection.
 	MaxWatchesPerConn int
 
+	// PacketConn, when set, is the socket to serve on instead of binding
+	// Addr; the node closes it on Shutdown. Tests use it to run nodes on a
+	// simulated network.
+	PacketConn net.PacketConn
+
 	// Logger receives lifecycle events; default slog.Default().
 	Logger *slog.Logger
 	// Clock is for tests; default the wall clock.

@@ -185,13 +185,9 @@ func (n *Node) listen() error {
 	if err != nil {
 		return fmt.Errorf("token key: %w", err)
 	}
-	udpAddr, err := net.ResolveUDPAddr("udp", n.cfg.Addr)
+	udp, err := n.socket()
 	if err != nil {
-		return fmt.Errorf("listen address %s: %w", n.cfg.Addr, err)
-	}
-	udp, err := net.ListenUDP("udp", udpAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", n.cfg.Addr, err)
+		return err
 	}
 	n.udp = udp
 	sk := quic.StatelessResetKey(resetKey)
@@ -213,6 +209,21 @@ func (n *Node) listen() error {
 		return fmt.Errorf("listen on %s: %w", n.cfg.Addr, err)
 	}
 	return nil
+}
+
+func (n *Node) socket() (net.PacketConn, error) {
+	if n.cfg.PacketConn != nil {
+		return n.cfg.PacketConn, nil
+	}
+	udpAddr, err := net.ResolveUDPAddr("udp", n.cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %s: %w", n.cfg.Addr, err)
+	}
+	udp, err := net.ListenUDP("udp", udpAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Addr, err)
+	}
+	return udp, nil
 }
 
 // Serve accepts connections until Shutdown, running the expiry scan and the

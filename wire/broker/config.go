@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/nodes"
 )
@@ -82,6 +84,9 @@ type Config struct {
 	// Now tells the time for data version timestamps and NodeState; default
 	// time.Now. Timers (heartbeats, backoff) use the runtime's clock.
 	Now func() time.Time
+	// Transport, when set, is the QUIC transport to dial nodes from (see
+	// client.Config.Transport); tests use it for a simulated network.
+	Transport *quic.Transport
 }
 
 // withDefaults returns the config with unset fields at their defaults.

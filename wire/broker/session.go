@@ -112,7 +112,7 @@ func (s *session) dial() (*client.Conn, error) {
 	cfg := &s.r.cfg
 	ctx, cancel := context.WithTimeout(s.runCtx, cfg.RequestTimeout)
 	defer cancel()
-	c, err := client.Dial(ctx, s.addr, client.Config{TLS: cfg.TLS, RequestTimeout: cfg.RequestTimeout})
+	c, err := client.Dial(ctx, s.addr, client.Config{TLS: cfg.TLS, RequestTimeout: cfg.RequestTimeout, Transport: cfg.Transport})
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +459,7 @@ func (s *session) sendUnregister(conn *client.Conn, epoch uint64) (*client.Conn,
 	}
 	if conn == nil {
 		ctx, cancel := s.opContext()
-		c, err := client.Dial(ctx, s.addr, client.Config{TLS: cfg.TLS, RequestTimeout: cfg.RequestTimeout})
+		c, err := client.Dial(ctx, s.addr, client.Config{TLS: cfg.TLS, RequestTimeout: cfg.RequestTimeout, Transport: cfg.Transport})
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("unregister from %s: %w", s.addr, err)

@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -42,6 +43,11 @@ type Config struct {
 	MaxResponseLen int
 	// RequestTimeout bounds a call whose context has no deadline; default 10 s.
 	RequestTimeout time.Duration
+	// Transport, when set, is the QUIC transport (and so the UDP socket) to
+	// dial from; connections then share it. By default each connection
+	// binds a socket of its own. Tests use it to dial over a simulated
+	// network.
+	Transport *quic.Transport
 }
 
 // Conn is a connection to one node. It is safe for concurrent use.
@@ -74,11 +80,22 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
 		defer cancel()
 	}
-	qc, err := quic.DialAddr(ctx, addr, cfg.TLS, qcfg)
+	qc, err := dial(ctx, addr, cfg, qcfg)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return &Conn{qc: qc, addr: addr, cfg: cfg}, nil
+}
+
+func dial(ctx context.Context, addr string, cfg Config, qcfg *quic.Config) (*quic.Conn, error) {
+	if cfg.Transport == nil {
+		return quic.DialAddr(ctx, addr, cfg.TLS, qcfg)
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Transport.Dial(ctx, ua, cfg.TLS, qcfg)
 }
 
 // Addr returns the address the connection was dialled with.

@@ -34,6 +34,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/nodes"
 )
@@ -86,6 +88,9 @@ type Config struct {
 	Backoff nodes.Backoff
 	// Logger receives failovers and failures; default slog.Default().
 	Logger *slog.Logger
+	// Transport, when set, is the QUIC transport to dial nodes from (see
+	// client.Config.Transport); tests use it for a simulated network.
+	Transport *quic.Transport
 }
 
 func (c Config) withDefaults() Config {

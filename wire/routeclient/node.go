@@ -83,7 +83,7 @@ func (n *node) get(ctx context.Context) (*client.Conn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, n.c.cfg.RequestTimeout)
 	stop := context.AfterFunc(n.ctx, cancel)
-	conn, err := client.Dial(dctx, n.addr, client.Config{TLS: n.c.cfg.TLS, RequestTimeout: n.c.cfg.RequestTimeout})
+	conn, err := client.Dial(dctx, n.addr, client.Config{TLS: n.c.cfg.TLS, RequestTimeout: n.c.cfg.RequestTimeout, Transport: n.c.cfg.Transport})
 	stop()
 	cancel()
 	if err != nil {
