@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/edgereg/edgereg/node/registry"
@@ -85,6 +86,15 @@ type Config struct {
 	// MaxWatchesPerConn bounds watched topics per connection.
 	MaxWatchesPerConn int
 
+	// PolicyDir, when set, is a directory of policy modules (route.wasm,
+	// expiry.wasm, confirm.wasm; see wasm.ReadDir) loaded at start and
+	// whenever its files change, such as a mounted Kubernetes ConfigMap.
+	PolicyDir string
+	// PolicyCallTimeout bounds each policy call; default 20 ms.
+	PolicyCallTimeout time.Duration
+	// MaxPolicyUploadsPerMinute bounds policy pushes and tests; default 10.
+	MaxPolicyUploadsPerMinute int
+
 	// PacketConn, when set, is the socket to serve on instead of binding
 	// Addr; the node closes it on Shutdown. Tests use it to run nodes on a
 	// simulated network.
@@ -113,6 +123,8 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.ReadTimeout, DefaultReadTimeout)
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
+	setDefault(&c.PolicyCallTimeout, 20*time.Millisecond)
+	setDefault(&c.MaxPolicyUploadsPerMinute, DefaultMaxPolicyUploadsPerMinute)
 	if c.Workers <= 0 {
 		c.Workers = 8 * maxProcs()
 	}
@@ -152,6 +164,7 @@ func (c Config) Validate() error {
 	}{
 		{"heartbeat interval", c.HeartbeatInterval}, {"expiry threshold", c.ExpiryThreshold},
 		{"scan interval", c.ScanInterval}, {"read timeout", c.ReadTimeout}, {"idle timeout", c.IdleTimeout},
+		{"policy call timeout", c.PolicyCallTimeout},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
@@ -169,10 +182,16 @@ func (c Config) Validate() error {
 		{"max streams per connection", c.MaxStreamsPerConn}, {"workers", c.Workers},
 		{"max request size", c.MaxRequestLen}, {"max broker frame size", c.MaxBrokerFrameLen},
 		{"max watches per connection", c.MaxWatchesPerConn},
+		{"max policy uploads per minute", c.MaxPolicyUploadsPerMinute},
 	}
 	for _, l := range limits {
 		if l.v <= 0 {
 			return fmt.Errorf("%s must be positive, got %d", l.name, l.v)
+		}
+	}
+	if c.PolicyDir != "" {
+		if fi, err := os.Stat(c.PolicyDir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("policy directory %q is not a directory", c.PolicyDir)
 		}
 	}
 	if c.MaxBrokerFrameLen > wire.MaxFrameLen || c.MaxRequestLen > wire.MaxFrameLen {

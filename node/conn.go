@@ -69,7 +69,8 @@ func (l *connLimits) release(host string) {
 type peer struct {
 	pki.Identity
 	anonymous bool
-	remote    string
+	remote    string // host:port
+	ip        string // the host alone, for route policies
 }
 
 func (p peer) role() string {
@@ -118,6 +119,7 @@ func (n *Node) serveConn(qc *quic.Conn) {
 
 func (n *Node) identify(qc *quic.Conn) (peer, error) {
 	p := peer{remote: qc.RemoteAddr().String()}
+	p.ip = hostOf(p.remote)
 	id, err := pki.IdentityFromConnState(qc.ConnectionState().TLS)
 	switch {
 	case err == nil:

@@ -75,7 +75,7 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 	case wire.TypeUnregister:
 		return decodeRun(f, func(u *wire.Unregister) (any, error) { return nil, n.unregister(cs, u) })
 	case wire.TypeGetRoutes:
-		return decodeRun(f, n.getRoutes)
+		return decodeRun(f, func(q *wire.GetRoutes) (any, error) { return n.getRoutes(cs, q) })
 	case wire.TypeClusterInfo:
 		return n.reg.ClusterInfo(), nil
 	case wire.TypeTopics:
@@ -123,7 +123,7 @@ func (n *Node) dispatchAdmin(f *wire.Frame) (any, error) {
 	case wire.TypeLeases:
 		return n.leases(), nil
 	}
-	return nil, wire.Errorf(wire.CodeUnknownType, "unknown message type %d", uint16(f.Type))
+	return n.dispatchPolicy(f)
 }
 
 // decodeRun decodes a frame's body into a new T and runs fn on it.
@@ -218,7 +218,7 @@ func leaseAck(l registry.Lease) wire.LeaseAck {
 	return wire.LeaseAck{Epoch: l.Epoch, DeadlineMs: l.Deadline.UnixMilli(), VersionChanged: l.VersionChanged}
 }
 
-func (n *Node) getRoutes(q *wire.GetRoutes) (any, error) {
+func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 	if len(q.Topics) == 0 {
 		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names no topic")
 	}
@@ -227,13 +227,14 @@ func (n *Node) getRoutes(q *wire.GetRoutes) (any, error) {
 	}
 	out := wire.Routes{Results: make([]wire.RouteResult, len(q.Topics))}
 	for i, tv := range q.Topics {
-		out.Results[i] = n.routeResult(tv)
+		out.Results[i] = n.routeResult(tv, cs.peer.ip, q.Client)
 	}
 	return &out, nil
 }
 
-// routeResult answers one topic of a poll or a watch.
-func (n *Node) routeResult(tv wire.TopicVersion) wire.RouteResult {
+// routeResult answers one topic of a poll or a watch for a client at ip
+// with attrs, as the active route policy lets that client see it.
+func (n *Node) routeResult(tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) wire.RouteResult {
 	e, err := n.reg.Route(tv.Topic)
 	switch {
 	case err != nil && n.WarmingUp():
@@ -242,12 +243,14 @@ func (n *Node) routeResult(tv wire.TopicVersion) wire.RouteResult {
 	case err != nil:
 		n.stats.routeReads[wire.StatusNotFound].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}
-	case e.Version == tv.Version:
+	}
+	body, version := n.policies.filter(ip, attrs, tv.Topic, e.Version, e.Body)
+	if version == tv.Version {
 		n.stats.routeReads[wire.StatusNotModified].Inc()
-		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: e.Version}
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: version}
 	}
 	n.stats.routeReads[wire.StatusOK].Inc()
-	return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusOK, Version: e.Version, Route: e.Body}
+	return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusOK, Version: version, Route: body}
 }
 
 func (n *Node) topics(q *wire.TopicsQuery) (any, error) {

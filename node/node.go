@@ -52,6 +52,7 @@ type Node struct {
 	reg      *registry.Registry
 	kv       *kv.Store
 	watches  *watchHub
+	policies *policies
 	tlsConf  *tls.Config
 	udp      net.PacketConn
 	tr       *quic.Transport
@@ -91,33 +92,50 @@ func New(cfg Config) (*Node, error) {
 		stop:    make(chan struct{}),
 	}
 	n.watches = newWatchHub()
-	n.stats = newStats(n)
-	n.reg = registry.New(registry.Config{
-		Clock:            cfg.Clock,
-		DefaultThreshold: cfg.ExpiryThreshold,
-		OnChange:         n.watches.changed,
-	})
 	var err error
 	if n.id, err = loadNodeID(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if n.kv, err = kv.Open(cfg.DataDir); err != nil {
+	if n.policies, err = newPolicies(cfg); err != nil {
 		return nil, err
+	}
+	n.policyStatus = n.statusPolicies
+	n.reg = registry.New(registry.Config{
+		Clock:            cfg.Clock,
+		DefaultThreshold: cfg.ExpiryThreshold,
+		Thresholds:       n.policies.set,
+		Confirmer:        n.policies.set,
+		OnChange:         n.watches.changed,
+	})
+	n.stats = newStats(n)
+	if err := n.open(); err != nil {
+		n.policies.close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// open loads what the node keeps on disk and binds its sockets.
+func (n *Node) open() error {
+	cfg := n.cfg
+	var err error
+	if n.kv, err = kv.Open(cfg.DataDir); err != nil {
+		return err
 	}
 	if n.tlsConf, err = n.serverTLS(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.listen(); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.AdminAddr != AdminOff {
 		if n.admin, err = newAdminServer(n, cfg.AdminAddr); err != nil {
 			n.ln.Close()
 			n.tr.Close()
-			return nil, err
+			return err
 		}
 	}
-	return n, nil
+	return nil
 }
 
 // Registry returns the node's route tables, for embedding and tests.
@@ -237,6 +255,9 @@ func (n *Node) Serve() error {
 	if n.admin != nil {
 		n.spawn(n.admin.serve)
 	}
+	if n.cfg.PolicyDir != "" {
+		n.spawn(n.watchPolicyDir)
+	}
 	for {
 		qc, err := n.ln.Accept(context.Background())
 		if err != nil {
@@ -290,6 +311,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.stopped = true
 	n.lifeMu.Unlock()
 	n.wg.Wait()
+	n.policies.close()
 	n.tr.Close()
 	n.udp.Close()
 	n.log.Info("node stopped")

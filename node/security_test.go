@@ -49,6 +49,11 @@ func requestKinds(epoch uint64) map[wire.Type]any {
 		wire.TypeKVDelete:          &wire.KVRequest{Namespace: "ns", Key: "nope"},
 		wire.TypeKVList:            &wire.KVRequest{Namespace: "ns"},
 		wire.TypeLeases:            nil,
+		wire.TypePolicyPush:        &wire.PolicyPush{Hook: "route", Module: []byte("not wasm")},
+		wire.TypePolicyList:        nil,
+		wire.TypePolicyRollback:    &wire.PolicyHook{Hook: "route"},
+		wire.TypePolicyRemove:      &wire.PolicyHook{Hook: "confirm"},
+		wire.TypePolicyTest:        &wire.PolicyTest{Hook: "route", Module: []byte("not wasm")},
 	}
 }
 

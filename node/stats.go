@@ -77,6 +77,7 @@ func newStats(n *Node) *stats {
 		}
 		return 1
 	})
+	f(newPolicyCollector(n))
 	f(prometheus.NewGoCollector())
 	f(prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return s

@@ -91,6 +91,7 @@ type watcher struct {
 
 	mu       sync.Mutex
 	versions map[string]uint64 // topic -> version the client has
+	attrs    wire.ClientAttrs  // from the latest watch request
 	pending  map[string]struct{}
 
 	wake chan struct{}
@@ -129,6 +130,7 @@ func (n *Node) watch(cs *connState, w *streamWriter, wp **watcher, q *wire.Watch
 	wt := *wp
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
+	wt.attrs = q.Client
 	added := 0
 	for _, tv := range q.Topics {
 		if _, ok := wt.versions[tv.Topic]; !ok {
@@ -215,11 +217,12 @@ func (wt *watcher) flush() bool {
 	for topic := range pending {
 		wt.mu.Lock()
 		have, watching := wt.versions[topic]
+		attrs := wt.attrs
 		wt.mu.Unlock()
 		if !watching {
 			continue
 		}
-		res := wt.n.routeResult(wire.TopicVersion{Topic: topic, Version: have})
+		res := wt.n.routeResult(wire.TopicVersion{Topic: topic, Version: have}, wt.cs.peer.ip, attrs)
 		switch res.Status {
 		case wire.StatusNotModified:
 			continue

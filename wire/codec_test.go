@@ -529,6 +529,7 @@ func TestProtocolNumbers(t *testing.T) {
 		14: "watch", 15: "route-event", 16: "unwatch", 17: "ping",
 		20: "delete-topic", 21: "wipe-write-perm", 22: "add-write-perm", 23: "kv-put",
 		24: "kv-get", 25: "kv-delete", 26: "kv-list", 27: "leases",
+		30: "policy-push", 31: "policy-list", 32: "policy-rollback", 33: "policy-remove", 34: "policy-test",
 	}
 	if len(types) != len(typeNames) {
 		t.Errorf("%d types, want %d", len(typeNames), len(types))

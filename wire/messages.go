@@ -33,6 +33,13 @@ const (
 	TypeKVDelete      Type = 25 // KVRequest -> (no body)
 	TypeKVList        Type = 26 // KVRequest -> KVList
 	TypeLeases        Type = 27 // (no body) -> LeaseList
+
+	// Policies (role operator).
+	TypePolicyPush     Type = 30 // PolicyPush -> PolicyInfo
+	TypePolicyList     Type = 31 // (no body) -> PolicyList
+	TypePolicyRollback Type = 32 // PolicyHook -> PolicyInfo
+	TypePolicyRemove   Type = 33 // PolicyHook -> PolicyInfo
+	TypePolicyTest     Type = 34 // PolicyTest -> PolicyTestResult
 )
 
 var typeNames = map[Type]string{
@@ -43,6 +50,8 @@ var typeNames = map[Type]string{
 	TypeDeleteTopic: "delete-topic", TypeWipeWritePerm: "wipe-write-perm",
 	TypeAddWritePerm: "add-write-perm", TypeKVPut: "kv-put", TypeKVGet: "kv-get",
 	TypeKVDelete: "kv-delete", TypeKVList: "kv-list", TypeLeases: "leases",
+	TypePolicyPush: "policy-push", TypePolicyList: "policy-list", TypePolicyRollback: "policy-rollback",
+	TypePolicyRemove: "policy-remove", TypePolicyTest: "policy-test",
 }
 
 // String returns the type's name as used in errors, logs and metrics.
@@ -300,4 +309,58 @@ type LeaseInfo struct {
 // LeaseList answers a leases request.
 type LeaseList struct {
 	Leases []LeaseInfo `cbor:"1,keyasint"`
+}
+
+// PolicyHooks names the policy hooks as the protocol and the CLI spell them.
+var PolicyHooks = []string{"route", "expiry", "confirm"}
+
+// PolicyPush uploads a WebAssembly policy module and activates it for a
+// hook ("route", "expiry" or "confirm") once it passes validation.
+type PolicyPush struct {
+	Hook   string `cbor:"1,keyasint"`
+	Module []byte `cbor:"2,keyasint"`
+}
+
+// PolicyHook names a hook to roll back or clear.
+type PolicyHook struct {
+	Hook string `cbor:"1,keyasint"`
+}
+
+// PolicyInfo is the state of one hook on a node.
+type PolicyInfo struct {
+	Hook string `cbor:"1,keyasint"`
+	// Hash is the active module's SHA-256 (hex); empty when the hook has
+	// the built-in behaviour.
+	Hash          string `cbor:"2,keyasint,omitempty"`
+	Size          int    `cbor:"3,keyasint,omitempty"`
+	ActivatedAtMs int64  `cbor:"4,keyasint,omitempty"`
+	Calls         uint64 `cbor:"5,keyasint,omitempty"`
+	Errors        uint64 `cbor:"6,keyasint,omitempty"`
+	Fallbacks     uint64 `cbor:"7,keyasint,omitempty"`
+	P50Micros     int64  `cbor:"8,keyasint,omitempty"`
+	P99Micros     int64  `cbor:"9,keyasint,omitempty"`
+	// LastGoodHash is what a rollback would restore.
+	LastGoodHash string `cbor:"10,keyasint,omitempty"`
+}
+
+// PolicyList answers policy-list: one entry per hook.
+type PolicyList struct {
+	Policies []PolicyInfo `cbor:"1,keyasint"`
+}
+
+// PolicyTest runs a module's hook once on the node without activating
+// anything. Input is the hook's CBOR input (see wasm/ABI.md); absent means
+// the built-in sample.
+type PolicyTest struct {
+	Hook   string          `cbor:"1,keyasint"`
+	Module []byte          `cbor:"2,keyasint"`
+	Input  cbor.RawMessage `cbor:"3,keyasint,omitempty"`
+}
+
+// PolicyTestResult is the hook's checked output (CBOR, see wasm/ABI.md)
+// and how long the call took.
+type PolicyTestResult struct {
+	Hash       string          `cbor:"1,keyasint"`
+	Output     cbor.RawMessage `cbor:"2,keyasint,omitempty"`
+	DurationUs int64           `cbor:"3,keyasint,omitempty"`
 }

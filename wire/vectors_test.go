@@ -69,6 +69,12 @@ var vectorTypes = map[string]func() any{
 	"KVList":           factory[KVList](),
 	"LeaseInfo":        factory[LeaseInfo](),
 	"LeaseList":        factory[LeaseList](),
+	"PolicyPush":       factory[PolicyPush](),
+	"PolicyHook":       factory[PolicyHook](),
+	"PolicyInfo":       factory[PolicyInfo](),
+	"PolicyList":       factory[PolicyList](),
+	"PolicyTest":       factory[PolicyTest](),
+	"PolicyTestResult": factory[PolicyTestResult](),
 	"TopicConfig":      factory[TopicConfig](),
 	"DataVersion":      factory[DataVersion](),
 	"QueueData":        factory[QueueData](),
@@ -102,6 +108,11 @@ var messageBodies = map[Type]bodies{
 	TypeKVDelete:          {factory[KVRequest](), nil},
 	TypeKVList:            {factory[KVRequest](), factory[KVList]()},
 	TypeLeases:            {nil, factory[LeaseList]()},
+	TypePolicyPush:        {factory[PolicyPush](), factory[PolicyInfo]()},
+	TypePolicyList:        {nil, factory[PolicyList]()},
+	TypePolicyRollback:    {factory[PolicyHook](), factory[PolicyInfo]()},
+	TypePolicyRemove:      {factory[PolicyHook](), factory[PolicyInfo]()},
+	TypePolicyTest:        {factory[PolicyTest](), factory[PolicyTestResult]()},
 }
 
 // allTypes returns every message type of this protocol version, in order.
@@ -228,6 +239,15 @@ func vectorTable(tb testing.TB) []vector {
 	kvList := KVRequest{Namespace: "ORDER_TOPIC_CONFIG"}
 	kvValue := KVValue{Value: "broker-a:4"}
 	kvEntries := KVList{Entries: map[string]string{"OrderTopic": "broker-a:4", "PayTopic": "broker-b:8"}}
+	// A tiny module stands in for a real one: vectors show the framing.
+	module := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+	policyPush := PolicyPush{Hook: "route", Module: module}
+	policyHook := PolicyHook{Hook: "route"}
+	policyInfo := PolicyInfo{Hook: "route", Hash: "93a44bbb96c751218e4c00d479e4c14358122a389acca16205b1e4d0dc5f9476",
+		Size: 8, ActivatedAtMs: 1735689600000, Calls: 1200, Errors: 1, Fallbacks: 1, P50Micros: 4, P99Micros: 35}
+	policyList := PolicyList{Policies: []PolicyInfo{policyInfo, {Hook: "expiry"}, {Hook: "confirm"}}}
+	policyTest := PolicyTest{Hook: "expiry", Module: module, Input: []byte{0xa1, 0x03, 0x1a, 0x00, 0x01, 0xd4, 0xc0}}
+	policyTestResult := PolicyTestResult{Hash: policyInfo.Hash, Output: []byte{0xa1, 0x01, 0x1a, 0x00, 0x02, 0xbf, 0x20}, DurationUs: 41}
 	leaseA := LeaseInfo{
 		Cluster: cluster, Addr: addrA0, BrokerName: "broker-a", BrokerID: MasterID, Zone: "zone-1",
 		Epoch: 7, DataVersion: dv, LastHeartbeatMs: 1735689630000, DeadlineMs: 1735689720000,
@@ -292,6 +312,12 @@ func vectorTable(tb testing.TB) []vector {
 		{"kv-value", "KVValue (type 24 response).", &kvValue},
 		{"kv-list", "KVList (type 26 response): every key of the namespace with its value.", &kvEntries},
 		{"lease-list", "LeaseList (type 27 response): one LeaseInfo per live broker.", &leases},
+		{"policy-push", "PolicyPush (type 30): the hook and the module's bytes (here only the 8-byte wasm header).", &policyPush},
+		{"policy-hook", "PolicyHook (types 32 and 33): the hook to roll back or clear.", &policyHook},
+		{"policy-info", "PolicyInfo (types 30, 32, 33 response): the hook's active module and its call statistics.", &policyInfo},
+		{"policy-list", "PolicyList (type 31 response): one PolicyInfo per hook; hooks without a module have only key 1.", &policyList},
+		{"policy-test", "PolicyTest (type 34): hook, module and a CBOR input for the hook ({3: 120000}, default_ms only).", &policyTest},
+		{"policy-test-result", "PolicyTestResult (type 34 response): module hash, the hook's CBOR output ({1: 180000}, threshold_ms) and the call time.", &policyTestResult},
 	}
 
 	// Frames: a request and a response for every message type, and errors.
@@ -324,6 +350,11 @@ func vectorTable(tb testing.TB) []vector {
 		{TypeKVDelete, &kvGet, nil, "body: kv-request-get.json", "no body", 17, false},
 		{TypeKVList, &kvList, &kvEntries, "body: kv-request-list.json", "body: kv-list.json", 18, false},
 		{TypeLeases, nil, &leases, "no body", "body: lease-list.json", 19, false},
+		{TypePolicyPush, &policyPush, &policyInfo, "body: policy-push.json", "body: policy-info.json", 20, false},
+		{TypePolicyList, nil, &policyList, "no body", "body: policy-list.json", 21, false},
+		{TypePolicyRollback, &policyHook, &policyInfo, "body: policy-hook.json", "body: policy-info.json", 22, false},
+		{TypePolicyRemove, &policyHook, &PolicyInfo{Hook: "route", LastGoodHash: policyInfo.Hash}, "body: policy-hook.json", "body: PolicyInfo with no active module, the removed one as last good", 23, false},
+		{TypePolicyTest, &policyTest, &policyTestResult, "body: policy-test.json", "body: policy-test-result.json", 24, false},
 	}
 	for _, f := range frames {
 		if !f.onlyPushed {

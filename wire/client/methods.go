@@ -153,3 +153,40 @@ func (c *Conn) Leases(ctx context.Context) ([]wire.LeaseInfo, error) {
 	err := c.Call(ctx, wire.TypeLeases, nil, &l)
 	return l.Leases, err
 }
+
+// PolicyPush uploads a policy module and activates it for a hook (route,
+// expiry or confirm) once the node has validated it.
+func (c *Conn) PolicyPush(ctx context.Context, hook string, module []byte) (wire.PolicyInfo, error) {
+	var info wire.PolicyInfo
+	err := c.Call(ctx, wire.TypePolicyPush, &wire.PolicyPush{Hook: hook, Module: module}, &info)
+	return info, err
+}
+
+// PolicyList returns the state of every hook.
+func (c *Conn) PolicyList(ctx context.Context) ([]wire.PolicyInfo, error) {
+	var l wire.PolicyList
+	err := c.Call(ctx, wire.TypePolicyList, nil, &l)
+	return l.Policies, err
+}
+
+// PolicyRollback restores a hook's previous policy.
+func (c *Conn) PolicyRollback(ctx context.Context, hook string) (wire.PolicyInfo, error) {
+	var info wire.PolicyInfo
+	err := c.Call(ctx, wire.TypePolicyRollback, &wire.PolicyHook{Hook: hook}, &info)
+	return info, err
+}
+
+// PolicyRemove returns a hook to the built-in behaviour.
+func (c *Conn) PolicyRemove(ctx context.Context, hook string) (wire.PolicyInfo, error) {
+	var info wire.PolicyInfo
+	err := c.Call(ctx, wire.TypePolicyRemove, &wire.PolicyHook{Hook: hook}, &info)
+	return info, err
+}
+
+// PolicyTest runs a module's hook once on the node, activating nothing.
+// input is the hook's CBOR input; nil means the built-in sample.
+func (c *Conn) PolicyTest(ctx context.Context, hook string, module, input []byte) (wire.PolicyTestResult, error) {
+	var r wire.PolicyTestResult
+	err := c.Call(ctx, wire.TypePolicyTest, &wire.PolicyTest{Hook: hook, Module: module, Input: input}, &r)
+	return r, err
+}

@@ -1,0 +1,79 @@
+package wasm
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// SampleInput returns the built-in sample input of a hook, CBOR-encoded:
+// what the dry run feeds a module before activation, and what
+// `edgereg policy test` uses when no input is given.
+func SampleInput(h Hook) ([]byte, error) {
+	switch h {
+	case HookRouteFilter:
+		in, _, err := sampleRouteInput()
+		if err != nil {
+			return nil, err
+		}
+		return wire.Marshal(&in)
+	case HookExpiryThreshold:
+		in := sampleThresholdInput()
+		return wire.Marshal(&in)
+	case HookExpiryConfirm:
+		in := sampleConfirmInput()
+		return wire.Marshal(&in)
+	}
+	return nil, fmt.Errorf("%w: %v", ErrUnknownHook, h)
+}
+
+// Trial runs one hook of a module on a CBOR-encoded input, as a dry run
+// before activation: the input is decoded as the hook's input type, the
+// answer is checked as in real calls (thresholds clamped to [lo, hi]) and
+// returned CBOR-encoded as the hook's output type, with the call's time.
+func (m *Module) Trial(ctx context.Context, h Hook, input []byte, lo, hi time.Duration) ([]byte, time.Duration, error) {
+	if !m.Implements(h) {
+		return nil, 0, fmt.Errorf("%w: module %.12s does not implement %v", ErrHookAbsent, m.hash, h)
+	}
+	bad := func(err error) ([]byte, time.Duration, error) {
+		return nil, 0, fmt.Errorf("decode %v input: %w", h, err)
+	}
+	switch h {
+	case HookRouteFilter:
+		var in RouteFilterInput
+		var orig wire.Route
+		if err := wire.Unmarshal(input, &in); err != nil {
+			return bad(err)
+		}
+		if err := wire.Unmarshal(in.Route, &orig); err != nil {
+			return bad(err)
+		}
+		r, took, err := m.filterRoute(ctx, &in, &orig)
+		return encodeTrial(&RouteFilterOutput{Route: r}, took, err)
+	case HookExpiryThreshold:
+		var in ThresholdInput
+		if err := wire.Unmarshal(input, &in); err != nil {
+			return bad(err)
+		}
+		d, took, err := m.expiryThreshold(ctx, &in, lo, hi)
+		return encodeTrial(&ThresholdOutput{ThresholdMs: d.Milliseconds()}, took, err)
+	case HookExpiryConfirm:
+		var in ConfirmInput
+		if err := wire.Unmarshal(input, &in); err != nil {
+			return bad(err)
+		}
+		idx, took, err := m.confirmExpiry(ctx, &in)
+		return encodeTrial(&ConfirmOutput{Remove: idx}, took, err)
+	}
+	return nil, 0, fmt.Errorf("%w: %v", ErrUnknownHook, h)
+}
+
+func encodeTrial(out any, took time.Duration, err error) ([]byte, time.Duration, error) {
+	if err != nil {
+		return nil, took, err
+	}
+	b, err := wire.Marshal(out)
+	return b, took, err
+}
