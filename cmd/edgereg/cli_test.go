@@ -147,7 +147,7 @@ func TestCLIQueriesAndAdmin(t *testing.T) {
 		{[]string{"leases"}, 0, "10.0.0.1:10911"},
 		{[]string{"topic", "delete", "orders"}, 0, "ok"},
 		{[]string{"route", "orders"}, 1, ""},
-		{[]string{"route"}, 1, ""},
+		{[]string{"route"}, 2, ""},
 		{[]string{"topics", "-o", "yaml"}, 2, ""},
 		{[]string{"version"}, 0, "edgereg"},
 	}
@@ -268,5 +268,32 @@ func TestNodeConfigFile(t *testing.T) {
 	_, stderr, code = run(t, nil, "node", "--config", path, "--print-config")
 	if code != 2 || !strings.Contains(stderr, `unknown setting "expiry-treshold"`) {
 		t.Errorf("a typo in the config file: exit %d, %q", code, stderr)
+	}
+}
+
+func TestCLIPolicies(t *testing.T) {
+	addr, dir := cliNode(t)
+	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir, "EDGEREG_TIMEOUT=60s"}
+	module := filepath.Join("..", "..", "testdata", "wasm", "jitter-threshold.wasm")
+	steps := []struct {
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{[]string{"policy", "ls"}, 0, "(built-in)"},
+		{[]string{"policy", "test", module, "--hook", "expiry"}, 0, `{"1":`},
+		{[]string{"policy", "push", module, "--hook", "expiry"}, 0, "expiry: "},
+		{[]string{"policy", "ls", "-o", "json"}, 0, `"Hook": "expiry"`},
+		{[]string{"policy", "push", module, "--hook", "route"}, 1, "does not implement"},
+		{[]string{"policy", "push", "/nonexistent.wasm", "--hook", "route"}, 1, ""},
+		{[]string{"policy", "rm", "--hook", "expiry"}, 0, "built-in"},
+		{[]string{"policy", "rollback", "--hook", "expiry"}, 0, "expiry: "},
+		{[]string{"policy", "push", module}, 2, ""},
+	}
+	for _, st := range steps {
+		out, stderr, code := run(t, env, st.args...)
+		if code != st.wantCode || !strings.Contains(out+stderr, st.wantOut) {
+			t.Errorf("edgereg %s: exit %d (want %d), stdout %q, stderr %q", strings.Join(st.args, " "), code, st.wantCode, out, stderr)
+		}
 	}
 }

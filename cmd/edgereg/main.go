@@ -28,10 +28,22 @@ func main() {
 // exitCode is 2 for usage errors and 1 for everything else.
 func exitCode(err error) int {
 	var ue usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || isCobraUsage(err) {
 		return 2
 	}
 	return 1
+}
+
+// isCobraUsage recognises the usage errors cobra returns as plain errors:
+// missing required flags, wrong argument counts, unknown commands.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, prefix := range []string{"required flag", "accepts ", "requires at least", "requires at most", "unknown command", "received "} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 type usageError struct{ error }
@@ -83,6 +95,7 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 		newKVCmd(g),
 		newPermCmd(g),
 		newLeasesCmd(g),
+		newPolicyCmd(g),
 		newCertCmd(g),
 		newBenchCmd(g),
 	)

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+)
+
+func newPolicyCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Manage WebAssembly policy modules on every node",
+		Long: `Manage the WebAssembly policies that filter routes (hook route), decide how long
+a broker may stay silent (hook expiry) and confirm expiries (hook confirm).
+push, rollback and rm go to every node in --nodes and report each node's result;
+ls lists every node; test runs a module once on one node and activates nothing.`,
+	}
+	var hook string
+	hookFlag := func(c *cobra.Command) {
+		c.Flags().StringVar(&hook, "hook", "", "route, expiry or confirm (required)")
+		c.MarkFlagRequired("hook")
+	}
+	push := &cobra.Command{
+		Use: "push FILE --hook H", Short: "Validate and activate a module on every node", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			module, err := readModuleFile(a[0])
+			if err != nil {
+				return err
+			}
+			return g.everyNode(cmd, func(c *client.Conn, ctx contextT) (any, error) {
+				info, err := c.PolicyPush(ctx, hook, module)
+				return policySummary(info), err
+			})
+		},
+	}
+	rollback := &cobra.Command{
+		Use: "rollback --hook H", Short: "Restore a hook's previous module on every node", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.everyNode(cmd, func(c *client.Conn, ctx contextT) (any, error) {
+				info, err := c.PolicyRollback(ctx, hook)
+				return policySummary(info), err
+			})
+		},
+	}
+	rm := &cobra.Command{
+		Use: "rm --hook H", Aliases: []string{"remove"}, Short: "Return a hook to the built-in behaviour on every node", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.everyNode(cmd, func(c *client.Conn, ctx contextT) (any, error) {
+				info, err := c.PolicyRemove(ctx, hook)
+				return policySummary(info), err
+			})
+		},
+	}
+	for _, c := range []*cobra.Command{push, rollback, rm} {
+		hookFlag(c)
+	}
+	cmd.AddCommand(push, rollback, rm, newPolicyLsCmd(g), newPolicyTestCmd(g))
+	return cmd
+}
+
+func readModuleFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy module: %w", err)
+	}
+	return b, nil
+}
+
+// policySummary is what push, rollback and rm print per node.
+func policySummary(info wire.PolicyInfo) string {
+	if info.Hash == "" {
+		return info.Hook + ": built-in behaviour"
+	}
+	return fmt.Sprintf("%s: %.12s (%d bytes)", info.Hook, info.Hash, info.Size)
+}
+
+// nodePolicies is one node's policy list.
+type nodePolicies struct {
+	Node     string            `json:"node"`
+	Error    string            `json:"error,omitempty"`
+	Policies []wire.PolicyInfo `json:"policies,omitempty"`
+}
+
+func newPolicyLsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use: "ls", Aliases: []string{"list"}, Short: "List every node's policies with their call statistics", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel, err := g.context(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			results, runErr := g.withEveryNode(ctx, func(c *client.Conn) (any, error) { return c.PolicyList(ctx) })
+			var out []nodePolicies
+			for _, r := range results {
+				np := nodePolicies{Node: r.Node, Error: r.Error}
+				np.Policies, _ = r.Value.([]wire.PolicyInfo)
+				out = append(out, np)
+			}
+			if err := g.emit(cmd.OutOrStdout(), out, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "NODE\tHOOK\tHASH\tSIZE\tACTIVATED\tCALLS\tERRORS\tFALLBACKS\tP50\tP99")
+				for _, np := range out {
+					if np.Error != "" {
+						fmt.Fprintf(tw, "%s\terror: %s\n", np.Node, np.Error)
+					}
+					for _, p := range np.Policies {
+						printPolicy(tw, np.Node, p)
+					}
+				}
+			}); err != nil {
+				return err
+			}
+			return runErr
+		},
+	}
+}
+
+func printPolicy(tw *tabwriter.Writer, node string, p wire.PolicyInfo) {
+	if p.Hash == "" {
+		fmt.Fprintf(tw, "%s\t%s\t(built-in)\t\t\t\t\t\t\t\n", node, p.Hook)
+		return
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%.12s\t%d\t%s\t%d\t%d\t%d\t%dµs\t%dµs\n", node, p.Hook, p.Hash, p.Size,
+		time.UnixMilli(p.ActivatedAtMs).Format(time.RFC3339), p.Calls, p.Errors, p.Fallbacks, p.P50Micros, p.P99Micros)
+}
+
+func newPolicyTestCmd(g *globals) *cobra.Command {
+	var hook, inputFile string
+	cmd := &cobra.Command{
+		Use:   "test FILE --hook H [--input FILE]",
+		Short: "Run a module's hook once on a node, activating nothing",
+		Long: `Validate a module on a node and run one hook once. --input names the hook's input
+as CBOR (see wasm/ABI.md); without it the node's built-in sample input is used.
+Prints the hook's output as JSON with the ABI's integer keys, and the call time.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			module, err := readModuleFile(a[0])
+			if err != nil {
+				return err
+			}
+			var input []byte
+			if inputFile != "" {
+				if input, err = os.ReadFile(inputFile); err != nil {
+					return fmt.Errorf("policy input: %w", err)
+				}
+			}
+			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) {
+				res, err := c.PolicyTest(ctx, hook, module, input)
+				if err != nil {
+					return nil, err
+				}
+				var output any
+				if err := wire.Unmarshal(res.Output, &output); err != nil {
+					return nil, fmt.Errorf("decode output: %w", err)
+				}
+				return map[string]any{"node": c.Addr(), "hash": res.Hash, "duration_us": res.DurationUs, "output": jsonable(output)}, nil
+			}, func(tw *tabwriter.Writer, v any) {
+				m := v.(map[string]any)
+				out, _ := json.Marshal(m["output"])
+				fmt.Fprintf(tw, "module %.12s on %s: %s in %dµs\n", m["hash"], m["node"], out, m["duration_us"])
+			})
+		},
+	}
+	cmd.Flags().StringVar(&hook, "hook", "", "route, expiry or confirm (required)")
+	cmd.Flags().StringVar(&inputFile, "input", "", "the hook's input as a CBOR file")
+	cmd.MarkFlagRequired("hook")
+	return cmd
+}
+
+// jsonable turns decoded CBOR (maps with integer keys) into values
+// encoding/json can print.
+func jsonable(v any) any {
+	switch x := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[fmt.Sprint(k)] = jsonable(e)
+		}
+		return m
+	case []any:
+		for i := range x {
+			x[i] = jsonable(x[i])
+		}
+		return x
+	}
+	return v
+}
