@@ -39,6 +39,8 @@ type benchFlags struct {
 	spawn             bool
 	progress          string
 	maxOps            int64
+	policy            string
+	zone              string
 }
 
 // benchResult is one workload's outcome.
@@ -97,6 +99,8 @@ process (so its CPU can be measured); --spawn=false uses --nodes instead, with
 	f.BoolVar(&bf.spawn, "spawn", true, "start a fresh local node for each workload")
 	f.StringVar(&bf.progress, "progress", "auto", "progress line: auto (on a terminal), on or off")
 	f.Int64Var(&bf.maxOps, "max-ops", 50_000_000, "stop a workload after this many operations")
+	f.StringVar(&bf.policy, "policy", "", "route workload: push this module as the route policy first")
+	f.StringVar(&bf.zone, "zone", "", "route workload: the zone clients send (groups alternate zone-0 and zone-1)")
 	return cmd
 }
 
@@ -274,19 +278,33 @@ func prepareRoute(ctx context.Context, c *client.Conn, bf *benchFlags) (benchOp,
 		for id := range int64(2) {
 			reg := &wire.Register{Cluster: "BenchCluster", BrokerName: fmt.Sprintf("broker-%d", g), BrokerID: id,
 				Addr: fmt.Sprintf("10.0.%d.%d:10911", g, id), DataVersion: wire.DataVersion{Counter: 1},
+				Zone:   fmt.Sprintf("zone-%d", g%2),
 				Topics: perGroup[g], HeartbeatTimeoutMs: uint64(time.Hour.Milliseconds())}
 			if _, err := c.Register(ctx, reg); err != nil {
 				return nil, "", err
 			}
 		}
 	}
-	rs, err := c.GetRoutes(ctx, &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: names[0]}}})
+	note := ""
+	if bf.policy != "" {
+		module, err := readModuleFile(bf.policy)
+		if err != nil {
+			return nil, "", err
+		}
+		info, err := c.PolicyPush(ctx, "route", module)
+		if err != nil {
+			return nil, "", err
+		}
+		note = fmt.Sprintf(", route policy %.12s", info.Hash)
+	}
+	attrs := wire.ClientAttrs{Zone: bf.zone}
+	rs, err := c.GetRoutes(ctx, &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: names[0]}}, Client: attrs})
 	if err != nil {
 		return nil, "", err
 	}
 	return func(ctx context.Context, call caller, _ int, rng *rand.Rand) error {
 		var out wire.Routes
-		q := wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: names[rng.IntN(len(names))]}}}
+		q := wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: names[rng.IntN(len(names))]}}, Client: attrs}
 		if err := call(ctx, wire.TypeGetRoutes, &q, &out); err != nil {
 			return err
 		}
@@ -294,7 +312,7 @@ func prepareRoute(ctx context.Context, c *client.Conn, bf *benchFlags) (benchOp,
 			return errors.New("route not found")
 		}
 		return nil
-	}, fmt.Sprintf("%d-byte routes", len(rs.Results[0].Route)), nil
+	}, fmt.Sprintf("%d-byte routes%s", len(rs.Results[0].Route), note), nil
 }
 
 func prepareHeartbeat(ctx context.Context, c *client.Conn, bf *benchFlags) (benchOp, string, error) {
