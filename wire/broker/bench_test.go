@@ -33,7 +33,7 @@ func cpuSeconds(b *testing.B) float64 {
 func BenchmarkRegistrationStorm(b *testing.B) {
 	const brokers, topicsPerBroker = 1000, 100
 	ca := newTestCA(b)
-	cred := ca.tlsFor(b, pki.RoleBroker, "storm")
+	cred := ca.TLS(b, pki.RoleBroker, "storm")
 	for b.Loop() {
 		b.StopTimer()
 		tn := startNode(b, ca, func(c *node.Config) { c.MaxConnsPerHost = 2 * brokers })
@@ -46,7 +46,7 @@ func BenchmarkRegistrationStorm(b *testing.B) {
 			r, err := broker.New(broker.Config{
 				Identity:       broker.Identity{Cluster: "storm", BrokerName: fmt.Sprintf("b%d", i), Addr: fmt.Sprintf("10.1.%d.%d:10911", i/250, i%250)},
 				Topics:         topics(names...),
-				Nodes:          nodes.Static(tn.addr),
+				Nodes:          nodes.Static(tn.Addr()),
 				TLS:            cred,
 				RequestTimeout: broker.MaxRequestTimeout,
 				Logger:         testLogger(),
@@ -76,7 +76,7 @@ func BenchmarkRegistrationStorm(b *testing.B) {
 		cancel()
 		b.StopTimer()
 		elapsed, cpu := time.Since(start), cpuSeconds(b)-cpu0
-		if got := tn.node().Registry().TopicCount(); got != brokers*topicsPerBroker {
+		if got := tn.Node().Registry().TopicCount(); got != brokers*topicsPerBroker {
 			b.Fatalf("%d topics registered, want %d", got, brokers*topicsPerBroker)
 		}
 		var dials, registrations uint64
@@ -103,10 +103,10 @@ func BenchmarkRegistrationStorm(b *testing.B) {
 		wg.Wait()
 		cancel()
 		b.ReportMetric(time.Since(start).Seconds(), "s-all-unregistered")
-		if n := tn.node().Registry().LeaseCount(); n != 0 {
+		if n := tn.Node().Registry().LeaseCount(); n != 0 {
 			b.Fatalf("%d leases left after every broker stopped", n)
 		}
-		tn.stop()
+		tn.Stop()
 		b.StartTimer()
 	}
 }

@@ -118,7 +118,7 @@ func (p *udpProxy) close() {
 func TestLossyLink(t *testing.T) {
 	ca := newTestCA(t)
 	tn := startNode(t, ca, func(c *node.Config) { c.ScanInterval = 20 * time.Millisecond })
-	proxy := newUDPProxy(t, tn.addr)
+	proxy := newUDPProxy(t, tn.Addr())
 	cfg := testConfig(t, ca, nodes.Static(proxy.addr()))
 	cfg.HeartbeatTimeout = 2 * time.Second // the lease the broker asks for
 	cfg.RequestTimeout = 250 * time.Millisecond
@@ -161,7 +161,7 @@ func TestLossyLink(t *testing.T) {
 // a large frame sent to it stalls on flow control.
 func deafNode(t *testing.T, ca *testCA) string {
 	t.Helper()
-	ln, err := quic.ListenAddr("127.0.0.1:0", pki.ServerConfig(ca.local.Node, ca.local.CAPool, false), nil)
+	ln, err := quic.ListenAddr("127.0.0.1:0", pki.ServerConfig(ca.Local().Node, ca.Local().CAPool, false), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func startNodes(t *testing.T, ca *testCA, n int) ([]*testNode, []string) {
 	for range n {
 		tn := startNode(t, ca, nil)
 		tns = append(tns, tn)
-		addrs = append(addrs, tn.addr)
+		addrs = append(addrs, tn.Addr())
 	}
 	return tns, addrs
 }
@@ -52,7 +52,7 @@ func testConfig(t *testing.T, ca *testCA, src nodes.Source) broker.Config {
 		Topics:              topics("orders", "payments"),
 		Nodes:               src,
 		NodeRefreshInterval: 50 * time.Millisecond,
-		TLS:                 ca.tlsFor(t, pki.RoleBroker, "broker-b1"),
+		TLS:                 ca.TLS(t, pki.RoleBroker, "broker-b1"),
 		HeartbeatInterval:   50 * time.Millisecond,
 		RequestTimeout:      2 * time.Second,
 		Backoff:             nodes.Backoff{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond},
@@ -75,7 +75,7 @@ func startRegistrar(t *testing.T, cfg broker.Config) *broker.Registrar {
 }
 
 func lease(tn *testNode, addr string) (registry.LeaseInfo, bool) {
-	n := tn.node()
+	n := tn.Node()
 	if n == nil {
 		return registry.LeaseInfo{}, false
 	}
@@ -83,7 +83,7 @@ func lease(tn *testNode, addr string) (registry.LeaseInfo, bool) {
 }
 
 func hasRoute(tn *testNode, topic string) bool {
-	_, _, err := tn.node().Registry().RouteData(topic)
+	_, _, err := tn.Node().Registry().RouteData(topic)
 	return err == nil
 }
 
@@ -106,11 +106,11 @@ func TestRegistersWithEveryNodeAndHeartbeats(t *testing.T) {
 	for _, tn := range tns {
 		l, ok := lease(tn, brokerAddr)
 		if !ok || l.BrokerName != brokerName || l.DataVersion != r.DataVersion() {
-			t.Fatalf("node %s: lease %+v, %v", tn.addr, l, ok)
+			t.Fatalf("node %s: lease %+v, %v", tn.Addr(), l, ok)
 		}
 		for _, topic := range []string{"orders", "payments"} {
 			if !hasRoute(tn, topic) {
-				t.Fatalf("node %s has no route for %s", tn.addr, topic)
+				t.Fatalf("node %s has no route for %s", tn.Addr(), topic)
 			}
 		}
 	}
@@ -153,7 +153,7 @@ func TestReRegistersAfterNodeRestart(t *testing.T) {
 	if err := r.WaitSynced(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	tns[0].restart() // same address, same data directory, empty route tables
+	tns[0].Restart() // same address, same data directory, empty route tables
 	waitFor(t, "registration with the restarted node", func() bool {
 		_, ok := lease(tns[0], brokerAddr)
 		return ok && hasRoute(tns[0], "orders")
@@ -161,11 +161,11 @@ func TestReRegistersAfterNodeRestart(t *testing.T) {
 	if err := r.WaitSynced(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := stateOf(r, tns[0].addr)
+	st, _ := stateOf(r, tns[0].Addr())
 	if st.Registrations < 2 || st.Dials < 2 {
 		t.Errorf("restarted node: %d registrations over %d dials, want at least 2 each", st.Registrations, st.Dials)
 	}
-	other, _ := stateOf(r, tns[1].addr)
+	other, _ := stateOf(r, tns[1].Addr())
 	if other.Registrations != 1 || other.Dials != 1 {
 		t.Errorf("other node: %d registrations over %d dials, want 1 each", other.Registrations, other.Dials)
 	}
@@ -182,7 +182,7 @@ func TestReRegistersWhenTheNodeLosesTheLease(t *testing.T) {
 	// The node forgets the broker (as an expiry would): the next heartbeat
 	// hears lease-not-found and registers in full.
 	l, _ := lease(tn, brokerAddr)
-	if err := tn.node().Registry().Unregister(cluster, brokerAddr, l.Epoch); err != nil {
+	if err := tn.Node().Registry().Unregister(cluster, brokerAddr, l.Epoch); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "re-registration after lease-not-found", func() bool {
@@ -192,13 +192,13 @@ func TestReRegistersWhenTheNodeLosesTheLease(t *testing.T) {
 	// Someone registers the same broker anew: the registrar's epoch is
 	// stale and it registers again, taking the lease back.
 	l, _ = lease(tn, brokerAddr)
-	if _, err := tn.node().Registry().Register(registry.Registration{
+	if _, err := tn.Node().Registry().Register(registry.Registration{
 		Cluster: cluster, BrokerName: brokerName, Addr: brokerAddr, DataVersion: wire.DataVersion{Counter: 99},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "re-registration after stale-epoch", func() bool {
-		st, _ := stateOf(r, tn.addr)
+		st, _ := stateOf(r, tn.Addr())
 		nl, ok := lease(tn, brokerAddr)
 		return ok && st.Registered && st.Epoch == nl.Epoch && nl.Epoch > l.Epoch+1 && nl.DataVersion == r.DataVersion()
 	})
@@ -227,7 +227,7 @@ func TestTopicChangesReachEveryNode(t *testing.T) {
 	}
 	for _, tn := range tns {
 		if !hasRoute(tn, "refunds") {
-			t.Fatalf("node %s has no route for the new topic", tn.addr)
+			t.Fatalf("node %s has no route for the new topic", tn.Addr())
 		}
 	}
 	if err := r.RemoveTopics("orders", "no-such-topic"); err != nil {
@@ -238,7 +238,7 @@ func TestTopicChangesReachEveryNode(t *testing.T) {
 	}
 	for _, tn := range tns {
 		if hasRoute(tn, "orders") || !hasRoute(tn, "payments") {
-			t.Fatalf("node %s: orders should be gone, payments kept", tn.addr)
+			t.Fatalf("node %s: orders should be gone, payments kept", tn.Addr())
 		}
 	}
 	// SetTopics sends the difference: payments changes, refunds goes,
@@ -252,9 +252,9 @@ func TestTopicChangesReachEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tn := range tns {
-		route, _, err := tn.node().Registry().RouteData("payments")
+		route, _, err := tn.Node().Registry().RouteData("payments")
 		if err != nil || route.Queues[0].WriteQueues != 16 || hasRoute(tn, "refunds") || !hasRoute(tn, "audit") {
-			t.Fatalf("node %s after SetTopics: %+v, %v", tn.addr, route, err)
+			t.Fatalf("node %s after SetTopics: %+v, %v", tn.Addr(), route, err)
 		}
 	}
 	// An unchanged upsert is no change.
@@ -287,7 +287,7 @@ func TestStopUnregistersEverywhere(t *testing.T) {
 	}
 	for _, tn := range tns {
 		if _, ok := lease(tn, brokerAddr); ok || hasRoute(tn, "orders") {
-			t.Errorf("node %s still holds the broker after Stop", tn.addr)
+			t.Errorf("node %s still holds the broker after Stop", tn.Addr())
 		}
 	}
 	if err := r.Stop(ctxT(t)); !errors.Is(err, broker.ErrStopped) {
@@ -310,7 +310,7 @@ func TestStopIsBoundedByItsContext(t *testing.T) {
 	}
 	// The node goes away: Stop cannot unregister, says so, and returns
 	// once its context ends instead of retrying.
-	tns[0].stop()
+	tns[0].Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	if err := r.Stop(ctx); err == nil {
@@ -330,7 +330,7 @@ func TestCloseKeepsLeases(t *testing.T) {
 	}
 	for _, tn := range tns {
 		if _, ok := lease(tn, brokerAddr); !ok {
-			t.Errorf("node %s lost the lease on Close", tn.addr)
+			t.Errorf("node %s lost the lease on Close", tn.Addr())
 		}
 	}
 }
@@ -352,7 +352,7 @@ func TestRunUnregistersWhenTheContextEnds(t *testing.T) {
 	}
 	for _, tn := range tns {
 		if _, ok := lease(tn, brokerAddr); ok {
-			t.Errorf("node %s still holds the broker after Run returned", tn.addr)
+			t.Errorf("node %s still holds the broker after Run returned", tn.Addr())
 		}
 	}
 }
@@ -500,7 +500,7 @@ func TestHTTPSource(t *testing.T) {
 	}
 	for _, tn := range tns {
 		if _, ok := lease(tn, brokerAddr); !ok {
-			t.Fatalf("no lease on %s", tn.addr)
+			t.Fatalf("no lease on %s", tn.Addr())
 		}
 	}
 	mu.Lock()

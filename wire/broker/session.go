@@ -14,12 +14,6 @@ import (
 	"github.com/edgereg/edgereg/wire/client"
 )
 
-// stuckGrace is how long a request may outlive its deadline before its
-// connection is closed under it: a request stuck writing to a node that
-// does not read (flow control) does not heed its context, and closing the
-// connection is what unblocks it.
-const stuckGrace = time.Second
-
 // maxTransportFailures is how many requests in a row may fail on a
 // connection that still looks up before it is replaced: QUIC retransmits
 // by itself, so two timeouts in a row mean the path is broken.
@@ -248,29 +242,12 @@ func (s *session) opContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.opCtx, s.r.cfg.RequestTimeout)
 }
 
-// do runs one request on conn bounded by RequestTimeout and opCtx; see
-// stuckGrace.
+// do runs one request on conn bounded by RequestTimeout and opCtx. A
+// request to a node that stopped reading gives up at that deadline too
+// (client.Pipe bounds its writes by the context).
 func (s *session) do(conn *client.Conn, fn func(context.Context) error) error {
 	ctx, cancel := s.opContext()
 	defer cancel()
-	return guard(ctx, conn, fn)
-}
-
-// guard runs fn(ctx), closing conn if fn is still running stuckGrace after
-// ctx ended.
-func guard(ctx context.Context, conn *client.Conn, fn func(context.Context) error) error {
-	done := make(chan struct{})
-	defer close(done)
-	stop := context.AfterFunc(ctx, func() {
-		t := time.NewTimer(stuckGrace)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-			conn.Close()
-		}
-	})
-	defer stop()
 	return fn(ctx)
 }
 

@@ -90,12 +90,12 @@ func BenchmarkWatchFanout(b *testing.B) {
 	b.Run("raw-10conns-x100streams", func(b *testing.B) {
 		f := &fanout{}
 		f.round(conns*perConn, 1)
-		cred := ca.tlsFor(b, pki.RoleClient, "fanout")
+		cred := ca.TLS(b, pki.RoleClient, "fanout")
 		var wg sync.WaitGroup
 		ctx, cancel := context.WithCancel(context.Background())
 		defer func() { cancel(); wg.Wait() }()
 		for range conns {
-			conn, err := client.Dial(ctx, tn.addr, client.Config{TLS: cred})
+			conn, err := client.Dial(ctx, tn.Addr(), client.Config{TLS: cred})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -133,7 +133,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 		var wg sync.WaitGroup
 		defer func() { cancel(); wg.Wait() }()
 		for range conns {
-			c := newClient(b, ca, nodes.Static(tn.addr), nil)
+			c := newClient(b, ca, nodes.Static(tn.Addr()), nil)
 			for range perConn {
 				ch, err := c.Watch(ctx, "orders")
 				if err != nil {
@@ -154,7 +154,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 var benchQueues uint32 = 1
 
 func queuesNow(b *testing.B, tn *testNode) uint32 {
-	route, _, err := tn.node().Registry().RouteData("orders")
+	route, _, err := tn.Node().Registry().RouteData("orders")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -30,18 +30,18 @@ func register(t testing.TB, tn *testNode, group, addr string, writeQueues uint32
 	for _, name := range topics {
 		reg.Topics = append(reg.Topics, wire.TopicConfig{Name: name, ReadQueues: 4, WriteQueues: writeQueues, Perm: wire.PermRead | wire.PermWrite})
 	}
-	if _, err := tn.node().Registry().Register(reg); err != nil {
+	if _, err := tn.Node().Registry().Register(reg); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func unregister(t testing.TB, tn *testNode, addr string) {
 	t.Helper()
-	l, ok := tn.node().Registry().Lease(cluster, addr)
+	l, ok := tn.Node().Registry().Lease(cluster, addr)
 	if !ok {
 		t.Fatalf("no lease for %s", addr)
 	}
-	if err := tn.node().Registry().Unregister(cluster, addr, l.Epoch); err != nil {
+	if err := tn.Node().Registry().Unregister(cluster, addr, l.Epoch); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -55,7 +55,7 @@ func newClient(t testing.TB, ca *testCA, src nodes.Source, edit func(*routeclien
 	t.Helper()
 	cfg := routeclient.Config{
 		Nodes:               src,
-		TLS:                 ca.tlsFor(t, pki.RoleClient, "test-client"),
+		TLS:                 ca.TLS(t, pki.RoleClient, "test-client"),
 		RefreshInterval:     time.Hour, // tests refresh by hand unless they say otherwise
 		RequestTimeout:      2 * time.Second,
 		NodeRefreshInterval: 50 * time.Millisecond,
@@ -82,9 +82,9 @@ func sortedNodes(t *testing.T, ca *testCA, n int, edit func(*node.Config)) []*te
 	}
 	slices.SortFunc(tns, func(a, b *testNode) int {
 		switch {
-		case a.addr < b.addr:
+		case a.Addr() < b.Addr():
 			return -1
-		case a.addr > b.addr:
+		case a.Addr() > b.Addr():
 			return 1
 		}
 		return 0
@@ -95,7 +95,7 @@ func sortedNodes(t *testing.T, ca *testCA, n int, edit func(*node.Config)) []*te
 func addrsOf(tns []*testNode) []string {
 	out := make([]string, len(tns))
 	for i, tn := range tns {
-		out[i] = tn.addr
+		out[i] = tn.Addr()
 	}
 	return out
 }
@@ -104,7 +104,7 @@ func TestRouteCachesAndRefreshesInOneRequest(t *testing.T) {
 	ca := newTestCA(t)
 	tn := startNode(t, ca, withAdmin)
 	register(t, tn, "b1", "10.0.0.1:10911", 4, "t1", "t2", "t3")
-	c := newClient(t, ca, nodes.Static(tn.addr), nil)
+	c := newClient(t, ca, nodes.Static(tn.Addr()), nil)
 	ctx := ctxT(t)
 
 	versions := map[string]uint64{}
@@ -124,15 +124,15 @@ func TestRouteCachesAndRefreshesInOneRequest(t *testing.T) {
 
 	// A refresh of three unchanged topics is one request, answered "not
 	// modified" for each.
-	reqs := tn.metric(t, getRoutes)
-	notModified := tn.metric(t, `edgereg_route_reads_total{result="not_modified"}`)
+	reqs := metric(t, tn, getRoutes)
+	notModified := metric(t, tn, `edgereg_route_reads_total{result="not_modified"}`)
 	if err := c.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := tn.metric(t, getRoutes) - reqs; d != 1 {
+	if d := metric(t, tn, getRoutes) - reqs; d != 1 {
 		t.Errorf("refresh sent %d requests, want 1", d)
 	}
-	if d := tn.metric(t, `edgereg_route_reads_total{result="not_modified"}`) - notModified; d != 3 {
+	if d := metric(t, tn, `edgereg_route_reads_total{result="not_modified"}`) - notModified; d != 3 {
 		t.Errorf("refresh got %d not-modified answers, want 3", d)
 	}
 	if s := c.Stats(); s.Refreshes != 1 || s.NotModified != 3 || s.Updated != 0 {
@@ -178,7 +178,7 @@ func TestRouteFailsOver(t *testing.T) {
 	c := newClient(t, ca, list, func(cfg *routeclient.Config) { cfg.RequestTimeout = 300 * time.Millisecond })
 	ctx := ctxT(t)
 
-	tns[0].stop() // down before the first query
+	tns[0].Stop() // down before the first query
 	if _, _, err := c.Route(ctx, "t1"); err != nil {
 		t.Fatalf("route with a node down and a silent one listed: %v", err)
 	}
@@ -187,9 +187,9 @@ func TestRouteFailsOver(t *testing.T) {
 	}
 	// The node that answered shuts down: the next query goes elsewhere.
 	failovers := c.Stats().Failovers
-	tns[1].stop()
-	tns[2].stop()
-	tns[2].start()                                       // restarted on the same address: its tables are empty...
+	tns[1].Stop()
+	tns[2].Stop()
+	tns[2].Start()                                       // restarted on the same address: its tables are empty...
 	register(t, tns[2], "b1", "10.0.0.1:10911", 4, "t2") // ...until the broker is back
 	if _, _, err := c.Route(ctx, "t2"); err != nil {
 		t.Fatalf("route after the answering node shut down: %v", err)
@@ -198,7 +198,7 @@ func TestRouteFailsOver(t *testing.T) {
 		t.Error("no failover after the answering node shut down")
 	}
 	// Every node down: an error, not a hang.
-	tns[2].stop()
+	tns[2].Stop()
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, _, err := c.Route(qctx, "t3"); err == nil {
@@ -237,13 +237,13 @@ func TestNodeThatLeftTheListIsNeverAskedAgain(t *testing.T) {
 	if _, _, err := c.Route(ctx, "t1"); err != nil {
 		t.Fatal(err)
 	}
-	if tns[0].metric(t, "edgereg_connections") != 1 {
+	if metric(t, tns[0], "edgereg_connections") != 1 {
 		t.Fatal("the first node did not serve the first query")
 	}
-	list.Set(tns[1].addr)
-	waitFor(t, "the node list change", func() bool { return slices.Equal(c.Nodes(), []string{tns[1].addr}) })
-	waitFor(t, "the removed node's connection to close", func() bool { return tns[0].metric(t, "edgereg_connections") == 0 })
-	before := tns[0].metric(t, getRoutes)
+	list.Set(tns[1].Addr())
+	waitFor(t, "the node list change", func() bool { return slices.Equal(c.Nodes(), []string{tns[1].Addr()}) })
+	waitFor(t, "the removed node's connection to close", func() bool { return metric(t, tns[0], "edgereg_connections") == 0 })
+	before := metric(t, tns[0], getRoutes)
 	for _, topic := range []string{"t2", "t3", "t4"} {
 		if _, _, err := c.Route(ctx, topic); err != nil {
 			t.Fatal(err)
@@ -252,10 +252,10 @@ func TestNodeThatLeftTheListIsNeverAskedAgain(t *testing.T) {
 	if err := c.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if after := tns[0].metric(t, getRoutes); after != before {
+	if after := metric(t, tns[0], getRoutes); after != before {
 		t.Errorf("the removed node got %d more requests", after-before)
 	}
-	if tns[1].metric(t, getRoutes) == 0 {
+	if metric(t, tns[1], getRoutes) == 0 {
 		t.Error("the remaining node got no request")
 	}
 }
@@ -264,7 +264,7 @@ func TestStaleRouteServedWhenNoNodeAnswers(t *testing.T) {
 	ca := newTestCA(t)
 	tn := startNode(t, ca, nil)
 	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
-	c := newClient(t, ca, nodes.Static(tn.addr), func(cfg *routeclient.Config) {
+	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) {
 		cfg.RefreshInterval = 50 * time.Millisecond
 		cfg.RequestTimeout = 300 * time.Millisecond
 	})
@@ -273,7 +273,7 @@ func TestStaleRouteServedWhenNoNodeAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn.stop()
+	tn.Stop()
 	time.Sleep(200 * time.Millisecond) // two refresh intervals: the entry is stale
 	_, v2, err := c.Route(ctx, "orders")
 	if err != nil || v2 != v {
@@ -287,7 +287,7 @@ func TestStaleRouteServedWhenNoNodeAnswers(t *testing.T) {
 func TestRouteErrors(t *testing.T) {
 	ca := newTestCA(t)
 	tn := startNode(t, ca, nil)
-	c := newClient(t, ca, nodes.Static(tn.addr), nil)
+	c := newClient(t, ca, nodes.Static(tn.Addr()), nil)
 	ctx := ctxT(t)
 	if _, _, err := c.Route(ctx, "no such"); !errors.Is(err, routeclient.ErrInvalidTopic) {
 		t.Errorf("invalid topic: %v", err)
@@ -298,10 +298,10 @@ func TestRouteErrors(t *testing.T) {
 	if _, err := c.Watch(ctx); !errors.Is(err, routeclient.ErrInvalidTopic) {
 		t.Errorf("watch of nothing: %v", err)
 	}
-	if _, err := routeclient.New(routeclient.Config{TLS: ca.tlsFor(t, pki.RoleClient, "x")}); !errors.Is(err, routeclient.ErrInvalidConfig) {
+	if _, err := routeclient.New(routeclient.Config{TLS: ca.TLS(t, pki.RoleClient, "x")}); !errors.Is(err, routeclient.ErrInvalidConfig) {
 		t.Errorf("no node source: %v", err)
 	}
-	if _, err := routeclient.New(routeclient.Config{Nodes: nodes.Static(tn.addr)}); !errors.Is(err, routeclient.ErrInvalidConfig) {
+	if _, err := routeclient.New(routeclient.Config{Nodes: nodes.Static(tn.Addr())}); !errors.Is(err, routeclient.ErrInvalidConfig) {
 		t.Errorf("no TLS: %v", err)
 	}
 	c.Close()
@@ -317,7 +317,7 @@ func TestConcurrentRoutesShareOneLookup(t *testing.T) {
 	ca := newTestCA(t)
 	tn := startNode(t, ca, nil)
 	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
-	c := newClient(t, ca, nodes.Static(tn.addr), nil)
+	c := newClient(t, ca, nodes.Static(tn.Addr()), nil)
 	ctx := ctxT(t)
 	errs := make(chan error, 20)
 	for range 20 {

@@ -13,30 +13,6 @@ import (
 // errNodeGone is returned for a node that left the node list.
 var errNodeGone = errors.New("node left the node list")
 
-// stuckGrace is how long a request may outlive its deadline before its
-// connection is closed under it: a request stuck writing to a node that
-// does not read (flow control) does not heed its context, and closing the
-// connection is what unblocks it.
-const stuckGrace = time.Second
-
-// guard runs fn(ctx), closing conn if fn is still running stuckGrace after
-// ctx ended.
-func guard(ctx context.Context, conn *client.Conn, fn func(context.Context) error) error {
-	done := make(chan struct{})
-	defer close(done)
-	stop := context.AfterFunc(ctx, func() {
-		t := time.NewTimer(stuckGrace)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-			conn.Close()
-		}
-	})
-	defer stop()
-	return fn(ctx)
-}
-
 // maxNodeFailures is how many requests in a row may fail on a node's
 // connection before it is closed and dialled anew.
 const maxNodeFailures = 2

@@ -194,11 +194,7 @@ func (c *Client) ask(ctx context.Context, n *node, req []wire.TopicVersion, sent
 	}
 	sent.Add(1)
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	var rs wire.Routes
-	err = guard(rctx, conn, func(ctx context.Context) (err error) {
-		rs, err = conn.GetRoutes(ctx, &wire.GetRoutes{Topics: req, Client: c.cfg.Attrs})
-		return err
-	})
+	rs, err := conn.GetRoutes(rctx, &wire.GetRoutes{Topics: req, Client: c.cfg.Attrs})
 	cancel()
 	var we *wire.Error
 	switch {

@@ -259,7 +259,7 @@ type stream struct {
 func (st *stream) call(c *Client, t wire.Type, req, resp any) error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	return guard(ctx, st.conn, func(ctx context.Context) error { return st.pipe.Call(ctx, t, req, resp) })
+	return st.pipe.Call(ctx, t, req, resp)
 }
 
 // connect opens a stream to the first candidate node that answers a ping

@@ -54,7 +54,7 @@ func TestWatchPushesChanges(t *testing.T) {
 	ca := newTestCA(t)
 	tn := startNode(t, ca, withAdmin)
 	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
-	c := newClient(t, ca, nodes.Static(tn.addr), nil)
+	c := newClient(t, ca, nodes.Static(tn.Addr()), nil)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
 	ch, err := c.Watch(ctx, "orders", "later")
@@ -97,14 +97,14 @@ func TestWatchPushesChanges(t *testing.T) {
 	}
 	for range ch2 {
 	}
-	waitFor(t, "the node to drop the watch stream", func() bool { return tn.metric(t, "edgereg_watch_streams") == 0 })
+	waitFor(t, "the node to drop the watch stream", func() bool { return metric(t, tn, "edgereg_watch_streams") == 0 })
 }
 
 func TestWatchResumesAfterNodeRestart(t *testing.T) {
 	ca := newTestCA(t)
 	tn := startNode(t, ca, nil)
 	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
-	c := newClient(t, ca, nodes.Static(tn.addr), nil)
+	c := newClient(t, ca, nodes.Static(tn.Addr()), nil)
 	ch, err := c.Watch(ctxT(t), "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +115,8 @@ func TestWatchResumesAfterNodeRestart(t *testing.T) {
 	// The node restarts and the broker comes back with another
 	// configuration while the client is away: the client resumes naming
 	// the version it holds and gets the new route.
-	tn.stop()
-	tn.start()
+	tn.Stop()
+	tn.Start()
 	register(t, tn, "b1", "10.0.0.1:10911", 16, "orders")
 	u := until(t, ch, "the changed route", func(u routeclient.Update) bool { return writeQueues(u) == 16 })
 	if u.Topic != "orders" {
@@ -144,7 +144,7 @@ func TestWatchSwitchesNodeWithoutMissingAChange(t *testing.T) {
 	first := next(t, ch)
 	// The watched node (the first in order) goes away; the route changes
 	// on the other node before the client resumes there.
-	tns[0].stop()
+	tns[0].Stop()
 	register(t, tns[1], "b2", "10.0.0.2:10911", 4, "orders")
 	u := until(t, ch, "the change made while switching", func(u routeclient.Update) bool { return len(u.Route.Brokers) == 2 })
 	if u.Version == first.Version {
@@ -159,20 +159,20 @@ func TestWatchEndsWithItsContext(t *testing.T) {
 	ca := newTestCA(t)
 	tn := startNode(t, ca, withAdmin)
 	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
-	c := newClient(t, ca, nodes.Static(tn.addr), nil)
+	c := newClient(t, ca, nodes.Static(tn.Addr()), nil)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	ch, err := c.Watch(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
 	next(t, ch)
-	if n := tn.metric(t, "edgereg_watch_streams"); n != 1 {
+	if n := metric(t, tn, "edgereg_watch_streams"); n != 1 {
 		t.Fatalf("%d watch streams on the node, want 1", n)
 	}
 	cancel()
 	for range ch {
 	}
-	waitFor(t, "the watch stream to close", func() bool { return tn.metric(t, "edgereg_watch_streams") == 0 })
+	waitFor(t, "the watch stream to close", func() bool { return metric(t, tn, "edgereg_watch_streams") == 0 })
 	// Watching again opens a new stream.
 	ch, err = c.Watch(ctxT(t), "orders")
 	if err != nil {
