@@ -156,26 +156,16 @@ func newClustersCmd(g *globals) *cobra.Command {
 		Short: "List clusters, their broker groups and brokers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel, err := g.context(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			var ci wire.ClusterInfo
-			if err := g.withAnyNode(ctx, func(c *client.Conn) (err error) {
-				ci, err = c.ClusterInfo(ctx)
-				return err
-			}); err != nil {
-				return err
-			}
-			return g.emit(cmd.OutOrStdout(), ci, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "CLUSTER\tBROKER\tBROKER ID\tADDRESS\tZONE")
-				for _, cl := range sortedMapKeys(ci.Clusters) {
-					for _, group := range ci.Clusters[cl] {
-						printGroup(tw, cl, ci.Groups[group])
+			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) { return c.ClusterInfo(ctx) },
+				func(tw *tabwriter.Writer, v any) {
+					ci := v.(wire.ClusterInfo)
+					fmt.Fprintln(tw, "CLUSTER\tBROKER\tBROKER ID\tADDRESS\tZONE")
+					for _, cl := range sortedMapKeys(ci.Clusters) {
+						for _, group := range ci.Clusters[cl] {
+							printGroup(tw, cl, ci.Groups[group])
+						}
 					}
-				}
-			})
+				})
 		},
 	}
 }
@@ -211,23 +201,12 @@ func newTopicsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, cancel, err := g.context(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			var topics []string
-			if err := g.withAnyNode(ctx, func(c *client.Conn) (err error) {
-				topics, err = c.Topics(ctx, q)
-				return err
-			}); err != nil {
-				return err
-			}
-			return g.emit(cmd.OutOrStdout(), topics, func(tw *tabwriter.Writer) {
-				for _, t := range topics {
-					fmt.Fprintln(tw, t)
-				}
-			})
+			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) { return c.Topics(ctx, q) },
+				func(tw *tabwriter.Writer, v any) {
+					for _, t := range v.([]string) {
+						fmt.Fprintln(tw, t)
+					}
+				})
 		},
 	}
 	cmd.Flags().StringVar(&cluster, "cluster", "", "only topics of this cluster")
@@ -301,21 +280,9 @@ func newLeasesCmd(g *globals) *cobra.Command {
 		Short: "List the live brokers of a node with their lease deadlines",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel, err := g.context(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			var ls []wire.LeaseInfo
-			if err := g.withAnyNode(ctx, func(c *client.Conn) (err error) {
-				ls, err = c.Leases(ctx)
-				return err
-			}); err != nil {
-				return err
-			}
-			return g.emit(cmd.OutOrStdout(), ls, func(tw *tabwriter.Writer) {
+			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) { return c.Leases(ctx) }, func(tw *tabwriter.Writer, v any) {
 				fmt.Fprintln(tw, "CLUSTER\tBROKER\tBROKER ID\tADDRESS\tEPOCH\tLAST HEARTBEAT\tDEADLINE")
-				for _, l := range ls {
+				for _, l := range v.([]wire.LeaseInfo) {
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", l.Cluster, l.BrokerName, l.BrokerID, l.Addr, l.Epoch,
 						time.UnixMilli(l.LastHeartbeatMs).Format(time.RFC3339), time.UnixMilli(l.DeadlineMs).Format(time.RFC3339))
 				}
