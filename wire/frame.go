@@ -93,16 +93,68 @@ func DecodeFrame(b []byte, f *Frame) error {
 func AppendFrame(dst []byte, f *Frame) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	b, err := encMode.Marshal(f)
-	if err != nil {
-		return dst[:start], err
+	if f.Error == nil {
+		if len(f.Body) > 0 {
+			if err := decMode.Wellformed(f.Body); err != nil {
+				return dst[:start], fmt.Errorf("frame body is not one well-formed CBOR item: %w", err)
+			}
+		}
+		dst = appendFrameMap(dst, f)
+	} else {
+		b, err := encMode.Marshal(f)
+		if err != nil {
+			return dst[:start], err
+		}
+		dst = append(dst, b...)
 	}
-	if len(b) > MaxFrameLen {
-		return dst[:start], &FrameTooLargeError{Len: len(b), Limit: MaxFrameLen}
+	n := len(dst) - start - FrameHeaderLen
+	if n > MaxFrameLen {
+		return dst[:start], &FrameTooLargeError{Len: n, Limit: MaxFrameLen}
 	}
-	dst = append(dst, b...)
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(b)))
+	binary.BigEndian.PutUint32(dst[start:], uint32(n))
 	return dst, nil
+}
+
+// appendFrameMap encodes a frame without an error by hand, byte for byte
+// what the deterministic encoder gives (keys 1, 2, 3 in order, shortest
+// integers, the body embedded as it is), without reflection or a copy of
+// the body through a temporary buffer: every request and response passes
+// here.
+func appendFrameMap(dst []byte, f *Frame) []byte {
+	pairs := byte(1)
+	if f.ID != 0 {
+		pairs++
+	}
+	if len(f.Body) > 0 {
+		pairs++
+	}
+	dst = append(dst, 0xa0|pairs, 0x01)
+	dst = appendUint(dst, uint64(f.Type))
+	if f.ID != 0 {
+		dst = append(dst, 0x02)
+		dst = appendUint(dst, f.ID)
+	}
+	if len(f.Body) > 0 {
+		dst = append(dst, 0x03)
+		dst = append(dst, f.Body...)
+	}
+	return dst
+}
+
+// appendUint appends a CBOR unsigned integer (major type 0) in its
+// shortest form.
+func appendUint(dst []byte, v uint64) []byte {
+	switch {
+	case v < 24:
+		return append(dst, byte(v))
+	case v <= 0xff:
+		return append(dst, 0x18, byte(v))
+	case v <= 0xffff:
+		return binary.BigEndian.AppendUint16(append(dst, 0x19), uint16(v))
+	case v <= 0xffffffff:
+		return binary.BigEndian.AppendUint32(append(dst, 0x1a), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, 0x1b), v)
 }
 
 // WriteFrame writes f as one length-prefixed frame with a single Write.

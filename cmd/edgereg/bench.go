@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ type benchFlags struct {
 	maxOps            int64
 	policy            string
 	zone              string
+	cpuProfile        string
 }
 
 // benchResult is one workload's outcome.
@@ -100,11 +102,23 @@ process (so its CPU can be measured); --spawn=false uses --nodes instead, with
 	f.StringVar(&bf.progress, "progress", "auto", "progress line: auto (on a terminal), on or off")
 	f.Int64Var(&bf.maxOps, "max-ops", 50_000_000, "stop a workload after this many operations")
 	f.StringVar(&bf.policy, "policy", "", "route workload: push this module as the route policy first")
+	f.StringVar(&bf.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	f.StringVar(&bf.zone, "zone", "", "route workload: the zone clients send (groups alternate zone-0 and zone-1)")
 	return cmd
 }
 
 func runBench(cmd *cobra.Command, g *globals, bf *benchFlags, workloads []string) error {
+	if bf.cpuProfile != "" {
+		f, err := os.Create(bf.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var results []benchResult
 	for _, w := range workloads {
 		res, err := benchOne(cmd, g, bf, w)
@@ -383,13 +397,13 @@ func runWorker(ctx context.Context, c *client.Conn, bf *benchFlags, w int, op be
 	rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 	call := caller(c.CallOnce)
 	if !bf.perRequestStreams {
-		p, err := c.OpenPipe(ctx)
+		st, err := c.OpenStream(ctx)
 		if err != nil {
 			errs.Add(1)
 			return nil
 		}
-		defer p.Close()
-		call = p.Call
+		defer st.Close()
+		call = st.Call
 	}
 	var lat []time.Duration
 	for ctx.Err() == nil {

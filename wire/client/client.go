@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -178,6 +179,13 @@ func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
 	rf, err := wire.ReadFrame(s, c.cfg.MaxResponseLen)
 	if err != nil {
 		return fmt.Errorf("%s to %s: %w", t, c.addr, ctxErr(ctx, err))
+	}
+	// Read the node's FIN, which comes with the response, so the stream is
+	// complete on both sides and QUIC releases it; anything else after the
+	// response is not ours to wait for.
+	var one [1]byte
+	if _, err := s.Read(one[:]); err != io.EOF {
+		s.CancelRead(0)
 	}
 	return decodeResponse(&rf, resp)
 }

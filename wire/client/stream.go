@@ -1,0 +1,94 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// Stream is a long-lived stream for one caller at a time: Call writes the
+// request and reads its response on the calling goroutine, with no reader
+// goroutine and no hand-off, the cheapest way to send many requests in a
+// row. It does not deliver pushes; use a Pipe to watch. Concurrent calls
+// are serialized.
+type Stream struct {
+	s    *quic.Stream
+	conn *Conn
+	mu   sync.Mutex
+	id   uint64
+	err  error // set once the stream is unusable
+}
+
+// OpenStream opens a long-lived stream for sequential calls.
+func (c *Conn) OpenStream(ctx context.Context) (*Stream, error) {
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open stream to %s: %w", c.addr, err)
+	}
+	return &Stream{s: s, conn: c}, nil
+}
+
+// Call sends a request and reads its response. After any transport error
+// (including the context ending mid-call) the stream is unusable and every
+// later call returns that error: open a new one.
+func (st *Stream) Call(ctx context.Context, t wire.Type, req, resp any) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.err != nil {
+		return st.err
+	}
+	ctx, cancel := st.conn.withTimeout(ctx)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	st.s.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { st.s.SetDeadline(time.Now()) }) // cancellation, not only the deadline
+	defer stop()
+	st.id++
+	f, err := wire.NewRequest(t, st.id, req)
+	if err != nil {
+		return err
+	}
+	if err := wire.WriteFrame(st.s, f); err != nil {
+		return st.fail(ctx, t, err)
+	}
+	for {
+		rf, err := wire.ReadFrame(st.s, st.conn.cfg.MaxResponseLen)
+		if err != nil {
+			return st.fail(ctx, t, err)
+		}
+		if rf.ID == st.id {
+			return decodeResponse(&rf, resp)
+		}
+		if rf.ID == 0 && rf.Error != nil {
+			// The node could not tell which request it answers (a frame it
+			// could not decode): the stream is out of step.
+			return st.fail(ctx, t, rf.Error)
+		}
+		// A response to an earlier call that gave up: skip it.
+	}
+}
+
+func (st *Stream) fail(ctx context.Context, t wire.Type, err error) error {
+	err = ctxErr(ctx, err)
+	st.err = fmt.Errorf("%s to %s: %w", t, st.conn.addr, err)
+	st.s.CancelRead(0)
+	st.s.CancelWrite(0)
+	return st.err
+}
+
+// Close finishes the stream.
+func (st *Stream) Close() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.err == nil {
+		st.err = errors.New("stream closed")
+	}
+	st.s.CancelRead(0)
+	return st.s.Close()
+}
