@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,8 +43,10 @@ const (
 	sharedTopic  = "shared" // held by every broker
 )
 
-func nodeIP(i int) netip.Addr   { return netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}) }
-func brokerIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 1, byte(i / 200), byte(i%200 + 1)}) }
+func nodeIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}) }
+func brokerIP(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 1, byte(i / 200), byte(i%200 + 1)})
+}
 func clientIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 2, 0, byte(i + 1)}) }
 
 func brokerName(i int) string  { return fmt.Sprintf("broker-%02d", i) }
@@ -146,12 +149,6 @@ func (n *simNet) endpoint(ap netip.AddrPort) *simnet.SimConn {
 	return c
 }
 
-func (n *simNet) setLoss(p float64) {
-	n.mu.Lock()
-	n.loss = p
-	n.mu.Unlock()
-}
-
 // setDown drops every packet from or to host while down (a crashed or
 // unplugged machine: nothing it sends escapes, nothing reaches it).
 func (n *simNet) setDown(host netip.Addr, down bool) {
@@ -208,12 +205,21 @@ type expiry struct {
 
 func (e expiry) silence() time.Duration { return e.At.Sub(e.LastHeartbeat) }
 
+// registration is a node's first registration of a broker it held no
+// lease for, from its "broker registered" log record.
+type registration struct {
+	Node int
+	Addr string
+	At   time.Time
+}
+
 // events counts log records by source and message (and "op", where a
-// record has one), and keeps every expiry.
+// record has one), and keeps every expiry and first registration.
 type events struct {
-	mu       sync.Mutex
-	counts   map[string]int
-	expiries []expiry
+	mu            sync.Mutex
+	counts        map[string]int
+	expiries      []expiry
+	registrations []registration
 }
 
 func newEvents() *events { return &events{counts: make(map[string]int)} }
@@ -228,6 +234,19 @@ func (ev *events) expired() []expiry {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	return slices.Clone(ev.expiries)
+}
+
+// registeredOn returns the registrations node logged at or after since.
+func (ev *events) registeredOn(node int, since time.Time) []registration {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []registration
+	for _, r := range ev.registrations {
+		if r.Node == node && !r.At.Before(since) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (ev *events) expiredOn(node int) []expiry {
@@ -307,6 +326,9 @@ func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
 	if h.who == "node" && r.Message == "broker expired" {
 		h.ev.expiries = append(h.ev.expiries, expiry{Node: h.node, Addr: addr, At: r.Time, LastHeartbeat: last})
 	}
+	if h.who == "node" && r.Message == "broker registered" {
+		h.ev.registrations = append(h.ev.registrations, registration{Node: h.node, Addr: addr, At: r.Time})
+	}
 	h.ev.mu.Unlock()
 	if h.print != nil {
 		return h.print.Handle(ctx, r)
@@ -350,13 +372,20 @@ type sim struct {
 	nodes   []*simNode
 	brokers []*simBroker
 	clients []*simClient
-	readers *readers
+	readers []*readers
 }
 
 func newSim(t *testing.T, cfg simConfig) *sim {
 	t.Helper()
 	if cfg.RTT == 0 {
 		cfg.RTT = 40 * time.Millisecond
+	}
+	if v := os.Getenv("EDGEREG_SIM_SEED"); v != "" { // to vary the loss pattern
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("EDGEREG_SIM_SEED: %v", err)
+		}
+		cfg.Seed += n
 	}
 	s := &sim{t: t, cfg: cfg, net: newSimNet(cfg.RTT, cfg.Loss, cfg.Seed), ev: newEvents()}
 	t.Cleanup(s.close)
@@ -371,7 +400,14 @@ func newSim(t *testing.T, cfg simConfig) *sim {
 		sn.start()
 		s.nodes = append(s.nodes, sn)
 	}
+	// Brokers start one after another over a heartbeat interval, so
+	// their heartbeats are spread out as in a fleet started at different
+	// times (brokers started at once stay in step for a long while: the
+	// registrar's jitter is a tenth of the interval).
 	for i := range cfg.Brokers {
+		if i > 0 {
+			time.Sleep(node.DefaultHeartbeatInterval / time.Duration(cfg.Brokers))
+		}
 		s.brokers = append(s.brokers, s.startBroker(i))
 	}
 	for i := range cfg.Clients {
@@ -422,8 +458,8 @@ func (s *sim) tlsFor(role pki.Role, name string, groups []string) *tls.Config {
 
 // close stops clients, brokers and nodes, then the network.
 func (s *sim) close() {
-	if s.readers != nil {
-		s.readers.stop()
+	for _, rd := range s.readers {
+		rd.stop()
 	}
 	for _, c := range s.clients {
 		c.close()
@@ -584,6 +620,18 @@ func (b *simBroker) kill() {
 // ---------------------------------------------------------------------------
 // Route clients.
 
+// clientRefresh is the route clients' RefreshInterval: long enough that
+// their own refresh loop (and watch ping) never runs in a test, so that each
+// client is driven by one goroutine, its reader, which calls Refresh every
+// read interval (more often than the default 30 s). With two goroutines in
+// one client, a dial in progress wedges the synctest bubble:
+// routeclient's node.get holds a sync.Mutex across the dial, a second
+// caller blocks on that mutex (not a durable block), so virtual time
+// stops, and the dial, which waits for packets and timers, never ends
+// (see TestReproRouteClientDialWedge). Request timeouts, failover and
+// backoff stay at their defaults.
+const clientRefresh = 24 * time.Hour
+
 type simClient struct {
 	idx  int
 	conn *simnet.SimConn
@@ -592,13 +640,19 @@ type simClient struct {
 }
 
 func (s *sim) startClient(i int) *simClient {
+	return s.startClientOf(i, s.nodeAddrs(), clientRefresh)
+}
+
+// startClientOf starts client i reading from the nodes at addrs.
+func (s *sim) startClientOf(i int, addrs []string, refresh time.Duration) *simClient {
 	sc := &simClient{idx: i, conn: s.net.endpoint(netip.AddrPortFrom(clientIP(i), endpointPort))}
 	sc.tr = &quic.Transport{Conn: sc.conn}
 	c, err := routeclient.New(routeclient.Config{
-		Nodes:     nodes.Static(s.nodeAddrs()...),
-		TLS:       s.tlsFor(pki.RoleClient, fmt.Sprintf("client-%d", i), nil),
-		Logger:    s.ev.logger("client", i),
-		Transport: sc.tr,
+		Nodes:           nodes.Static(addrs...),
+		RefreshInterval: refresh,
+		TLS:             s.tlsFor(pki.RoleClient, fmt.Sprintf("client-%d", i), nil),
+		Logger:          s.ev.logger("client", i),
+		Transport:       sc.tr,
 	})
 	if err != nil {
 		s.t.Fatalf("client %d: %v", i, err)
@@ -636,16 +690,17 @@ type readers struct {
 	reads []read
 }
 
-// startReaders starts a reader per client, reading topics(client) every
-// interval (client i starts i*interval/clients in), each read bounded by
-// 30 s.
-func (s *sim) startReaders(interval time.Duration, topics func(client int) []string) *readers {
+// startReaders starts a reader for each of clients, which refreshes the
+// client's cached routes and then reads topics(client) every interval
+// (the k-th client starts k*interval/len(clients) in); each round is
+// bounded by 30 s.
+func (s *sim) startReaders(clients []*simClient, interval time.Duration, topics func(client int) []string) *readers {
 	ctx, cancel := context.WithCancel(context.Background())
 	rd := &readers{cancel: cancel}
-	s.readers = rd
-	for _, sc := range s.clients {
+	s.readers = append(s.readers, rd)
+	for k, sc := range clients {
 		c, i := sc.c, sc.idx
-		offset := time.Duration(i) * interval / time.Duration(len(s.clients))
+		offset := time.Duration(k) * interval / time.Duration(len(clients))
 		rd.wg.Go(func() {
 			timer := time.NewTimer(offset)
 			defer timer.Stop()
@@ -682,6 +737,35 @@ func (rd *readers) add(r read) {
 func (rd *readers) stop() {
 	rd.cancel()
 	rd.wg.Wait()
+}
+
+// readSummary counts a reader set's reads.
+type readSummary struct {
+	Refreshes, RefreshErrs int
+	Reads, ReadErrs        int
+	Short                  int // reads of sharedTopic with fewer than want brokers
+}
+
+func (rd *readers) summary(want int) readSummary {
+	var rs readSummary
+	for _, r := range rd.all() {
+		switch {
+		case r.Topic == "":
+			rs.Refreshes++
+			if r.Err != nil {
+				rs.RefreshErrs++
+			}
+		case r.Err != nil:
+			rs.Reads++
+			rs.ReadErrs++
+		default:
+			rs.Reads++
+			if r.Topic == sharedTopic && r.Brokers < want {
+				rs.Short++
+			}
+		}
+	}
+	return rs
 }
 
 func (rd *readers) all() []read {

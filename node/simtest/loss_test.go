@@ -15,6 +15,7 @@ type lossRun struct {
 	Loss            float64
 	Expiries        int // leases removed by an expiry scan: all false here
 	LeaseDips       int // 10 s checks where a node held fewer than every lease
+	NewLeases       int // leases a node created anew after the initial sync
 	Heartbeats      uint64
 	HeartbeatFails  int
 	RegisterAgain   int // full re-registrations after the first one
@@ -27,9 +28,9 @@ type lossRun struct {
 }
 
 func (r lossRun) String() string {
-	return fmt.Sprintf("loss %.0f%%: false expiries %d, lease dips %d, heartbeats acked %d, heartbeat attempts failed %d (%.2f%% success), "+
+	return fmt.Sprintf("loss %.0f%%: false expiries %d, lease dips %d, leases created anew %d, heartbeats acked %d, heartbeat attempts failed %d (%.2f%% success), "+
 		"re-registrations %d, dials %d, route reads %d (errors %d, short %d), refreshes %d (errors %d), packets %d (lost %d)",
-		100*r.Loss, r.Expiries, r.LeaseDips, r.Heartbeats, r.HeartbeatFails,
+		100*r.Loss, r.Expiries, r.LeaseDips, r.NewLeases, r.Heartbeats, r.HeartbeatFails,
 		pct(r.Heartbeats, r.Heartbeats+uint64(r.HeartbeatFails)), r.RegisterAgain, r.Dials,
 		r.Reads, r.ReadErrs, r.ShortRoutes, r.Refreshes, r.RefreshErrs, r.Net.Sent, r.Net.Lost)
 }
@@ -47,8 +48,21 @@ func runLoss(t *testing.T, loss float64, d time.Duration, seed uint64, strict bo
 	}
 	const nNodes, nBrokers, nClients = 3, 20, 3
 	s := newSim(t, simConfig{Nodes: nNodes, Brokers: nBrokers, Clients: nClients, Loss: loss, Seed: seed})
-	s.waitSynced(5 * time.Minute)
-	rd := s.startReaders(10*time.Second, func(i int) []string {
+	if strict {
+		s.waitSynced(5 * time.Minute)
+	} else {
+		// At very high loss connections flap, and every registrar is
+		// rarely registered with every node at one instant: give them a
+		// few minutes, then count.
+		for i := 0; i < 300 && !allLeased(s, nBrokers); i++ {
+			time.Sleep(time.Second)
+		}
+		if !allLeased(s, nBrokers) {
+			t.Logf("loss %.0f%%: not every node holds every lease after 5 minutes", 100*loss)
+		}
+	}
+	syncedAt := time.Now()
+	rd := s.startReaders(s.clients, 10*time.Second, func(i int) []string {
 		return []string{sharedTopic, brokerTopic(i)}
 	})
 	res := lossRun{Loss: loss}
@@ -67,6 +81,16 @@ func runLoss(t *testing.T, loss float64, d time.Duration, seed uint64, strict bo
 	for _, e := range s.ev.expired() {
 		fail("false expiry: node %d expired %s at %s, %s after its last heartbeat", e.Node, e.Addr, e.At.Format(time.TimeOnly), e.silence())
 	}
+	// A second proxy, independent of the expiry log: a node logs "broker
+	// registered" only for a broker it holds no lease for, so after the
+	// initial registrations any such record means a lease was lost.
+	for _, sn := range s.nodes {
+		if regs := s.ev.registeredOn(sn.idx, syncedAt); len(regs) > 0 {
+			res.NewLeases += len(regs)
+			fail("node %d created %d leases anew after every broker had registered (first %s at %s): a lease was lost",
+				sn.idx, len(regs), regs[0].Addr, regs[0].At.Format(time.TimeOnly))
+		}
+	}
 	bt := s.brokerTotals()
 	res.Heartbeats, res.Dials = bt.Heartbeats, bt.Dials
 	res.RegisterAgain = s.ev.count("broker: registered with node again")
@@ -77,6 +101,7 @@ func runLoss(t *testing.T, loss float64, d time.Duration, seed uint64, strict bo
 			res.Refreshes++
 			if r.Err != nil {
 				res.RefreshErrs++
+				fail("client %d: refresh at %s: %v", r.Client, r.At.Format(time.TimeOnly), r.Err)
 			}
 		default:
 			res.Reads++
@@ -97,12 +122,33 @@ func runLoss(t *testing.T, loss float64, d time.Duration, seed uint64, strict bo
 	return res
 }
 
+func allLeased(s *sim, n int) bool {
+	for _, sn := range s.nodes {
+		if sn.leases() != n {
+			return false
+		}
+	}
+	return true
+}
+
 // TestLossyNetworkDefaults is issue 4's main scenario: at the default
 // timings, 10% and 30% packet loss both ways on every link for 30 virtual
-// minutes cost no broker its lease on any node, and every route read
-// succeeds with every broker in it. A refresh (a poll of every node in
-// turn, 3 s each) may fail now and then; reads are then served from the
-// cache, which is what the cache is for.
+// minutes cost no broker its lease on any node (no expiry, no lease ever
+// missing at a 10 s check, no lease created anew), and every refresh (a
+// poll of the nodes in turn, 3 s each, with failover) and every route read
+// succeeds with every broker in it.
+//
+// Why this holds with a wide margin: a heartbeat request gets 5 s, in
+// which QUIC retransmits a lost request or response several times, so an
+// attempt fails rarely (measured: none of ~3,750 at 10%, about 1 in 1,000
+// at 30%), and a failed attempt is retried after a short backoff, so a
+// lease (120 s) sees at least 4 scheduled heartbeats plus retries. Even
+// counting the 4 scheduled ones alone as independent, a lease is lost with
+// probability about f^4, 1e-12 at 30%. The defaults start to break
+// between 60% and 65% loss (see TestLossSweep): there, half the attempts
+// or more fail, two failures in a row replace the connection, and the new
+// handshake (several packets each way, all needed) often fails its 5 s
+// dial, so a broker spends its lease in dial backoff.
 func TestLossyNetworkDefaults(t *testing.T) {
 	d := 30 * time.Minute
 	if testing.Short() {

@@ -26,10 +26,13 @@ type node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu   sync.Mutex // held while dialling
+	// slot is a one-place semaphore guarding conn, held while dialling. A
+	// channel rather than a mutex, so a caller waiting for someone else's
+	// dial still gives up when its own context ends.
+	slot chan struct{}
 	conn *client.Conn
 
-	// health is apart from mu so choosing nodes never waits for a dial.
+	// health is apart from slot so choosing nodes never waits for a dial.
 	health   sync.Mutex
 	failures int
 	retryAt  time.Time
@@ -37,14 +40,18 @@ type node struct {
 
 func newNode(c *Client, addr string) *node {
 	ctx, cancel := context.WithCancel(c.ctx)
-	return &node{c: c, addr: addr, ctx: ctx, cancel: cancel}
+	return &node{c: c, addr: addr, ctx: ctx, cancel: cancel, slot: make(chan struct{}, 1)}
 }
 
 // get returns the node's connection, dialling it if there is none or it is
 // gone. Concurrent callers wait for one dial.
 func (n *node) get(ctx context.Context) (*client.Conn, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	select {
+	case n.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer n.unlock()
 	if n.ctx.Err() != nil {
 		return nil, fmt.Errorf("%s: %w", n.addr, errNodeGone)
 	}
@@ -81,12 +88,12 @@ func (n *node) failed() {
 	replace := n.failures >= maxNodeFailures
 	n.health.Unlock()
 	if replace {
-		n.mu.Lock()
+		n.lock()
 		if n.conn != nil {
 			n.conn.Close()
 			n.conn = nil
 		}
-		n.mu.Unlock()
+		n.unlock()
 	}
 }
 
@@ -106,9 +113,9 @@ func (n *node) backingOff(now time.Time) bool {
 // close ends the node's use: a dial in progress is aborted and the
 // connection, with any stream on it, is closed.
 func (n *node) close() {
-	n.cancel()
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.cancel() // aborts a dial in progress, so the slot frees soon
+	n.lock()
+	defer n.unlock()
 	if n.conn != nil {
 		n.conn.Close()
 		n.conn = nil
@@ -116,3 +123,6 @@ func (n *node) close() {
 }
 
 func (n *node) gone() bool { return n.ctx.Err() != nil }
+
+func (n *node) lock()   { n.slot <- struct{}{} }
+func (n *node) unlock() { <-n.slot }
