@@ -120,8 +120,11 @@ func TestLossyLink(t *testing.T) {
 	tn := startNode(t, ca, func(c *node.Config) { c.ScanInterval = 20 * time.Millisecond })
 	proxy := newUDPProxy(t, tn.Addr())
 	cfg := testConfig(t, ca, nodes.Static(proxy.addr()))
-	cfg.HeartbeatTimeout = 2 * time.Second // the lease the broker asks for
-	cfg.RequestTimeout = 250 * time.Millisecond
+	// The lease the broker asks for, and the request timeout: short enough
+	// for a quick test, long enough that a handshake under -race on a busy
+	// CI machine fits (node/simtest covers loss deterministically).
+	cfg.HeartbeatTimeout = 4 * time.Second
+	cfg.RequestTimeout = 500 * time.Millisecond
 	r := startRegistrar(t, cfg)
 	if err := r.WaitSynced(ctxT(t)); err != nil {
 		t.Fatal(err)
