@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/edgereg/edgereg/node/registry"
@@ -90,6 +91,9 @@ type Config struct {
 	// expiry.wasm, confirm.wasm; see wasm.ReadDir) loaded at start and
 	// whenever its files change, such as a mounted Kubernetes ConfigMap.
 	PolicyDir string
+	// PolicyCacheDir holds compiled policy modules, so a restart does not
+	// compile them again; default DataDir/wasm-cache.
+	PolicyCacheDir string
 	// PolicyCallTimeout bounds each policy call; default 20 ms.
 	PolicyCallTimeout time.Duration
 	// MaxPolicyUploadsPerMinute bounds policy pushes and tests; default 10.
@@ -124,6 +128,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
 	setDefault(&c.PolicyCallTimeout, 20*time.Millisecond)
+	setDefault(&c.PolicyCacheDir, filepath.Join(c.DataDir, "wasm-cache"))
 	setDefault(&c.MaxPolicyUploadsPerMinute, DefaultMaxPolicyUploadsPerMinute)
 	if c.Workers <= 0 {
 		c.Workers = 8 * maxProcs()

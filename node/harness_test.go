@@ -40,7 +40,8 @@ func startNode(t testing.TB, edit func(*Config)) *testNode {
 
 func startNodeIn(t testing.TB, dir, addr string, edit func(*Config)) *testNode {
 	t.Helper()
-	cfg := Config{Addr: addr, AdminAddr: AdminOff, DataDir: dir, Logger: quietLogger(), WarmUp: -1}
+	cfg := Config{Addr: addr, AdminAddr: AdminOff, DataDir: dir, Logger: quietLogger(), WarmUp: -1,
+		PolicyCacheDir: sharedPolicyCache}
 	if edit != nil {
 		edit(&cfg)
 	}

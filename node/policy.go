@@ -37,7 +37,7 @@ type policies struct {
 func newPolicies(cfg Config) (*policies, error) {
 	ctx := context.Background()
 	host, err := wasm.NewHost(ctx, wasm.HostConfig{
-		CacheDir:    filepath.Join(cfg.DataDir, "wasm-cache"),
+		CacheDir:    cfg.PolicyCacheDir,
 		CallTimeout: cfg.PolicyCallTimeout,
 		Logger:      cfg.Logger,
 	})

@@ -16,6 +16,15 @@ import (
 	"github.com/edgereg/edgereg/wire/pki"
 )
 
+// policyCtx bounds a policy test. Validating a 2 MB Go module compiles it,
+// which under -race on a busy 2-core machine can take tens of seconds the
+// first time (later nodes share the compilation cache).
+func policyCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func readModule(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "testdata", "wasm", name))
@@ -72,7 +81,7 @@ func groupsOf(t testing.TB, c *client.Conn, zone string) ([]string, uint64) {
 func TestRoutePolicyEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	tn := startNodeIn(t, dir, "127.0.0.1:0", nil)
-	ctx := ctxT(t)
+	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)
 	reader := tn.dial(pki.RoleClient)
@@ -136,7 +145,7 @@ func reader2(tn *testNode) *client.Conn { return tn.dial(pki.RoleClient) }
 
 func TestHostilePoliciesRefusedOrContained(t *testing.T) {
 	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 100 })
-	ctx := ctxT(t)
+	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)
 	reader := tn.dial(pki.RoleClient)
@@ -170,7 +179,7 @@ func TestHostilePoliciesRefusedOrContained(t *testing.T) {
 
 func TestPolicyTestAndUploadLimit(t *testing.T) {
 	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 2 })
-	ctx := ctxT(t)
+	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	res, err := op.PolicyTest(ctx, "expiry", readModule(t, "jitter-threshold.wasm"), nil)
 	if err != nil || len(res.Output) == 0 || res.Hash == "" {
@@ -199,7 +208,7 @@ func TestPolicyDirectory(t *testing.T) {
 	tn := startNode(t, func(c *Config) { c.PolicyDir = policyDir })
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // the first compile of a 2 MB module under -race
 	for {
 		if got, _ := groupsOf(t, op, "zone-1"); len(got) == 2 {
 			break
@@ -215,7 +224,7 @@ func TestPolicyDirectory(t *testing.T) {
 // pause: no read may fail.
 func TestHotSwapUnderLoad(t *testing.T) {
 	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 1000 })
-	ctx := ctxT(t)
+	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)
 	module := readModule(t, "zone-affinity.wasm")

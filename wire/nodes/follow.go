@@ -90,18 +90,20 @@ func Follow(ctx context.Context, src Source, cfg FollowConfig, apply func([]stri
 		last     []string
 		failures int
 		timer    = time.NewTimer(0)
+		changed  <-chan struct{} // nil, never ready, without a notifier
 	)
 	defer timer.Stop()
 	for {
-		var changed <-chan struct{}
-		if notifier != nil {
-			changed = notifier.Changed() // before reading: a Set in between wakes us
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 		case <-changed:
+		}
+		if notifier != nil {
+			// Taken before reading the list: a change after this read
+			// closes this channel and wakes the next wait.
+			changed = notifier.Changed()
 		}
 		lctx, cancel := context.WithTimeout(ctx, cfg.LookupTimeout)
 		addrs, err := src.Nodes(lctx)
