@@ -68,9 +68,6 @@ type Node struct {
 	stopOnce sync.Once
 	admin    *adminServer
 	stats    *stats
-	// policyStatus reports active policies for the status page; nil
-	// when no policy host is bound.
-	policyStatus func() []PolicyStatus
 }
 
 // New prepares a node: it creates or loads the data directory, its TLS
@@ -99,7 +96,6 @@ func New(cfg Config) (*Node, error) {
 	if n.policies, err = newPolicies(cfg); err != nil {
 		return nil, err
 	}
-	n.policyStatus = n.statusPolicies
 	n.reg = registry.New(registry.Config{
 		Clock:            cfg.Clock,
 		DefaultThreshold: cfg.ExpiryThreshold,

@@ -78,9 +78,7 @@ func (n *Node) Status() Status {
 	st := Status{
 		NodeID: n.id, Version: Version, Addr: n.Addr().String(), Started: n.started, Now: now,
 		WarmingUp: n.WarmingUp(), Connections: n.stats.conns.Load(), TopicCount: n.reg.TopicCount(),
-	}
-	if n.policyStatus != nil {
-		st.Policies = n.policyStatus()
+		Policies: n.statusPolicies(),
 	}
 	leases := make(map[string]wire.LeaseInfo)
 	for _, l := range n.leases().Leases {
