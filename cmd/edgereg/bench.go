@@ -446,7 +446,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResult, error) {
 	regs := benchBrokers(bf.brokers, bf.brokerTopics, bf.queues)
 	lat := make([]time.Duration, len(regs))
-	var errs atomic.Int64
+	var errs, redials atomic.Int64
 	var wg sync.WaitGroup
 	cpu0 := procCPU(tgt.pid)
 	start := time.Now()
@@ -455,12 +455,7 @@ func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResul
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
-			c, err := client.Dial(ctx, tgt.addr, client.Config{TLS: tgt.tls})
-			if err == nil {
-				defer c.Close()
-				_, err = c.Register(ctx, r)
-			}
-			if err != nil {
+			if err := stormBroker(ctx, tgt, r, &redials); err != nil {
 				errs.Add(1)
 				return
 			}
@@ -470,8 +465,35 @@ func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResul
 	wg.Wait()
 	elapsed := time.Since(start)
 	res := summarize("storm", [][]time.Duration{nonZero(lat)}, int64(len(regs))-errs.Load(), errs.Load(), elapsed, procCPU(tgt.pid)-cpu0)
-	res.Note = fmt.Sprintf("%d brokers x %d topics registered in %.2f s", res.Ops, bf.brokerTopics, elapsed.Seconds())
+	res.Note = fmt.Sprintf("%d brokers x %d topics registered in %.2f s, %d redials", res.Ops, bf.brokerTopics, elapsed.Seconds(), redials.Load())
 	return res, nil
+}
+
+// stormAttempts bounds how often one storm broker dials, as a real broker
+// retries with backoff when a node sheds load (quic-go refuses connections
+// while its accept queue is full).
+const stormAttempts = 8
+
+// stormBroker connects and registers one broker, redialling with jittered
+// exponential backoff like wire/broker does.
+func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redials *atomic.Int64) error {
+	var err error
+	for attempt := range stormAttempts {
+		if attempt > 0 {
+			redials.Add(1)
+			sleepCtx(ctx, time.Duration(rand.Int64N(int64(50*time.Millisecond)<<attempt)))
+		}
+		var c *client.Conn
+		if c, err = client.Dial(ctx, tgt.addr, client.Config{TLS: tgt.tls}); err != nil {
+			continue
+		}
+		_, err = c.Register(ctx, r)
+		c.Close()
+		if err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 func nonZero(ds []time.Duration) []time.Duration {
