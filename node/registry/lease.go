@@ -1,7 +1,9 @@
 package registry
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgereg/edgereg/wire"
@@ -146,19 +148,7 @@ func (r *Registry) Leases() []LeaseInfo {
 	}
 	r.leaseMu.Unlock()
 	slices.SortFunc(out, func(a, b LeaseInfo) int {
-		if a.Cluster != b.Cluster {
-			if a.Cluster < b.Cluster {
-				return -1
-			}
-			return 1
-		}
-		switch {
-		case a.Addr < b.Addr:
-			return -1
-		case a.Addr > b.Addr:
-			return 1
-		}
-		return 0
+		return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.Addr, b.Addr))
 	})
 	return out
 }

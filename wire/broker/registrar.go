@@ -39,6 +39,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -280,15 +281,7 @@ func (r *Registrar) Nodes() []NodeState {
 	for _, s := range r.sessions {
 		out = append(out, s.st)
 	}
-	slices.SortFunc(out, func(a, b NodeState) int {
-		switch {
-		case a.Addr < b.Addr:
-			return -1
-		case a.Addr > b.Addr:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b NodeState) int { return strings.Compare(a.Addr, b.Addr) })
 	return out
 }
 
