@@ -327,15 +327,18 @@ func (n *Node) drainWorkers(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) expiryLoop() {
-	t := time.NewTicker(n.cfg.ScanInterval)
+func (n *Node) expiryLoop() { n.every(n.cfg.ScanInterval, func() { n.ExpireNow() }) }
+
+// every runs fn every d until the node stops.
+func (n *Node) every(d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
-			n.ExpireNow()
+			fn()
 		}
 	}
 }

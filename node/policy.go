@@ -233,16 +233,7 @@ func (n *Node) statusPolicies() []PolicyStatus {
 // its files change, until the node stops.
 func (n *Node) watchPolicyDir() {
 	n.loadPolicyDir()
-	t := time.NewTicker(DefaultPolicyDirInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-			n.loadPolicyDir()
-		}
-	}
+	n.every(DefaultPolicyDirInterval, n.loadPolicyDir)
 }
 
 func (n *Node) loadPolicyDir() {
