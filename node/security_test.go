@@ -312,3 +312,35 @@ func TestFloodsLeaveOthersServed(t *testing.T) {
 		t.Fatalf("route after the flood: %v", err)
 	}
 }
+
+// TestNodeWithIssuedCertificate runs a node on credentials issued by
+// `edgereg cert issue --role node` (as on another machine, or in
+// Kubernetes) and reads through it with a client of the same CA.
+func TestNodeWithIssuedCertificate(t *testing.T) {
+	caDir := t.TempDir()
+	ca, err := pki.EnsureLocal(caDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := t.TempDir()
+	if err := ca.IssueFiles(pki.RoleNode, "edgereg-0.edgereg", nil, time.Hour, creds); err != nil {
+		t.Fatal(err)
+	}
+	tn := startNode(t, func(c *Config) {
+		c.CertFile = filepath.Join(creds, "edgereg-0.edgereg.crt")
+		c.KeyFile = filepath.Join(creds, "edgereg-0.edgereg.key")
+		c.ClientCAFile = filepath.Join(creds, "ca.crt")
+	})
+	certPEM, keyPEM, err := ca.Issue(pki.RoleClient, "reader", nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tn.dialTLS(pki.ClientConfig(&cert, ca.CAPool, ""))
+	if _, err := c.Ping(ctxT(t)); err != nil {
+		t.Fatalf("a client of the same CA cannot reach a node on issued credentials: %v", err)
+	}
+}

@@ -230,7 +230,8 @@ func writePair(certPath, keyPath string, certPEM, keyPEM []byte) error {
 // for validity (capped at the CA's expiry). name becomes the CommonName;
 // groups (broker role only) restrict which broker groups may be registered.
 // For RoleNode, name is also put in the certificate as its host (DNS name or
-// IP address), so the certificate can serve another machine.
+// IP address), with the loopback names every node certificate carries, so
+// the certificate can serve another machine.
 func (l *Local) Issue(role Role, name string, groups []string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	if err := checkRequest(role, name, groups); err != nil {
 		return nil, nil, err
@@ -240,7 +241,10 @@ func (l *Local) Issue(role Role, name string, groups []string, validity time.Dur
 	}
 	var hosts []string
 	if role == RoleNode {
-		hosts = []string{name}
+		// Loopback and "localhost" too: clients that dial by bare address
+		// verify the name "localhost" (see ClientConfig), so every node
+		// certificate of the CA must carry it.
+		hosts = nodeHosts([]string{name})
 	}
 	now := time.Now()
 	return l.issue(role, name, groups, hosts, now.Add(-clockSkew), now.Add(validity))
