@@ -18,7 +18,9 @@ import (
 // Defaults a Registrar gets for unset Config fields.
 const (
 	DefaultHeartbeatInterval = 30 * time.Second
-	DefaultRequestTimeout    = 5 * time.Second
+	// DefaultProbeInterval is how often an idle session pings its node.
+	DefaultProbeInterval  = 5 * time.Second
+	DefaultRequestTimeout = 5 * time.Second
 	// MaxRequestTimeout caps Config.RequestTimeout: a request that has not
 	// been answered in a minute is retried, not waited for.
 	MaxRequestTimeout = time.Minute
@@ -67,6 +69,13 @@ type Config struct {
 	TLS *tls.Config
 	// HeartbeatInterval is how often each node's lease is renewed. Default 30 s.
 	HeartbeatInterval time.Duration
+	// ProbeInterval is how often a session that sent nothing else pings its
+	// node. A node that crashed and came back answers the ping's packet with
+	// a QUIC stateless reset, so the broker reconnects and registers within
+	// a probe interval and a round trip of the node's return, instead of at
+	// its next heartbeat (QUIC's own keep-alives are too small to draw a
+	// reset). Default 5 s; negative turns probing off.
+	ProbeInterval time.Duration
 	// HeartbeatTimeout is how long the broker asks each node to keep its
 	// lease without a heartbeat; it must exceed HeartbeatInterval. Zero
 	// means the node's default (120 s unless configured otherwise).
@@ -91,6 +100,9 @@ type Config struct {
 
 // withDefaults returns the config with unset fields at their defaults.
 func (c Config) withDefaults() Config {
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = DefaultProbeInterval
+	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}

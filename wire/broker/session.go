@@ -120,7 +120,7 @@ func (s *session) dial() (*client.Conn, error) {
 func (s *session) serve(conn *client.Conn, failures *int) {
 	needFull := true // after every (re)connect
 	transportFails := 0
-	var nextBeat time.Time
+	var nextBeat, nextProbe time.Time
 	for s.runCtx.Err() == nil {
 		var (
 			op  string
@@ -151,14 +151,21 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 			if err == nil {
 				needFull, nextBeat = again, s.nextBeat()
 			}
+		case s.probing() && !time.Now().Before(nextProbe):
+			op, err = "ping", s.do(conn, func(ctx context.Context) error { _, err := conn.Ping(ctx); return err })
 		default:
-			if !s.idle(conn, time.Until(nextBeat)) {
+			wait := time.Until(nextBeat)
+			if s.probing() {
+				wait = min(wait, time.Until(nextProbe))
+			}
+			if !s.idle(conn, wait) {
 				return
 			}
 			continue
 		}
 		if err == nil {
 			*failures, transportFails = 0, 0
+			nextProbe = time.Now().Add(s.r.cfg.ProbeInterval)
 			continue
 		}
 		if s.runCtx.Err() != nil || s.opCtx.Err() != nil {
@@ -195,6 +202,8 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 		}
 	}
 }
+
+func (s *session) probing() bool { return s.r.cfg.ProbeInterval > 0 }
 
 // nextBeat is when the next heartbeat is due: one interval from now, less
 // up to a tenth at random, so brokers started together drift apart.
