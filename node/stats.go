@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/edgereg/edgereg/wire"
 )
@@ -78,8 +79,8 @@ func newStats(n *Node) *stats {
 		return 1
 	})
 	f(newPolicyCollector(n))
-	f(prometheus.NewGoCollector())
-	f(prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s
 }
 

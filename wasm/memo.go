@@ -123,15 +123,3 @@ func (m *memo) clear() {
 		sh.mu.Unlock()
 	}
 }
-
-// len counts the entries, for tests.
-func (m *memo) len() int {
-	n := 0
-	for i := range m.shards {
-		sh := &m.shards[i]
-		sh.mu.Lock()
-		n += len(sh.cur) + len(sh.prev)
-		sh.mu.Unlock()
-	}
-	return n
-}

@@ -147,7 +147,7 @@ func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 	}
-	return slog.New(tint.NewHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !isatty.IsTerminal(w.Fd())})), nil
+	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !isatty.IsTerminal(w.Fd())})), nil
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -249,16 +249,6 @@ func (ev *events) registeredOn(node int, since time.Time) []registration {
 	return out
 }
 
-func (ev *events) expiredOn(node int) []expiry {
-	var out []expiry
-	for _, e := range ev.expired() {
-		if e.Node == node {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // summary lists the counts, sorted, for the test log.
 func (ev *events) summary() string {
 	ev.mu.Lock()

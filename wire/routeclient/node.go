@@ -122,7 +122,5 @@ func (n *node) close() {
 	}
 }
 
-func (n *node) gone() bool { return n.ctx.Err() != nil }
-
 func (n *node) lock()   { n.slot <- struct{}{} }
 func (n *node) unlock() { <-n.slot }
