@@ -28,6 +28,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/edgereg/edgereg/node/datadir"
 	"github.com/edgereg/edgereg/node/kv"
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -385,7 +386,7 @@ func loadNodeID(dir string) (string, error) {
 		return "", err
 	}
 	id := hex.EncodeToString(raw[:])
-	if err := kv.WriteFileAtomic(path, []byte(id+"\n"), 0o600); err != nil {
+	if err := datadir.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("node id: %w", err)
 	}
 	return id, nil

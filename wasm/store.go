@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/edgereg/edgereg/node/datadir"
 )
 
 // manifestName is the manifest's file name in a Store's directory.
@@ -110,7 +112,7 @@ func (st *Store) Save(man Manifest, modules map[string][]byte) error {
 	if err != nil {
 		return fmt.Errorf("save policy manifest: %w", err)
 	}
-	if err := writeAtomic(st.dir, manifestName, b); err != nil {
+	if err := datadir.WriteFile(filepath.Join(st.dir, manifestName), b, 0o600); err != nil {
 		return fmt.Errorf("save policy manifest: %w", err)
 	}
 	return st.prune(keep)
@@ -124,7 +126,7 @@ func (st *Store) saveModule(hash string, b []byte) error {
 	if b == nil {
 		return fmt.Errorf("save policy module %s: bytes not given", hash)
 	}
-	if err := writeAtomic(st.dir, hash+".wasm", b); err != nil {
+	if err := datadir.WriteFile(filepath.Join(st.dir, hash+".wasm"), b, 0o600); err != nil {
 		return fmt.Errorf("save policy module: %w", err)
 	}
 	return nil
@@ -152,41 +154,6 @@ func validHash(h string) bool {
 	}
 	_, err := hex.DecodeString(h)
 	return err == nil && strings.ToLower(h) == h
-}
-
-// writeAtomic replaces dir/name with b: a crash leaves the old file or
-// the new one, never a mix.
-func writeAtomic(dir, name string, b []byte) error {
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // fails harmlessly after the rename
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // persist saves the Set's state as it will be once slot h holds nb and

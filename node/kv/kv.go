@@ -1,8 +1,7 @@
 // Package kv is a node's KV configuration (RocketMQ's KVConfigManager):
 // namespace -> key -> value, kept in memory and persisted to one JSON file in
-// the data directory on every change. Writes are atomic: the file is written
-// to a temporary name, synced, and renamed over the old one, so a crash
-// leaves either the old or the new contents, never a torn file.
+// the data directory on every change. Writes are atomic (package datadir):
+// a crash leaves either the old or the new contents, never a torn file.
 package kv
 
 import (
@@ -15,6 +14,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/edgereg/edgereg/node/datadir"
 )
 
 // FileName is the name of the KV file inside a node's data directory.
@@ -138,7 +139,7 @@ func (s *Store) commit(namespace string, next map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("encode KV config: %w", err)
 	}
-	if err := WriteFileAtomic(s.path, b, 0o600); err != nil {
+	if err := datadir.WriteFile(s.path, b, 0o600); err != nil {
 		return fmt.Errorf("persist KV config: %w", err)
 	}
 	s.data = data
@@ -153,50 +154,4 @@ func validate(namespace, key string) error {
 		return fmt.Errorf("%w: namespace and key are limited to %d bytes", ErrInvalid, MaxNameLen)
 	}
 	return nil
-}
-
-// WriteFileAtomic writes data to path so that a crash leaves either the old
-// file or the new one: it writes a temporary file in the same directory,
-// syncs it, renames it over path and syncs the directory.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if err := writeSync(f, data, perm); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func writeSync(f *os.File, data []byte, perm os.FileMode) error {
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Chmod(perm)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	return werr
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
 )
 
 // File modes: keys are private to the user, certificates are public.
@@ -17,54 +15,6 @@ const (
 	certMode os.FileMode = 0o644
 	dirMode  os.FileMode = 0o700
 )
-
-// writeFileAtomic replaces path with data so that readers (and a crash) see
-// either the old file or the complete new one, never a torn write.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-			err = fmt.Errorf("write %s: %w", path, err)
-		}
-	}()
-	// CreateTemp already uses 0600; set perm before any byte is written.
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes a rename in dir durable. Windows cannot fsync directories.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
 
 // encodeCert and encodeKey produce the PEM forms written to disk.
 func encodeCert(der []byte) []byte {

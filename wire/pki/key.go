@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/edgereg/edgereg/node/datadir"
 )
 
 // LoadOrCreateKey returns the 32-byte secret stored at path, creating it
@@ -32,7 +34,7 @@ func LoadOrCreateKey(path string) ([32]byte, error) {
 	if err := os.MkdirAll(filepath.Dir(path), dirMode); err != nil {
 		return key, fmt.Errorf("create key %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, key[:], keyMode); err != nil {
+	if err := datadir.WriteFile(path, key[:], keyMode); err != nil {
 		return key, err
 	}
 	return key, nil

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/edgereg/edgereg/node/datadir"
 )
 
 // Lifetimes and file names of the local CA.
@@ -145,10 +147,10 @@ func (l *Local) createCA() error {
 	if err != nil {
 		return fmt.Errorf("encode CA key: %w", err)
 	}
-	if err := writeFileAtomic(l.path("ca.key"), keyPEM, keyMode); err != nil {
+	if err := datadir.WriteFile(l.path("ca.key"), keyPEM, keyMode); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(l.path("ca.crt"), encodeCert(der), certMode); err != nil {
+	if err := datadir.WriteFile(l.path("ca.crt"), encodeCert(der), certMode); err != nil {
 		return err
 	}
 	if l.CA, err = x509.ParseCertificate(der); err != nil {
@@ -220,10 +222,10 @@ func (l *Local) verifies(leaf *x509.Certificate, usage x509.ExtKeyUsage) bool {
 // writePair writes key then certificate; a crash in between leaves a
 // mismatched pair, which the next load detects and re-issues.
 func writePair(certPath, keyPath string, certPEM, keyPEM []byte) error {
-	if err := writeFileAtomic(keyPath, keyPEM, keyMode); err != nil {
+	if err := datadir.WriteFile(keyPath, keyPEM, keyMode); err != nil {
 		return err
 	}
-	return writeFileAtomic(certPath, certPEM, certMode)
+	return datadir.WriteFile(certPath, certPEM, certMode)
 }
 
 // Issue creates a key and a certificate signed by the CA, valid from now
@@ -264,7 +266,7 @@ func (l *Local) IssueFiles(role Role, name string, groups []string, validity tim
 	if err := writePair(base+".crt", base+".key", certPEM, keyPEM); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(outDir, "ca.crt"), encodeCert(l.CA.Raw), certMode)
+	return datadir.WriteFile(filepath.Join(outDir, "ca.crt"), encodeCert(l.CA.Raw), certMode)
 }
 
 // checkRequest validates what Issue is asked for. name is used as a file
