@@ -2,7 +2,9 @@ package node
 
 import (
 	"encoding/json"
+	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -85,7 +87,7 @@ func (n *Node) Status() Status {
 		leases[l.Addr] = l
 	}
 	ci := n.reg.ClusterInfo()
-	for _, cname := range sortedKeys(ci.Clusters) {
+	for _, cname := range slices.Sorted(maps.Keys(ci.Clusters)) {
 		sc := StatusCluster{Name: cname}
 		for _, gname := range ci.Clusters[cname] {
 			sc.Groups = append(sc.Groups, statusGroup(ci.Groups[gname], leases))
@@ -100,7 +102,7 @@ func (n *Node) Status() Status {
 		if err != nil {
 			continue
 		}
-		st.Topics = append(st.Topics, StatusTopic{Name: name, Version: versionString(version), Queues: route.Queues})
+		st.Topics = append(st.Topics, StatusTopic{Name: name, Version: fmt.Sprintf("%016x", version), Queues: route.Queues})
 	}
 	return st
 }
@@ -121,25 +123,6 @@ func statusGroup(bd wire.BrokerData, leases map[string]wire.LeaseInfo) StatusGro
 		g.Brokers = append(g.Brokers, b)
 	}
 	return g
-}
-
-func versionString(v uint64) string {
-	const hex = "0123456789abcdef"
-	b := make([]byte, 16)
-	for i := 15; i >= 0; i-- {
-		b[i] = hex[v&15]
-		v >>= 4
-	}
-	return string(b)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func (a *adminServer) statusJSON(w http.ResponseWriter, _ *http.Request) {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -75,7 +77,7 @@ func newKVCmd(g *globals) *cobra.Command {
 					func(tw *tabwriter.Writer, v any) {
 						m := v.(map[string]string)
 						fmt.Fprintln(tw, "KEY\tVALUE")
-						for _, k := range sortedMapKeys(m) {
+						for _, k := range slices.Sorted(maps.Keys(m)) {
 							fmt.Fprintf(tw, "%s\t%s\n", k, m[k])
 						}
 					})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -160,7 +161,7 @@ func newClustersCmd(g *globals) *cobra.Command {
 				func(tw *tabwriter.Writer, v any) {
 					ci := v.(wire.ClusterInfo)
 					fmt.Fprintln(tw, "CLUSTER\tBROKER\tBROKER ID\tADDRESS\tZONE")
-					for _, cl := range sortedMapKeys(ci.Clusters) {
+					for _, cl := range slices.Sorted(maps.Keys(ci.Clusters)) {
 						for _, group := range ci.Clusters[cl] {
 							printGroup(tw, cl, ci.Groups[group])
 						}
@@ -179,15 +180,6 @@ func printGroup(tw io.Writer, cluster string, bd wire.BrokerData) {
 	for _, id := range ids {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", cluster, bd.Name, id, bd.Addrs[id], bd.Zone)
 	}
-}
-
-func sortedMapKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func newTopicsCmd(g *globals) *cobra.Command {

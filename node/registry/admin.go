@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -33,7 +34,7 @@ func IsSystemTopic(name string) bool {
 func (r *Registry) Topics() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return sortedKeys(r.topics)
+	return slices.Sorted(maps.Keys(r.topics))
 }
 
 // TopicsByCluster returns the topics held by any broker group of a cluster,
@@ -51,7 +52,7 @@ func (r *Registry) TopicsByCluster(clusterName string) ([]string, error) {
 			set[t.name] = struct{}{}
 		}
 	}
-	return sortedKeys(set), nil
+	return slices.Sorted(maps.Keys(set)), nil
 }
 
 // SystemTopics returns, as RocketMQ's getSystemTopicList does, every cluster
@@ -73,7 +74,7 @@ func (r *Registry) SystemTopics() []string {
 			set[name] = struct{}{}
 		}
 	}
-	return sortedKeys(set)
+	return slices.Sorted(maps.Keys(set))
 }
 
 // UnitTopics returns the topics whose system flag has the unit bit.

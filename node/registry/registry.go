@@ -27,6 +27,7 @@ package registry
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -251,7 +252,7 @@ func (r *Registry) ClusterInfo() wire.ClusterInfo {
 		Groups:   make(map[string]wire.BrokerData, len(r.groups)),
 	}
 	for name, c := range r.clusters {
-		info.Clusters[name] = sortedKeys(c.groups)
+		info.Clusters[name] = slices.Sorted(maps.Keys(c.groups))
 	}
 	for name, g := range r.groups {
 		info.Groups[name] = g.brokerData()
@@ -268,13 +269,4 @@ func (r *Registry) BrokerMemberGroup(clusterName, groupName string) (wire.Broker
 		return wire.BrokerData{}, wrapf(ErrBrokerGroupNotFound, "broker group %q in cluster %q", groupName, clusterName)
 	}
 	return g.brokerData(), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
