@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,7 +153,7 @@ func TestHostilePoliciesRefusedOrContained(t *testing.T) {
 	refused := []string{"abi-version", "import-path-open", "import-sock-accept", "memory-cap"}
 	for _, name := range refused {
 		_, err := op.PolicyPush(ctx, "route", readModule(t, "hostile/"+name+".wasm"))
-		if !errors.Is(err, wire.ErrBadRequest) || !contains(err.Error(), "refused") {
+		if !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), "refused") {
 			t.Errorf("%s: push = %v, want refused", name, err)
 		}
 	}
