@@ -184,7 +184,11 @@ func TestCLIFailsClearly(t *testing.T) {
 	}
 	// A node that is not there: the client says which address failed.
 	addr := freeUDPAddr(t)
-	_, _, _ = run(t, nil, "--data", dir, "cert", "issue", "--role", "client", "--name", "c1", "--out", t.TempDir())
+	// Issuing a credential creates the local CA, so the failure below is the
+	// unreachable node's, not a missing credential's.
+	if _, stderr, code := run(t, nil, "--data", dir, "cert", "issue", "--role", "client", "--name", "c1", "--out", t.TempDir()); code != 0 {
+		t.Fatalf("cert issue: exit %d: %s", code, stderr)
+	}
 	_, stderr, code := run(t, []string{"EDGEREG_TIMEOUT=2s"}, "--data", dir, "--nodes", addr, "clusters")
 	if code != 1 || !strings.Contains(stderr, addr) {
 		t.Errorf("unreachable node: exit %d, %q", code, stderr)
@@ -295,5 +299,31 @@ func TestCLIPolicies(t *testing.T) {
 		if code != st.wantCode || !strings.Contains(out+stderr, st.wantOut) {
 			t.Errorf("edgereg %s: exit %d (want %d), stdout %q, stderr %q", strings.Join(st.args, " "), code, st.wantCode, out, stderr)
 		}
+	}
+}
+
+// TestBench runs every workload briefly against the fresh node bench starts
+// itself, and reads its JSON back.
+func TestBench(t *testing.T) {
+	out, stderr, code := run(t, nil, "bench", "route", "heartbeat", "register", "storm",
+		"--duration", "1s", "--warmup", "200ms", "--workers", "2", "--conns", "1",
+		"--topics", "20", "--groups", "2", "--brokers", "5", "--broker-topics", "3", "-o", "json")
+	if code != 0 {
+		t.Fatalf("bench: exit %d: %s", code, stderr)
+	}
+	var results []benchResult
+	if err := json.Unmarshal([]byte(out), &results); err != nil {
+		t.Fatalf("bench -o json: %v\n%s", err, out)
+	}
+	if len(results) != 4 {
+		t.Fatalf("%d results, want 4: %s", len(results), out)
+	}
+	for _, r := range results {
+		if r.Ops == 0 || r.Errors != 0 || r.OpsPerSec <= 0 {
+			t.Errorf("%s: %+v", r.Workload, r)
+		}
+	}
+	if results[3].Ops != 5 {
+		t.Errorf("storm registered %d of 5 brokers", results[3].Ops)
 	}
 }
