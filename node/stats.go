@@ -79,6 +79,7 @@ func newStats(n *Node) *stats {
 		return 1
 	})
 	f(newPolicyCollector(n))
+	f(newBuildInfoGauge())
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s

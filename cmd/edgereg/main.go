@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -85,7 +86,7 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 	pf.StringVar(&g.timeout, "timeout", "10s", "how long a command may take")
 
 	root.AddCommand(
-		newVersionCmd(),
+		newVersionCmd(g),
 		newNodeCmd(g),
 		newBrokerCmd(g),
 		newRouteCmd(g),
@@ -103,13 +104,16 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 	return root
 }
 
-func newVersionCmd() *cobra.Command {
+func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the edgereg version",
+		Short: "Print the version, commit, Go version and protocol (ALPN)",
 		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "edgereg", node.Version)
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b := node.Build()
+			return g.emit(cmd.OutOrStdout(), b, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "edgereg %s\ncommit\t%s\ngo\t%s\nplatform\t%s\nprotocol\t%s\n", b.Version, b.Commit, b.GoVersion, b.Platform, strings.Join(b.ALPN, ","))
+			})
 		},
 	}
 }
