@@ -17,7 +17,9 @@ import (
 const statusTopicLimit = 500
 
 // Status is what the status page and /status.json show: a read-only
-// snapshot of the node.
+// snapshot of the node. Its JSON uses the CLI's names (snake_case; epochs as
+// decimal strings, route versions as hex strings, times RFC 3339), so a
+// script reads `edgereg ... -o json` and /status.json alike.
 type Status struct {
 	NodeID      string          `json:"node_id"`
 	Version     string          `json:"version"`
@@ -26,6 +28,7 @@ type Status struct {
 	Now         time.Time       `json:"now"`
 	WarmingUp   bool            `json:"warming_up"`
 	Connections int64           `json:"connections"`
+	Commit      string          `json:"commit"`
 	Clusters    []StatusCluster `json:"clusters"`
 	Topics      []StatusTopic   `json:"topics"`
 	TopicCount  int             `json:"topic_count"`
@@ -35,7 +38,7 @@ type Status struct {
 // StatusCluster is one cluster with its broker groups.
 type StatusCluster struct {
 	Name   string        `json:"name"`
-	Groups []StatusGroup `json:"groups"`
+	Groups []StatusGroup `json:"broker_groups"`
 }
 
 // StatusGroup is one broker group with its brokers' leases.
@@ -47,9 +50,9 @@ type StatusGroup struct {
 
 // StatusBroker is one broker of a group.
 type StatusBroker struct {
-	ID            int64     `json:"id"`
+	ID            int64     `json:"broker_id"`
 	Addr          string    `json:"addr"`
-	Epoch         uint64    `json:"epoch,omitempty"`
+	Epoch         uint64    `json:"epoch,string,omitempty"`
 	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
 	Deadline      time.Time `json:"deadline,omitzero"`
 	Live          bool      `json:"live"`
@@ -57,10 +60,33 @@ type StatusBroker struct {
 
 // StatusTopic is one topic with the groups that hold it.
 type StatusTopic struct {
-	Name    string           `json:"name"`
-	Version string           `json:"version"`
-	Queues  []wire.QueueData `json:"queues"`
+	Name    string        `json:"name"`
+	Version string        `json:"version"`
+	Queues  []StatusQueue `json:"queues"`
 }
+
+// StatusQueue is one broker group's queues of a topic, as /status.json and
+// `edgereg route -o json` show them.
+type StatusQueue struct {
+	BrokerName  string `json:"broker_name"`
+	ReadQueues  uint32 `json:"read_queues"`
+	WriteQueues uint32 `json:"write_queues"`
+	// Perm is RocketMQ's permission bits (6 is read and write); PermFlags
+	// spells them as "rw-".
+	Perm      uint8  `json:"perm"`
+	PermFlags string `json:"perm_flags"`
+	SysFlag   uint32 `json:"sys_flag"`
+}
+
+// QueueStatus converts a route's queue data for display.
+func QueueStatus(q wire.QueueData) StatusQueue {
+	return StatusQueue{BrokerName: q.BrokerName, ReadQueues: q.ReadQueues, WriteQueues: q.WriteQueues,
+		Perm: q.Perm, PermFlags: wire.PermString(q.Perm), SysFlag: q.SysFlag}
+}
+
+// FormatVersion spells a route version as the CLI and /status.json show
+// it: 16 hex digits, a string, so no JSON reader rounds it.
+func FormatVersion(v uint64) string { return fmt.Sprintf("%016x", v) }
 
 // PolicyStatus describes an active policy module for the status page.
 type PolicyStatus struct {
@@ -78,7 +104,7 @@ type PolicyStatus struct {
 func (n *Node) Status() Status {
 	now := n.cfg.Clock.Now()
 	st := Status{
-		NodeID: n.id, Version: Version, Addr: n.Addr().String(), Started: n.started, Now: now,
+		NodeID: n.id, Version: Version, Commit: Build().Commit, Addr: n.Addr().String(), Started: n.started.UTC(), Now: now.UTC(),
 		WarmingUp: n.WarmingUp(), Connections: n.stats.conns.Load(), TopicCount: n.reg.TopicCount(),
 		Policies: n.statusPolicies(),
 	}
@@ -102,7 +128,11 @@ func (n *Node) Status() Status {
 		if err != nil {
 			continue
 		}
-		st.Topics = append(st.Topics, StatusTopic{Name: name, Version: fmt.Sprintf("%016x", version), Queues: route.Queues})
+		queues := make([]StatusQueue, 0, len(route.Queues))
+		for _, q := range route.Queues {
+			queues = append(queues, QueueStatus(q))
+		}
+		st.Topics = append(st.Topics, StatusTopic{Name: name, Version: FormatVersion(version), Queues: queues})
 	}
 	return st
 }
@@ -118,7 +148,7 @@ func statusGroup(bd wire.BrokerData, leases map[string]wire.LeaseInfo) StatusGro
 		b := StatusBroker{ID: id, Addr: bd.Addrs[id]}
 		if l, ok := leases[b.Addr]; ok {
 			b.Live, b.Epoch = true, l.Epoch
-			b.LastHeartbeat, b.Deadline = time.UnixMilli(l.LastHeartbeatMs), time.UnixMilli(l.DeadlineMs)
+			b.LastHeartbeat, b.Deadline = time.UnixMilli(l.LastHeartbeatMs).UTC(), time.UnixMilli(l.DeadlineMs).UTC()
 		}
 		g.Brokers = append(g.Brokers, b)
 	}
