@@ -259,9 +259,9 @@ func newTopicCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "topic", Short: "Change a topic on every node"}
 	var clusters []string
 	del := &cobra.Command{
-		Use:   "delete TOPIC",
-		Short: "Delete a topic's route everywhere, or only in some clusters, on every node",
-		Args:  cobra.ExactArgs(1),
+		Use:               "delete TOPIC",
+		Short:             "Delete a topic's route everywhere, or only in some clusters, on every node",
+		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeTopics(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.everyNode(cmd, func(c *client.Conn, ctx contextT) (any, error) {

@@ -95,7 +95,7 @@ func TestJSONOutputIsSnakeCase(t *testing.T) {
 
 	out, _, _ = run(t, env, "route", "orders", "-o", "json")
 	var routes []struct {
-		Topic        string `json:"topic"`
+		Topic        string                        `json:"topic"`
 		Queues       []struct{ BrokerName string } `json:"queues"`
 		BrokerGroups []struct {
 			Name    string `json:"name"`
