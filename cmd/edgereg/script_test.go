@@ -273,3 +273,31 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchJSONIsSnakeCase: route --watch -o json prints one JSON object
+// per change with the names route -o json uses.
+func TestWatchJSONIsSnakeCase(t *testing.T) {
+	addr, dir := cliNode(t)
+	registerBroker(t, addr, dir, &wire.Register{Cluster: "DefaultCluster", BrokerName: "broker-a", Addr: "10.0.0.1:10911",
+		Topics: []wire.TopicConfig{{Name: "orders", ReadQueues: 8, WriteQueues: 8, Perm: 6}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "route", "--watch", "orders", "-o", "json")
+	cmd.Env = append(os.Environ(), "EDGEREG_NODES="+addr, "EDGEREG_DATA="+dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("route --watch printed nothing: %v", err)
+	}
+	checkSnakeCase(t, "route --watch -o json", line)
+	if !strings.Contains(line, `"broker_groups"`) {
+		t.Errorf("watch line lacks the route: %s", line)
+	}
+}
