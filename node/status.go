@@ -196,7 +196,7 @@ th,td{border:1px solid #d0d7de;padding:4px 10px;text-align:left} th{background:#
 .warm{background:#f9a825;border-radius:4px;padding:1px 6px} code{font-size:12px}
 </style></head><body>
 <h1>edgereg node <code>{{.NodeID}}</code></h1>
-<div class="meta">{{.Addr}} &middot; version {{.Version}} &middot; up since {{.Started.Format "2006-01-02 15:04:05"}} &middot;
+<div class="meta">{{.Addr}} &middot; version {{.Version}} &middot; up since {{.Started.Format "2006-01-02 15:04:05 MST"}} &middot;
 {{.Connections}} connections &middot; {{if .WarmingUp}}<span class="warm">warming up</span>{{else}}ready{{end}}</div>
 <h2>Brokers</h2>
 {{if .Clusters}}<table><tr><th>cluster</th><th>broker group</th><th>zone</th><th>id</th><th>address</th><th>lease</th><th>last heartbeat</th><th>expires in</th></tr>
@@ -210,7 +210,7 @@ th,td{border:1px solid #d0d7de;padding:4px 10px;text-align:left} th{background:#
 {{end}}</table>{{if gt .TopicCount (len .Topics)}}<p class="meta">Showing the first {{len .Topics}}; /status.json has the same.</p>{{end}}{{else}}<p>No topics.</p>{{end}}
 <h2>Policies</h2>
 {{if .Policies}}<table><tr><th>hook</th><th>module</th><th>size</th><th>activated</th><th>calls</th><th>errors</th><th>p50</th><th>p99</th></tr>
-{{range .Policies}}<tr><td>{{.Hook}}</td><td><code>{{printf "%.12s" .Hash}}</code></td><td>{{.Size}}</td><td>{{.ActivatedAt.Format "2006-01-02 15:04:05"}}</td><td>{{.Calls}}</td><td>{{.Errors}}</td><td>{{printf "%.0f" .P50Micros}} µs</td><td>{{printf "%.0f" .P99Micros}} µs</td></tr>
+{{range .Policies}}<tr><td>{{.Hook}}</td><td><code>{{printf "%.12s" .Hash}}</code></td><td>{{.Size}}</td><td>{{.ActivatedAt.Format "2006-01-02 15:04:05 MST"}}</td><td>{{.Calls}}</td><td>{{.Errors}}</td><td>{{printf "%.0f" .P50Micros}} µs</td><td>{{printf "%.0f" .P99Micros}} µs</td></tr>
 {{end}}</table>{{else}}<p>No policy is active: routes are unfiltered and thresholds are the defaults.</p>{{end}}
 </body></html>
 `
