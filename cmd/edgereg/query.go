@@ -71,7 +71,7 @@ failing over between nodes, until interrupted.`,
 	cmd.Flags().StringVar(&zone, "zone", "", "the client's zone, for route policies")
 	cmd.Flags().StringSliceVar(&labels, "label", nil, "client label key=value, for route policies (repeatable)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "keep running and print each change as it arrives")
-	cmd.Flags().DurationVar(&wait, "wait", 5*time.Second, "keep asking this long while a topic is not found or the nodes warm up (0: answer at once)")
+	cmd.Flags().DurationVar(&wait, "wait", 3*time.Second, "keep asking this long while a topic is not found or the nodes warm up (0: answer at once)")
 	src.add(cmd)
 	return cmd
 }
