@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -331,16 +332,21 @@ func splitKey(key string) (string, string) {
 
 func joinKey(a, b string) string { return a + "\x00" + b }
 
-// fetchTopics reads a topic list; key is the kind and, for a cluster's
-// list, the cluster name.
+// fetchTopics reads a topic list; key is topicsKey's.
 func (g *Gateway) fetchTopics(ctx context.Context, key string) ([]string, error) {
 	kind, cluster := splitKey(key)
-	q := wire.TopicsQuery{Kind: wire.TopicsKind(kind[0]), Cluster: cluster}
+	k, err := strconv.Atoi(kind)
+	if err != nil {
+		return nil, fmt.Errorf("topic list key %q: %w", key, err)
+	}
+	q := wire.TopicsQuery{Kind: wire.TopicsKind(k), Cluster: cluster}
 	var list []string
-	err := g.up.read(ctx, func(ctx context.Context, c *client.Conn) (err error) { list, err = c.Topics(ctx, q); return err })
+	err = g.up.read(ctx, func(ctx context.Context, c *client.Conn) (err error) { list, err = c.Topics(ctx, q); return err })
 	return list, err
 }
 
+// topicsKey names a topic list in the cache: the kind in decimal (never a
+// NUL, which separates the cluster name), then the cluster.
 func topicsKey(kind wire.TopicsKind, cluster string) string {
-	return joinKey(string([]byte{byte(kind)}), cluster)
+	return joinKey(strconv.Itoa(int(kind)), cluster)
 }
