@@ -1,5 +1,6 @@
 # edgereg — see README.md. `make run` starts a node with working defaults;
-# `make test` runs vet and the race-enabled test suite.
+# `make test` runs vet and the race-enabled test suite, then the tests with the
+# real rocketmq-client-go, which races by itself, without -race.
 GO      ?= go
 BIN     ?= bin/edgereg
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -22,6 +23,7 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 15m ./...
+	$(GO) test -tags rocketmqclient -timeout 5m ./node/gatewaytest/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bench.txt
