@@ -59,7 +59,7 @@ const (
 	DefaultRegisterWait    = 5 * time.Second
 	DefaultBrokerTimeout   = 120 * time.Second
 	DefaultIdleTopic       = 10 * time.Minute
-	DefaultMaxTopics       = 20_000
+	DefaultMaxTopics       = 10_000
 	DefaultMaxBrokers      = 1_000
 )
 
@@ -116,7 +116,9 @@ type Config struct {
 	// watched. Default 10 min.
 	IdleTopic time.Duration
 	// MaxTopics caps the topics cached and watched; reads of more topics
-	// are still answered, through the route client. Default 20000.
+	// are still answered, through the route client. Default 10000, a
+	// node's default limit of watched topics per connection (all watches
+	// share one stream).
 	MaxTopics int
 	// MaxBrokers caps the brokers the gateway registers. Default 1000.
 	MaxBrokers int
