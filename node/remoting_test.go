@@ -332,7 +332,10 @@ func TestRemotingRegisterBodies(t *testing.T) {
 			c.ExtFields["bodyCrc32"] = strconv.Itoa(int(remoting.BodyCRC32(z)))
 		}, "Failed to decode RegisterBrokerBody"},
 		{"missing brokerAddr", func(c *remoting.Command) { delete(c.ExtFields, "brokerAddr") }, "brokerAddr"},
-		{"cluster conflict", func(c *remoting.Command) { c.ExtFields["brokerName"] = "broker-z"; c.ExtFields["clusterName"] = "Other" }, "conflict"},
+		{"cluster conflict", func(c *remoting.Command) {
+			c.ExtFields["brokerName"] = "broker-z"
+			c.ExtFields["clusterName"] = "Other"
+		}, "conflict"},
 	}
 	for i, b := range bad {
 		req := registerCmd(t, int32(10+i), 0, "127.0.0.1:40911", remoting.DataVersion{Counter: 1}, "p", "q")
