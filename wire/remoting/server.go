@@ -217,7 +217,7 @@ func (s *Server) accept(nc net.Conn) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{srv: s, nc: nc, host: host, cancel: cancel,
 		inflight: make(chan struct{}, s.lim.MaxInFlightPerConn),
-		info:     &ConnInfo{ID: s.nextID.Add(1), Remote: nc.RemoteAddr()}}
+		info:     &ConnInfo{ID: s.nextID.Add(1), Remote: nc.RemoteAddr(), nc: nc}}
 	c.ctx = context.WithValue(ctx, connKey{}, c.info)
 	s.conns[c] = struct{}{}
 	s.perHost[host]++
@@ -271,10 +271,18 @@ type ConnInfo struct {
 	ID     uint64 // unique within the Server
 	Remote net.Addr
 
+	nc     net.Conn
 	mu     sync.Mutex
 	closed bool
 	hooks  []func()
 }
+
+// Close closes the connection now. Requests already read still run, but
+// their responses are lost. A handler closes the connection when no answer
+// is the right answer and the peer should fail over at once rather than time
+// out: to a RocketMQ client a closed connection is a transport error, which
+// keeps its cached route and moves it to its next NameServer.
+func (ci *ConnInfo) Close() { ci.nc.Close() }
 
 // OnClose registers f to run once the connection has closed and all its
 // requests have been handled (RocketMQ unregisters a broker then). If it has
