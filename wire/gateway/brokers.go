@@ -48,7 +48,9 @@ type brokerEntry struct {
 	conn     *remoting.ConnInfo // the connection of its last registration
 }
 
-// brokerTable turns RocketMQ's broker chatter into edgereg leases. Each
+// brokerTable turns RocketMQ's broker chatter into edgereg leases. Lock
+// order: brokerTable.mu before a Registrar's own lock (topics are upserted
+// under brokerTable.mu); a Registrar never calls back. Each
 // broker gets one broker.Registrar, which registers with every node, holds
 // the broker's cumulative topic set (REGISTER_BROKER is an upsert: brokers
 // send partial sets and 800-topic chunks with no flag), sends only the
@@ -143,8 +145,29 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 			"id", r.id.BrokerID, "addr", key.addr, "topics", len(topics))
 		t.waitAck(ctx, e)
 	}
-	masterAddr, masterHA = masterOf(e.reg.Nodes())
+	states := e.reg.Nodes()
+	if !slices.ContainsFunc(states, func(s broker.NodeState) bool { return s.Registered }) {
+		// Say so rather than SUCCESS: the broker logs it and registers
+		// again at its next period, while the registrar keeps trying.
+		return "", "", fmt.Errorf("%w: %s", errNotAcked, lastError(states))
+	}
+	masterAddr, masterHA = masterOf(states)
 	return masterAddr, masterHA, nil
+}
+
+// errNotAcked is returned for a registration no node has acknowledged yet.
+var errNotAcked = errors.New("edgereg gateway: no node has acknowledged the registration yet (the gateway keeps trying)")
+
+func lastError(states []broker.NodeState) string {
+	for _, s := range states {
+		if s.LastError != "" {
+			return s.LastError
+		}
+	}
+	if len(states) == 0 {
+		return "no node listed yet"
+	}
+	return "no answer yet"
 }
 
 // validTopics drops topics whose names the nodes would refuse, logging them,

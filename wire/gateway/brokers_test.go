@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,5 +291,28 @@ func TestUnregisterOnClose(t *testing.T) {
 				t.Error("broker dropped on close without UnregisterOnClose")
 			}
 		})
+	}
+}
+
+// A registration no node acknowledges is not answered SUCCESS: the broker
+// hears why and registers again at its next period, and once a node is
+// back the gateway's registrar has registered it there meanwhile.
+func TestRegistrationNotAcknowledged(t *testing.T) {
+	s := startSite(t, 1, func(c *gateway.Config) { c.RegisterWait = 500 * time.Millisecond })
+	s.nodes[0].Stop()
+	c := s.dial()
+	reg := fixtureCommand(t, "v5_register_broker_request.hex")
+	resp := c.call(reg)
+	if resp.Code != remoting.SystemError || !strings.Contains(resp.Remark, "no node has acknowledged") {
+		t.Fatalf("registration with the node down: %d %q, want SYSTEM_ERROR saying no node acknowledged it", resp.Code, resp.Remark)
+	}
+	s.nodes[0].Start()
+	s.onEveryNode("the lease, registered by the gateway's retries", func(tn *nodetest.Node) bool {
+		_, ok := s.lease(tn, masterAddr)
+		return ok
+	})
+	reg.Opaque = opaque.Add(1)
+	if resp := c.call(reg); resp.Code != remoting.Success {
+		t.Fatalf("registration with the node back: %d %q", resp.Code, resp.Remark)
 	}
 }

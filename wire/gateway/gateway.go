@@ -60,7 +60,7 @@ const (
 	DefaultBrokerTimeout   = 120 * time.Second
 	DefaultIdleTopic       = 10 * time.Minute
 	DefaultMaxTopics       = 10_000
-	DefaultMaxBrokers      = 1_000
+	DefaultMaxBrokers      = 60
 )
 
 // ErrInvalidConfig is wrapped by New's errors for a bad Config.
@@ -120,7 +120,11 @@ type Config struct {
 	// node's default limit of watched topics per connection (all watches
 	// share one stream).
 	MaxTopics int
-	// MaxBrokers caps the brokers the gateway registers. Default 1000.
+	// MaxBrokers caps the brokers the gateway registers. Each broker's
+	// registrar holds one QUIC connection to every node, and a node accepts
+	// 64 connections per source address by default (--max-conns-per-host):
+	// default 60, which leaves room for the gateway's own connections.
+	// Raise both together.
 	MaxBrokers int
 	// Backoff schedules reconnects. Default 200 ms to 30 s with jitter.
 	Backoff nodes.Backoff

@@ -19,7 +19,8 @@ const (
 	routeUnavailable                     // no node answered, or every one is warming up
 )
 
-// routeCache answers route reads at the edge. The first read of a topic asks
+// routeCache answers route reads at the edge. Its lock is never held while
+// calling the route client. The first read of a topic asks
 // the nodes (through the route client, which fails over between them) and
 // subscribes a watch, so every later change is pushed into the cache; every
 // later read is served from memory. A cached route is served however long
@@ -103,30 +104,43 @@ func (rc *routeCache) keepBody(topic string, version uint64, standard bool, body
 }
 
 // store records what a node said about topic, and subscribes a watch for it
-// if none runs yet and the cache has room.
+// if none runs yet and the cache has room. The watch is made outside the
+// lock (routeclient takes locks of its own); of two racing stores, the
+// first entry wins and the other's watch is ended.
 func (rc *routeCache) store(topic string, outcome routeOutcome, route wire.Route, version uint64) {
 	now := time.Now()
 	rc.mu.Lock()
-	defer rc.mu.Unlock()
 	e := rc.topics[topic]
-	if e == nil {
-		if len(rc.topics) >= rc.g.cfg.MaxTopics {
-			return // served, not cached: the route client still caches it
+	full := len(rc.topics) >= rc.g.cfg.MaxTopics
+	if e != nil || full {
+		if e != nil {
+			rc.setLocked(e, outcome, route, version, now)
 		}
-		ctx, cancel := context.WithCancel(rc.g.ctx)
-		updates, err := rc.g.routes.Watch(ctx, topic)
-		if err != nil {
-			cancel()
-			rc.g.log.Warn("cannot watch topic: not caching it", "topic", topic, "err", err)
-			return
-		}
-		e = &topicEntry{asked: now, stop: cancel}
-		if !rc.g.spawn(func() { rc.follow(topic, e, updates) }) {
-			cancel() // the gateway is closing
-			return
-		}
-		rc.topics[topic] = e
+		rc.mu.Unlock()
+		return // when full: served, not cached (the route client still caches it)
 	}
+	rc.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(rc.g.ctx)
+	updates, err := rc.g.routes.Watch(ctx, topic)
+	if err != nil {
+		cancel()
+		rc.g.log.Warn("cannot watch topic: not caching it", "topic", topic, "err", err)
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if e := rc.topics[topic]; e != nil {
+		cancel()
+		rc.setLocked(e, outcome, route, version, now)
+		return
+	}
+	e = &topicEntry{asked: now, stop: cancel}
+	if !rc.g.spawn(func() { rc.follow(topic, e, updates) }) {
+		cancel() // the gateway is closing
+		return
+	}
+	rc.topics[topic] = e
 	rc.setLocked(e, outcome, route, version, now)
 }
 
