@@ -94,6 +94,12 @@ type Config struct {
 	// NegativeTTL is how long a node's "no such topic" is repeated from the
 	// cache before the nodes are asked again. Default 2 s.
 	NegativeTTL time.Duration
+	// RefreshInterval is how often the route client re-validates its cache
+	// and pings its watch stream, and how often the gateway re-reads its
+	// cached routes from the route client, so a route whose watch failed
+	// (a node refusing it, a stream that keeps breaking) still converges.
+	// Default 30 s.
+	RefreshInterval time.Duration
 	// HeartbeatInterval is how often the registrars renew the brokers'
 	// leases on every node. Default 30 s (broker.DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
@@ -147,6 +153,7 @@ func (c Config) withDefaults() Config {
 	def(&c.UpstreamTimeout, DefaultUpstreamTimeout)
 	def(&c.NegativeTTL, DefaultNegativeTTL)
 	def(&c.HeartbeatInterval, 30*time.Second)
+	def(&c.RefreshInterval, routeclient.DefaultRefreshInterval)
 	def(&c.RegisterWait, DefaultRegisterWait)
 	def(&c.BrokerTimeout, DefaultBrokerTimeout)
 	def(&c.IdleTopic, DefaultIdleTopic)
@@ -224,7 +231,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	rc, err := routeclient.New(routeclient.Config{
 		Nodes: cfg.Nodes, NodeRefreshInterval: cfg.NodeRefreshInterval, TLS: cfg.TLS, Attrs: cfg.Attrs,
-		RequestTimeout: cfg.RequestTimeout, Backoff: cfg.Backoff, Logger: cfg.Logger, Transport: cfg.Transport,
+		RefreshInterval: cfg.RefreshInterval, RequestTimeout: cfg.RequestTimeout, Backoff: cfg.Backoff, Logger: cfg.Logger, Transport: cfg.Transport,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -253,6 +260,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.wg.Go(g.followNodes)
 	g.wg.Go(g.probeLoop)
 	g.wg.Go(g.janitor)
+	g.wg.Go(g.revalidateLoop)
 	return g, nil
 }
 
@@ -323,6 +331,20 @@ func (g *Gateway) janitor() {
 				g.topics.forget(g.cfg.IdleTopic)
 				g.members.forget(g.cfg.IdleTopic)
 			}
+		}
+	}
+}
+
+// revalidateLoop re-reads the cached routes every RefreshInterval.
+func (g *Gateway) revalidateLoop() {
+	t := time.NewTicker(g.cfg.RefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-t.C:
+			g.cache.revalidate(g.ctx)
 		}
 	}
 }

@@ -37,7 +37,7 @@ func (g *Gateway) ServeRemoting(ctx context.Context, peer net.Addr, req *remotin
 		return nil
 	case resp == nil:
 		g.metrics.requestUnanswered(req.Code)
-		g.metrics.withheld.WithLabelValues(strconv.Itoa(int(req.Code))).Inc()
+		g.metrics.withheld.WithLabelValues(codeLabel(req.Code)).Inc()
 		return nil
 	}
 	g.metrics.request(req.Code, resp.Code)

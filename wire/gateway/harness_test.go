@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/node/nodetest"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
@@ -46,10 +47,16 @@ type site struct {
 
 func startSite(t *testing.T, n int, edit func(*gateway.Config)) *site {
 	t.Helper()
+	return startSiteNodes(t, n, nil, edit)
+}
+
+// startSiteNodes is startSite with nodeEdit changing every node's config.
+func startSiteNodes(t *testing.T, n int, nodeEdit func(*node.Config), edit func(*gateway.Config)) *site {
+	t.Helper()
 	s := &site{t: t, ca: nodetest.NewCA(t), ops: make(map[*nodetest.Node]*client.Conn)}
 	var addrs []string
 	for range n {
-		tn := nodetest.Start(t, s.ca, nil)
+		tn := nodetest.Start(t, s.ca, nodeEdit)
 		s.nodes = append(s.nodes, tn)
 		addrs = append(addrs, tn.Addr())
 	}

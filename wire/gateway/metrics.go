@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/edgereg/edgereg/wire/remoting"
 )
 
 // metrics are the gateway's own, on a registry of its own (so a process may
@@ -26,7 +28,7 @@ func newMetrics(g *Gateway) *metrics {
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgereg_gateway_requests_total",
-			Help: "Remoting requests by request code and the response code answered (none for oneway and withheld answers).",
+			Help: "Remoting requests by request code (other for codes a NameServer does not know) and the response code answered (none for oneway and withheld answers).",
 		}, []string{"code", "response"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgereg_gateway_withheld_total",
@@ -96,11 +98,36 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (m *metrics) request(code, response int16) {
-	m.requests.WithLabelValues(strconv.Itoa(int(code)), strconv.Itoa(int(response))).Inc()
+	m.requests.WithLabelValues(codeLabel(code), strconv.Itoa(int(response))).Inc()
 }
 
 func (m *metrics) requestUnanswered(code int16) {
-	m.requests.WithLabelValues(strconv.Itoa(int(code)), "none").Inc()
+	m.requests.WithLabelValues(codeLabel(code), "none").Inc()
+}
+
+// nameServerCodes are the request codes a NameServer knows (REMOTING.md §2).
+var nameServerCodes = map[int16]string{}
+
+func init() {
+	for _, c := range []int16{remoting.PutKVConfig, remoting.GetKVConfig, remoting.DeleteKVConfig,
+		remoting.RegisterBroker, remoting.UnregisterBroker, remoting.GetRouteInfoByTopic,
+		remoting.GetBrokerClusterInfo, remoting.WipeWritePermOfBroker, remoting.GetAllTopicListFromNameSrv,
+		remoting.DeleteTopicInNameSrv, remoting.RegisterTopicInNameSrv, remoting.GetKVListByNamespace,
+		remoting.GetTopicsByCluster, remoting.GetSystemTopicListFromNS, remoting.GetUnitTopicList,
+		remoting.GetHasUnitSubTopicList, remoting.GetHasUnitSubUnunitTopicList, remoting.UpdateNameSrvConfig,
+		remoting.GetNameSrvConfig, remoting.QueryDataVersion, remoting.AddWritePermOfBroker,
+		remoting.GetBrokerMemberGroup, remoting.BrokerHeartbeat} {
+		nameServerCodes[c] = strconv.Itoa(int(c))
+	}
+}
+
+// codeLabel is a request code's label value: codes a NameServer does not
+// know share "other", so a peer cannot grow a series per int16.
+func codeLabel(code int16) string {
+	if l, ok := nameServerCodes[code]; ok {
+		return l
+	}
+	return "other"
 }
 
 // Health is what /healthz reports.

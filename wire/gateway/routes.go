@@ -186,3 +186,52 @@ func (rc *routeCache) len() int {
 	defer rc.mu.Unlock()
 	return len(rc.topics)
 }
+
+// revalidate re-reads every cached route from the route client. Its own
+// refresh (one batched request per RefreshInterval) keeps its cache current
+// even for a topic whose watch failed, so this is a memory read per topic
+// while things work. The pass stops at the first topic the route client
+// could not confirm with a node: the WAN is down, the cached routes stand,
+// and the pass does not spend a timeout per topic.
+func (rc *routeCache) revalidate(ctx context.Context) {
+	type held struct {
+		topic   string
+		version uint64
+	}
+	rc.mu.Lock()
+	list := make([]held, 0, len(rc.topics))
+	for t, e := range rc.topics {
+		if e.outcome == routeFound {
+			list = append(list, held{t, e.version})
+		}
+	}
+	rc.mu.Unlock()
+	for _, h := range list {
+		if ctx.Err() != nil {
+			return
+		}
+		stale := rc.g.routes.Stats().StaleServed
+		rctx, cancel := context.WithTimeout(ctx, rc.g.cfg.UpstreamTimeout)
+		route, version, err := rc.g.routes.Route(rctx, h.topic)
+		cancel()
+		outcome := routeFound
+		switch {
+		case err == nil && rc.g.routes.Stats().StaleServed != stale:
+			return // served stale: no node answered
+		case err == nil:
+			if version == h.version {
+				continue
+			}
+		case errors.Is(err, wire.ErrNotFound):
+			outcome, route, version = routeNotExist, wire.Route{}, 0
+		default:
+			return
+		}
+		rc.mu.Lock()
+		// Only over what this pass read: a watch may have pushed newer.
+		if e := rc.topics[h.topic]; e != nil && e.outcome == routeFound && e.version == h.version {
+			rc.setLocked(e, outcome, route, version, time.Now())
+		}
+		rc.mu.Unlock()
+	}
+}

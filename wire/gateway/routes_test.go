@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/node/nodetest"
 	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/gateway"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
 
@@ -149,7 +152,40 @@ func TestUnsupportedAndRefusedCodes(t *testing.T) {
 			t.Errorf("code %d: answered %d %q, want %d", code, resp.Code, resp.Remark, remoting.NoPermission)
 		}
 	}
-	if got := s.metric(`edgereg_gateway_requests_total{code="4242",response="3"}`); got != 1 {
-		t.Errorf("requests metric for the unknown code: %v", got)
+	// Codes a NameServer does not know share one label value, so a peer
+	// sending every int16 cannot make the metric grow a series each.
+	for code := int16(5000); code < 5100; code++ {
+		c.call(request(code, nil, nil))
+	}
+	if got := s.metric(`edgereg_gateway_requests_total{code="other",response="3"}`); got != 101 {
+		t.Errorf("requests metric for unknown codes: %v, want 101", got)
+	}
+	if got := s.metric(`edgereg_gateway_requests_total{code="5000",response="3"}`); got != 0 {
+		t.Errorf("an unknown code got a series of its own: %v", got)
+	}
+}
+
+// A route whose watch the node refuses (here: one watched topic per
+// connection) still converges: the gateway re-reads its cached routes from
+// the route client every refresh interval.
+func TestRouteConvergesWithoutWatch(t *testing.T) {
+	s := startSiteNodes(t, 1, func(c *node.Config) { c.MaxWatchesPerConn = 1 },
+		func(c *gateway.Config) { c.RefreshInterval = 100 * time.Millisecond })
+	reg := orders(4)
+	reg.Topics = append(reg.Topics, topicConfigs(4, "payments")...)
+	s.registerQUIC(reg)
+	c := s.dial()
+	for _, topic := range []string{"orders", "payments"} {
+		if rd := decodeRoute(t, c.call(goRouteRequest(topic))); rd.QueueDatas[0].WriteQueueNums != 4 {
+			t.Fatalf("%s: %+v", topic, rd)
+		}
+	}
+	reg = orders(8)
+	reg.Topics = append(reg.Topics, topicConfigs(8, "payments")...)
+	s.registerQUIC(reg)
+	for _, topic := range []string{"orders", "payments"} {
+		nodetest.WaitFor(t, topic+"'s change to reach the gateway", func() bool {
+			return decodeRoute(t, c.call(goRouteRequest(topic))).QueueDatas[0].WriteQueueNums == 8
+		})
 	}
 }
