@@ -20,8 +20,10 @@
 // GET_ROUTEINFO_BY_TOPIC is answered from a route cache that node watches
 // keep current (wire/routeclient): the first read of a topic asks the
 // nodes, every later one is served from memory and sees changes within a
-// round trip of the node, not at the client's next 30 s poll. While the WAN
-// is lossy or cut the last known routes are served. A topic is reported
+// round trip of the node, not at the client's next 30 s poll. Every
+// RefreshInterval the cached routes are also re-read from the route client's
+// own refreshed cache, so a route whose watch failed still converges. While
+// the WAN is lossy or cut the last known routes are served. A topic is reported
 // missing (TOPIC_NOT_EXIST) only when a node says so; when no node answers
 // and nothing is cached the answer is withheld, so the client's request
 // times out and it keeps its own cached route (a SYSTEM_ERROR or a 17 would
