@@ -22,6 +22,7 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 15m ./...
+	$(GO) test -tags rocketmq -count=1 -timeout 5m ./node/remotingtest
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bench.txt
