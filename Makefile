@@ -23,7 +23,7 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 15m ./...
-	$(GO) test -tags rocketmqclient -timeout 5m ./node/gatewaytest/
+	$(GO) test -tags rocketmq -count=1 -timeout 5m ./node/remotingtest ./node/gatewaytest
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bench.txt

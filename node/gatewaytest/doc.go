@@ -6,11 +6,11 @@
 // The tests live here, not in wire/gateway, because they run nodes
 // (node/nodetest) and the client library together, and the library is a
 // test dependency this package alone pulls in. They are behind the build
-// tag rocketmqclient and run without -race: the library itself races (its
+// tag rocketmq and run without -race: the library itself races (its
 // Shutdown against its rebalance goroutines), which -race would report as
 // a failure of ours. `make test` runs them as a separate target:
 //
-//	go test -tags rocketmqclient -timeout 5m ./node/gatewaytest/
+//	go test -tags rocketmq -count=1 -timeout 5m ./node/remotingtest ./node/gatewaytest
 //
 // Everything the gateway does itself is covered under -race by
 // wire/gateway's own tests.

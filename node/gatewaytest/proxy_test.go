@@ -1,4 +1,4 @@
-//go:build rocketmqclient
+//go:build rocketmq
 
 package gatewaytest
 

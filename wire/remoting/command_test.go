@@ -236,3 +236,39 @@ func TestHeaderParsing(t *testing.T) {
 		t.Fatalf("round trip %+v %v", back, err)
 	}
 }
+
+// TestRegisterBody49 reads the 4.9 shapes: no stateVersion, no attributes,
+// and a compressed body that ends after the filter server list.
+func TestRegisterBody49(t *testing.T) {
+	js := `{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":3,"timestamp":1735689600000},` +
+		`"topicConfigTable":{"T":{"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":1,"writeQueueNums":4}}}}`
+	b, err := DecodeRegisterBrokerBody([]byte(js), false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := TopicConfig{TopicName: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, TopicFilterType: "SINGLE_TAG", TopicSysFlag: 1}
+	if b.DataVersion != (DataVersion{Counter: 3, Timestamp: 1735689600000}) || !reflect.DeepEqual(b.TopicConfigTable["T"], want) {
+		t.Fatalf("4.9 JSON body: %+v", b)
+	}
+	var raw bytes.Buffer
+	part := func(p string) {
+		raw.Write(binary.BigEndian.AppendUint32(nil, uint32(len(p))))
+		raw.WriteString(p)
+	}
+	part(`{"counter":3,"timestamp":1735689600000}`)
+	raw.Write(binary.BigEndian.AppendUint32(nil, 1))
+	part("T 4 4 6 SINGLE_TAG")
+	part("[]")
+	var z bytes.Buffer
+	w := zlib.NewWriter(&z)
+	w.Write(raw.Bytes())
+	w.Close()
+	b, err = DecodeRegisterBrokerBody(z.Bytes(), true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.TopicSysFlag = 0 // the compressed line carries no system flag
+	if !reflect.DeepEqual(b.TopicConfigTable["T"], want) {
+		t.Fatalf("4.9 compressed body: %+v", b.TopicConfigTable)
+	}
+}
