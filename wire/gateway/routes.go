@@ -27,8 +27,9 @@ const (
 // the WAN is cut: a producer with last known routes can still send, while
 // rocketmq-client-go gives up on a NameServer after 6 s. A topic is
 // reported missing only when a node says so: "not found" answers are
-// trusted for NegativeTTL, then asked again; "warming up" and unreachable
-// nodes never count as missing.
+// trusted for NegativeTTL for topics the cache holds (others are not cached
+// at all), then asked again; "warming up" and unreachable nodes never count
+// as missing.
 type routeCache struct {
 	g *Gateway
 
@@ -85,7 +86,7 @@ func (rc *routeCache) get(ctx context.Context, topic string, standard bool) rout
 		rc.store(topic, routeFound, route, version)
 		return routeAnswer{outcome: routeFound, route: route, version: version}
 	case errors.Is(err, wire.ErrNotFound):
-		rc.store(topic, routeNotExist, wire.Route{}, 0)
+		rc.gone(topic)
 		return routeAnswer{outcome: routeNotExist, err: err}
 	}
 	return routeAnswer{outcome: routeUnavailable, err: err}
@@ -103,7 +104,18 @@ func (rc *routeCache) keepBody(topic string, version uint64, standard bool, body
 	}
 }
 
-// store records what a node said about topic, and subscribes a watch for it
+// gone records that a node knows no broker holding topic. Only a topic
+// already cached keeps an entry (and its watch, which pushes the topic's
+// return): made-up names take no room.
+func (rc *routeCache) gone(topic string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if e := rc.topics[topic]; e != nil {
+		rc.setLocked(e, routeNotExist, wire.Route{}, 0, time.Now())
+	}
+}
+
+// store records a route a node gave for topic, and subscribes a watch for it
 // if none runs yet and the cache has room. The watch is made outside the
 // lock (routeclient takes locks of its own); of two racing stores, the
 // first entry wins and the other's watch is ended.

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -94,6 +95,16 @@ func TestTopicNotExist(t *testing.T) {
 	}
 	if n := s.metric(`edgereg_gateway_route_reads_total{result="not_exist"}`); n != 4 {
 		t.Errorf("%v not_exist reads, want 4", n)
+	}
+	// Names nobody holds take no room in the cache (and no watch): a peer
+	// asking for made-up topics cannot crowd out real ones.
+	for i := range 50 {
+		if resp := c.call(goRouteRequest(fmt.Sprintf("made_up_%d", i))); resp.Code != remoting.TopicNotExist {
+			t.Fatalf("made-up topic: %d %q", resp.Code, resp.Remark)
+		}
+	}
+	if n := s.metric("edgereg_gateway_cached_topics"); n != 0 {
+		t.Errorf("%v topics cached after reads of missing ones, want 0", n)
 	}
 }
 
@@ -188,4 +199,28 @@ func TestRouteConvergesWithoutWatch(t *testing.T) {
 			return decodeRoute(t, c.call(goRouteRequest(topic))).QueueDatas[0].WriteQueueNums == 8
 		})
 	}
+}
+
+// A cached topic deleted on the nodes becomes TOPIC_NOT_EXIST (its watch
+// says so), and its return is pushed back into the cache.
+func TestRouteGoneAndBack(t *testing.T) {
+	s := startSite(t, 2, nil)
+	s.registerQUIC(orders(4))
+	c := s.dial()
+	decodeRoute(t, c.call(goRouteRequest("orders")))
+	for _, tn := range s.nodes {
+		if err := s.operator(tn).DeleteTopic(nodetest.Context(t), "orders"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodetest.WaitFor(t, "the deletion to reach the gateway", func() bool {
+		return c.call(goRouteRequest("orders")).Code == remoting.TopicNotExist
+	})
+	reg := orders(6)
+	reg.DataVersion.Counter = 100 // a new version: the topic is registered again
+	s.registerQUIC(reg)
+	nodetest.WaitFor(t, "the topic's return to reach the gateway", func() bool {
+		resp := c.call(goRouteRequest("orders"))
+		return resp.Code == remoting.Success && decodeRoute(t, resp).QueueDatas[0].WriteQueueNums == 6
+	})
 }
