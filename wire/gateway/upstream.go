@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgereg/edgereg/wire"
@@ -44,8 +45,9 @@ type upNode struct {
 
 	// slot is a one-place semaphore guarding conn, held while dialling; a
 	// channel so a waiter gives up when its own context ends.
-	slot chan struct{}
-	conn *client.Conn
+	slot     chan struct{}
+	conn     *client.Conn
+	failures atomic.Int32 // requests failed in a row on conn
 
 	// Guarded by upstream.mu.
 	st NodeState
@@ -197,7 +199,15 @@ func (n *upNode) do(ctx context.Context, cfg *Config, fn func(*client.Conn) erro
 	conn := n.conn
 	<-n.slot // requests share the connection; only dialling is exclusive
 	err := fn(conn)
-	if err != nil && !isAnswer(err) && ctx.Err() == nil {
+	switch {
+	case err == nil || isAnswer(err):
+		n.failures.Store(0)
+	case errors.Is(err, context.Canceled) || n.ctx.Err() != nil:
+		// The caller or the gateway gave up: says nothing about the path.
+	case n.failures.Add(1) >= maxNodeFailures:
+		// QUIC retransmits by itself: failures in a row (timeouts
+		// included) mean the path is broken; dial afresh next time.
+		n.failures.Store(0)
 		n.slot <- struct{}{}
 		if n.conn == conn {
 			conn.Close()
@@ -207,6 +217,10 @@ func (n *upNode) do(ctx context.Context, cfg *Config, fn func(*client.Conn) erro
 	}
 	return err
 }
+
+// maxNodeFailures is how many requests in a row may fail on a node's
+// connection before it is replaced.
+const maxNodeFailures = 2
 
 func (n *upNode) close() {
 	n.cancel()
