@@ -36,7 +36,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // site is an edge site: a gateway with its remoting listener and admin
 // handler, in front of real nodes.
 type site struct {
-	t     *testing.T
+	t     testing.TB
 	ca    *nodetest.CA
 	nodes []*nodetest.Node
 	gw    *gateway.Gateway
@@ -45,13 +45,13 @@ type site struct {
 	ops   map[*nodetest.Node]*client.Conn
 }
 
-func startSite(t *testing.T, n int, edit func(*gateway.Config)) *site {
+func startSite(t testing.TB, n int, edit func(*gateway.Config)) *site {
 	t.Helper()
 	return startSiteNodes(t, n, nil, edit)
 }
 
 // startSiteNodes is startSite with nodeEdit changing every node's config.
-func startSiteNodes(t *testing.T, n int, nodeEdit func(*node.Config), edit func(*gateway.Config)) *site {
+func startSiteNodes(t testing.TB, n int, nodeEdit func(*node.Config), edit func(*gateway.Config)) *site {
 	t.Helper()
 	s := &site{t: t, ca: nodetest.NewCA(t), ops: make(map[*nodetest.Node]*client.Conn)}
 	var addrs []string
@@ -90,7 +90,7 @@ func startSiteNodes(t *testing.T, n int, nodeEdit func(*node.Config), edit func(
 
 // serve runs a remoting server for h on loopback and returns its address;
 // it is shut down when the test ends.
-func serve(t *testing.T, h remoting.Handler) string {
+func serve(t testing.TB, h remoting.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -113,7 +113,7 @@ func serve(t *testing.T, h remoting.Handler) string {
 
 // rmqConn is a remoting connection as a broker or client holds one.
 type rmqConn struct {
-	t  *testing.T
+	t  testing.TB
 	nc net.Conn
 	br *bufio.Reader
 }
