@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/edgereg/edgereg/node/nodetest"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/gateway"
+	"github.com/edgereg/edgereg/wire/nodes"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
 
@@ -321,5 +323,41 @@ func TestRegistrationNotAcknowledged(t *testing.T) {
 	reg.Opaque = opaque.Add(1)
 	if resp := c.call(reg); resp.Code != remoting.Success {
 		t.Fatalf("registration with the node back: %d %q", resp.Code, resp.Remark)
+	}
+}
+
+// Broker requests missing the fields that name the broker get SYSTEM_ERROR
+// with the field's name; an undecodable data version reads as changed, so
+// the broker registers in full rather than trusting it.
+func TestBadBrokerRequests(t *testing.T) {
+	s := startSite(t, 1, nil)
+	c := s.dial()
+	if resp := c.call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	for _, code := range []int16{remoting.QueryDataVersion, remoting.UnregisterBroker} {
+		resp := c.call(request(code, map[string]string{"brokerName": "broker-a", "clusterName": "DefaultCluster"}, nil))
+		if resp.Code != remoting.SystemError || !strings.Contains(resp.Remark, "brokerAddr") {
+			t.Errorf("code %d without brokerAddr: %d %q", code, resp.Code, resp.Remark)
+		}
+	}
+	q := fixtureCommand(t, "v5_query_data_version_request.hex")
+	q.Body = []byte("{not json")
+	if resp := c.call(q); resp.Code != remoting.Success || resp.Ext("changed") != "true" {
+		t.Errorf("garbage data version: %d %q changed=%q", resp.Code, resp.Remark, resp.Ext("changed"))
+	}
+	if len(s.gw.Brokers()) != 1 {
+		t.Error("bad requests cost the broker its registration")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for name, cfg := range map[string]gateway.Config{
+		"no nodes": {TLS: nodetest.NewCA(t).TLS(t, "broker", "gw")},
+		"no TLS":   {Nodes: nodes.Static("127.0.0.1:1")},
+	} {
+		if _, err := gateway.New(cfg); !errors.Is(err, gateway.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
 	}
 }
