@@ -49,6 +49,9 @@ var (
 // brokerKey names a broker's lease, as the registry keys it.
 type brokerKey struct{ cluster, addr string }
 
+// Lock order: regMu before the registry's locks (registrations call the
+// registry with it held); connMu is never held across a registry call, nor
+// while a close hook is registered.
 type remotingListener struct {
 	n   *Node
 	ln  net.Listener
@@ -91,10 +94,17 @@ func (n *Node) openRemoting() error {
 		return fmt.Errorf("remoting listener on %s: %w", addr, err)
 	}
 	rl := &remotingListener{n: n, ln: ln, byConn: map[uint64]map[brokerKey]uint64{}}
+	// Without broker registration every request is a small client or admin
+	// request: frames get the client cap, as a QUIC client's do. Remoting
+	// gets at most half the node's workers, so QUIC always has the rest.
+	maxFrame := n.cfg.RemotingMaxFrame
+	if !n.cfg.RemotingAllowBrokers {
+		maxFrame = min(maxFrame, n.cfg.MaxRequestLen)
+	}
 	rl.srv = &remoting.Server{Handler: rl, Logger: n.log, Limits: remoting.Limits{
 		MaxConns: n.cfg.MaxConns, MaxConnsPerHost: n.cfg.MaxConnsPerHost,
-		MaxFrame: n.cfg.RemotingMaxFrame, FrameTimeout: n.cfg.ReadTimeout,
-		Workers: n.cfg.Workers, WriteTimeout: n.cfg.ReadTimeout,
+		MaxFrame: maxFrame, FrameTimeout: n.cfg.ReadTimeout,
+		Workers: max(1, n.cfg.Workers/2), WriteTimeout: n.cfg.ReadTimeout,
 	}}
 	n.remoting = rl
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && (n.cfg.RemotingAllowBrokers || n.cfg.RemotingAllowAdmin) {
@@ -357,9 +367,6 @@ func fromWireVersion(v wire.DataVersion) remoting.DataVersion {
 // later one (a broker that reconnected, or registered over QUIC, keeps its
 // new epoch).
 func (rl *remotingListener) trackConn(ctx context.Context, key brokerKey, epoch uint64) {
-	if rl.n.cfg.RemotingKeepBrokersOnClose {
-		return
-	}
 	ci, ok := remoting.ConnFromContext(ctx)
 	if !ok {
 		return
@@ -378,6 +385,13 @@ func (rl *remotingListener) trackConn(ctx context.Context, key brokerKey, epoch 
 	}
 }
 
+// hasBrokers reports whether a broker registered on the connection.
+func (rl *remotingListener) hasBrokers(id uint64) bool {
+	rl.connMu.Lock()
+	defer rl.connMu.Unlock()
+	return len(rl.byConn[id]) > 0
+}
+
 // connClosed unregisters what registered on a closed connection, as a
 // NameServer's BrokerHousekeepingService does.
 func (rl *remotingListener) connClosed(id uint64) {
@@ -385,7 +399,7 @@ func (rl *remotingListener) connClosed(id uint64) {
 	brokers := rl.byConn[id]
 	delete(rl.byConn, id)
 	rl.connMu.Unlock()
-	if rl.stopping.Load() {
+	if rl.stopping.Load() || rl.n.cfg.RemotingKeepBrokersOnClose {
 		return
 	}
 	for key, epoch := range brokers {
@@ -542,9 +556,11 @@ func (rl *remotingListener) routeInfo(ctx context.Context, peer net.Addr, req *r
 			// Never TOPIC_NOT_EXIST or SYSTEM_ERROR while warming up: both
 			// send a producer to the TBW102 fallback (rocketmq#5322). A
 			// closed connection is a transport error to the client: it keeps
-			// its cached route and asks its next NameServer.
+			// its cached route and asks its next NameServer. A broker's
+			// connection stays (closing it would fail its registration and,
+			// by default, unregister it): its lookup just gets no answer.
 			n.stats.routeReads[wire.StatusWarmingUp].Inc()
-			if ci, ok := remoting.ConnFromContext(ctx); ok {
+			if ci, ok := remoting.ConnFromContext(ctx); ok && !rl.hasBrokers(ci.ID) {
 				ci.Close()
 			}
 			return nil

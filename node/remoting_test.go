@@ -195,7 +195,16 @@ func TestRemotingFixtureBroker(t *testing.T) {
 		t.Fatalf("cluster info %+v", resp)
 	}
 	sameFrame(t, "cluster info body", ping2body(t, c), rmqFixture(t, "v5_cluster_info_body.json"))
-	if l, ok := tn.Registry().Lease("DefaultCluster", "127.0.0.1:10911"); !ok || l.Heartbeats != 3 {
+	// Pipelined requests run concurrently: wait for the oneways to be handled.
+	renewed := func() bool {
+		l, ok := tn.Registry().Lease("DefaultCluster", "127.0.0.1:10911")
+		return ok && l.Heartbeats == 3
+	}
+	for i := 0; i < 2000 && !renewed(); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !renewed() {
+		l, _ := tn.Registry().Lease("DefaultCluster", "127.0.0.1:10911")
 		t.Fatalf("master lease after three renewals: %+v", l)
 	}
 
@@ -393,8 +402,8 @@ func TestRemotingSameBrokerAsQUIC(t *testing.T) {
 // TOPIC_NOT_EXIST or SYSTEM_ERROR (rocketmq#5322).
 func TestRemotingWarmUpNeverNotFound(t *testing.T) {
 	tn := startRemotingNode(t, func(c *Config) { c.WarmUp = time.Hour })
-	c := dialRemoting(t, tn)
-	if resp := c.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "known", "other")); resp.Code != remoting.Success {
+	broker, c := dialRemoting(t, tn), dialRemoting(t, tn)
+	if resp := broker.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "known", "other")); resp.Code != remoting.Success {
 		t.Fatal(resp)
 	}
 	if resp := c.call(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: 2, ExtFields: map[string]string{"topic": "known"}}); resp.Code != remoting.Success {
@@ -600,5 +609,41 @@ func TestRemotingAdminAndReads(t *testing.T) {
 	}
 	if r := call(remoting.DeleteTopicInNameSrv, map[string]string{"topic": "never"}); r.Code != remoting.Success {
 		t.Fatalf("delete of an unknown topic: %+v", r)
+	}
+}
+
+// TestRemotingWarmUpKeepsBrokerConnections: a broker that registered on a
+// connection and then misses a route there while the node warms up (5.x
+// brokers look up routes for forwarding on the same connection) must not
+// lose its connection, and with it its registration.
+func TestRemotingWarmUpKeepsBrokerConnections(t *testing.T) {
+	tn := startRemotingNode(t, func(c *Config) { c.WarmUp = time.Hour })
+	c := dialRemoting(t, tn)
+	if resp := c.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "known", "other")); resp.Code != remoting.Success {
+		t.Fatal(resp)
+	}
+	c.send(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: 2, ExtFields: map[string]string{"topic": "unknown"}})
+	// Not answered (the broker's call times out), and the connection lives.
+	if resp := c.call(&remoting.Command{Code: remoting.GetBrokerClusterInfo, Opaque: 3}); resp.Code != remoting.Success {
+		t.Fatalf("after a warm-up miss on a broker's connection: %+v", resp)
+	}
+	if _, ok := tn.Registry().Lease("DefaultCluster", "127.0.0.1:10911"); !ok {
+		t.Fatal("a warm-up route miss unregistered the broker that asked")
+	}
+}
+
+// TestRemotingClientFrameCap: without broker registration, frames are held
+// to the client request cap (as QUIC caps a client's frames), not 16 MiB.
+func TestRemotingClientFrameCap(t *testing.T) {
+	big := &remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: 1, ExtFields: map[string]string{"topic": "t"},
+		Body: make([]byte, 2<<20)}
+	clientOnly := startNode(t, func(c *Config) { c.RemotingAddr = "127.0.0.1:0" })
+	c := dialRemoting(t, clientOnly)
+	c.send(big)
+	c.expectClosed()
+	brokers := startRemotingNode(t, nil)
+	b := dialRemoting(t, brokers)
+	if resp := b.call(big); resp.Code != remoting.TopicNotExist {
+		t.Fatalf("a 2 MiB frame where brokers register: %+v", resp)
 	}
 }
