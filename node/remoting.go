@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgereg/edgereg/node/kv"
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
@@ -67,6 +69,11 @@ type remotingListener struct {
 	connMu sync.Mutex
 	byConn map[uint64]map[brokerKey]uint64
 
+	// requests counts requests by code: a child per code a NameServer
+	// handles, one for every other code (so a peer cannot grow the label set).
+	requests      map[int16]prometheus.Counter
+	otherRequests prometheus.Counter
+
 	// stopping is set when the node shuts down: connections closing then
 	// unregister nobody (the node is going away, its readers should fail
 	// over, not see routes vanish first).
@@ -107,6 +114,7 @@ func (n *Node) openRemoting() error {
 		Workers: max(1, n.cfg.Workers/2), WriteTimeout: n.cfg.ReadTimeout,
 	}}
 	n.remoting = rl
+	rl.registerMetrics()
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && (n.cfg.RemotingAllowBrokers || n.cfg.RemotingAllowAdmin) {
 		n.log.Warn("remoting listener is not on loopback and accepts unauthenticated broker or admin requests",
 			"addr", ln.Addr().String(), "allow_brokers", n.cfg.RemotingAllowBrokers, "allow_admin", n.cfg.RemotingAllowAdmin)
@@ -154,9 +162,49 @@ func (n *Node) closeRemoting() {
 	}
 }
 
+// remotingCodes are the request codes a NameServer handles.
+var remotingCodes = []int16{
+	remoting.PutKVConfig, remoting.GetKVConfig, remoting.DeleteKVConfig, remoting.RegisterBroker,
+	remoting.UnregisterBroker, remoting.GetRouteInfoByTopic, remoting.GetBrokerClusterInfo,
+	remoting.WipeWritePermOfBroker, remoting.GetAllTopicListFromNameSrv, remoting.DeleteTopicInNameSrv,
+	remoting.RegisterTopicInNameSrv, remoting.GetKVListByNamespace, remoting.GetTopicsByCluster,
+	remoting.GetSystemTopicListFromNS, remoting.GetUnitTopicList, remoting.GetHasUnitSubTopicList,
+	remoting.GetHasUnitSubUnunitTopicList, remoting.UpdateNameSrvConfig, remoting.GetNameSrvConfig,
+	remoting.QueryDataVersion, remoting.AddWritePermOfBroker, remoting.GetBrokerMemberGroup, remoting.BrokerHeartbeat,
+}
+
+// registerMetrics adds the listener's metrics to the node's registry.
+func (rl *remotingListener) registerMetrics() {
+	reg := rl.n.stats.reg
+	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_remoting_requests_total",
+		Help: "RocketMQ remoting requests, by request code."}, []string{"code"})
+	rl.requests = make(map[int16]prometheus.Counter, len(remotingCodes))
+	for _, c := range remotingCodes {
+		rl.requests[c] = reqs.WithLabelValues(strconv.Itoa(int(c)))
+	}
+	rl.otherRequests = reqs.WithLabelValues("other")
+	reg.MustRegister(reqs)
+	st := func() remoting.ServerStats { return rl.srv.Stats() }
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edgereg_remoting_connections", Help: "Open remoting (TCP) connections."},
+			func() float64 { return float64(st().Conns) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_rejected_connections_total",
+			Help: "Remoting connections closed at once for a connection limit."}, func() float64 { return float64(st().Rejected) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_bad_frames_total",
+			Help: "Remoting connections closed for a frame that did not decode or was too large."}, func() float64 { return float64(st().BadFrames) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_panics_total",
+			Help: "Remoting requests whose handler panicked."}, func() float64 { return float64(st().Panics) }),
+	)
+}
+
 // ServeRemoting answers one remoting request.
 func (rl *remotingListener) ServeRemoting(ctx context.Context, peer net.Addr, req *remoting.Command) *remoting.Command {
 	n := rl.n
+	if c, ok := rl.requests[req.Code]; ok {
+		c.Inc()
+	} else {
+		rl.otherRequests.Inc()
+	}
 	if !n.acquireWorker() {
 		// Shutting down: a closed connection sends the client to its next
 		// NameServer at once.

@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"io"
 	"net"
@@ -646,4 +647,72 @@ func TestRemotingClientFrameCap(t *testing.T) {
 	if resp := b.call(big); resp.Code != remoting.TopicNotExist {
 		t.Fatalf("a 2 MiB frame where brokers register: %+v", resp)
 	}
+}
+
+func TestRemotingMetrics(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	c.call(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: 1, ExtFields: map[string]string{"topic": "x"}})
+	c.call(&remoting.Command{Code: 4321, Opaque: 2})
+	families, err := tn.stats.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += "{" + l.GetValue() + "}"
+			}
+			if m.Counter != nil {
+				got[key] = m.Counter.GetValue()
+			} else if m.Gauge != nil {
+				got[key] = m.Gauge.GetValue()
+			}
+		}
+	}
+	for key, want := range map[string]float64{
+		"edgereg_remoting_requests_total{105}":   1,
+		"edgereg_remoting_requests_total{other}": 1,
+		"edgereg_remoting_connections":           1,
+		"edgereg_route_reads_total{not_found}":   1,
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+}
+
+// FuzzRemotingHandler feeds decoded commands of any code and extFields to
+// the node's handler, with brokers and admin allowed: no input may panic or
+// answer a two-way request without the request's opaque. Seeds are the
+// RocketMQ fixtures.
+func FuzzRemotingHandler(f *testing.F) {
+	entries, err := os.ReadDir(rocketmqFixtures)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".hex") && !strings.Contains(e.Name(), "body") {
+			f.Add(rmqFixture(f, e.Name()))
+		}
+	}
+	tn := startRemotingNode(f, func(c *Config) { c.RemotingAllowAdmin = true })
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		req, err := remoting.ReadCommand(bytes.NewReader(frame), 1<<20)
+		if err != nil || req.IsResponse() {
+			return
+		}
+		resp := tn.remoting.ServeRemoting(context.Background(), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, req)
+		if resp == nil {
+			return
+		}
+		if resp.Opaque != req.Opaque || !resp.IsResponse() {
+			t.Fatalf("answer %+v to %+v", resp, req)
+		}
+		if _, err := resp.Encode(); err != nil {
+			t.Fatalf("answer does not encode: %v", err)
+		}
+	})
 }
