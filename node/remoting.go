@@ -71,6 +71,7 @@ type remotingListener struct {
 
 	// requests counts requests by code: a child per code a NameServer
 	// handles, one for every other code (so a peer cannot grow the label set).
+	routes        routeBodies
 	requests      map[int16]prometheus.Counter
 	otherRequests prometheus.Counter
 
@@ -617,13 +618,59 @@ func (rl *remotingListener) routeInfo(ctx context.Context, peer net.Addr, req *r
 		return remoting.NewResponse(req, remoting.TopicNotExist,
 			"No topic route info in name server for the topic: "+topic+remotingFAQ)
 	}
-	body, _ := n.policies.filter(hostOf(peer.String()), wire.ClientAttrs{}, topic, e.Version, e.Body)
-	var route wire.Route
-	if err := wire.Unmarshal(body, &route); err != nil {
-		return systemError(req, fmt.Errorf("route of %s does not decode: %w", topic, err))
+	body, version := n.policies.filter(hostOf(peer.String()), wire.ClientAttrs{}, topic, e.Version, e.Body)
+	json, err := rl.routes.body(topic, version, body, remoting.RouteDialect(req))
+	if err != nil {
+		return systemError(req, err)
 	}
 	n.stats.routeReads[wire.StatusOK].Inc()
-	return withBody(req, toTopicRouteData(&route).Encode(remoting.RouteDialect(req)))
+	return withBody(req, json)
+}
+
+// routeBodies caches the JSON route body of each topic and dialect for the
+// route version it was made from, so an unchanged route is not decoded and
+// encoded again on every read (the QUIC side keeps its CBOR likewise). A
+// route policy that shows clients different routes gives them different
+// versions; the cache then holds the last one asked for.
+type routeBodies struct {
+	mu sync.Mutex
+	m  map[routeBodyKey]routeBody
+}
+
+type routeBodyKey struct {
+	topic   string
+	dialect remoting.Dialect
+}
+
+type routeBody struct {
+	version uint64
+	json    []byte // shared and never modified
+}
+
+// maxRouteBodies bounds the cache; past it the cache starts over, so topics
+// that came and went cannot grow it without bound.
+const maxRouteBodies = 100_000
+
+func (c *routeBodies) body(topic string, version uint64, cbor []byte, d remoting.Dialect) ([]byte, error) {
+	key := routeBodyKey{topic, d}
+	c.mu.Lock()
+	rb, ok := c.m[key]
+	c.mu.Unlock()
+	if ok && rb.version == version {
+		return rb.json, nil
+	}
+	var route wire.Route
+	if err := wire.Unmarshal(cbor, &route); err != nil {
+		return nil, fmt.Errorf("route of %s does not decode: %w", topic, err)
+	}
+	json := toTopicRouteData(&route).Encode(d)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxRouteBodies {
+		c.m = make(map[routeBodyKey]routeBody)
+	}
+	c.m[key] = routeBody{version: version, json: json}
+	c.mu.Unlock()
+	return json, nil
 }
 
 func toBrokerData(b wire.BrokerData) remoting.BrokerData {

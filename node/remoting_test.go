@@ -716,3 +716,32 @@ func FuzzRemotingHandler(f *testing.F) {
 		}
 	})
 }
+
+// TestRemotingRouteBodiesFollowChanges: route bodies are cached per version,
+// so a changed route is never answered from the cache.
+func TestRemotingRouteBodiesFollowChanges(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	c.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "a", "b"))
+	ask := func(op int32, version int16) *remoting.TopicRouteData {
+		t.Helper()
+		resp := c.call(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: op, Version: version, ExtFields: map[string]string{"topic": "a"}})
+		r, err := remoting.DecodeTopicRouteData(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := ask(2, remoting.V4_5_2); r.QueueDatas[0].Perm != 6 {
+		t.Fatalf("%+v", r)
+	}
+	ask(3, remoting.V5_3_3)
+	if _, err := tn.Registry().WipeWritePerm("broker-a"); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []int16{remoting.V4_5_2, remoting.V5_3_3} {
+		if r := ask(int32(4+i), v); r.QueueDatas[0].Perm != remoting.PermRead {
+			t.Fatalf("version %d after a perm wipe: %+v", v, r.QueueDatas)
+		}
+	}
+}
