@@ -33,9 +33,6 @@ import (
 // (NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG) a NameServer returns to brokers.
 const orderTopicNamespace = "ORDER_TOPIC_CONFIG"
 
-// remotingFAQ is the suffix RocketMQ 5.x appends to TOPIC_NOT_EXIST remarks.
-const remotingFAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
-
 // Request classes and who may send them.
 var (
 	remotingBrokerCodes = map[int16]bool{
@@ -276,7 +273,7 @@ func (rl *remotingListener) serveRead(req *remoting.Command) *remoting.Command {
 			"an edgereg node's configuration is set by its flags and cannot be updated over remoting")
 	}
 	// As a 5.x NameServer answers (4.9 does not answer at all).
-	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+	return remoting.NotSupportedResponse(req)
 }
 
 func withBody(req *remoting.Command, body []byte) *remoting.Command {
@@ -615,8 +612,7 @@ func (rl *remotingListener) routeInfo(ctx context.Context, peer net.Addr, req *r
 			return nil
 		}
 		n.stats.routeReads[wire.StatusNotFound].Inc()
-		return remoting.NewResponse(req, remoting.TopicNotExist,
-			"No topic route info in name server for the topic: "+topic+remotingFAQ)
+		return remoting.TopicNotExistResponse(req, topic)
 	}
 	body, version := n.policies.filter(hostOf(peer.String()), wire.ClientAttrs{}, topic, e.Version, e.Body)
 	json, err := rl.routes.body(topic, version, body, remoting.RouteDialect(req))
