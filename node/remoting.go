@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgereg/edgereg/node/kv"
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
@@ -31,9 +33,6 @@ import (
 // (NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG) a NameServer returns to brokers.
 const orderTopicNamespace = "ORDER_TOPIC_CONFIG"
 
-// remotingFAQ is the suffix RocketMQ 5.x appends to TOPIC_NOT_EXIST remarks.
-const remotingFAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
-
 // Request classes and who may send them.
 var (
 	remotingBrokerCodes = map[int16]bool{
@@ -49,6 +48,9 @@ var (
 // brokerKey names a broker's lease, as the registry keys it.
 type brokerKey struct{ cluster, addr string }
 
+// Lock order: regMu before the registry's locks (registrations call the
+// registry with it held); connMu is never held across a registry call, nor
+// while a close hook is registered.
 type remotingListener struct {
 	n   *Node
 	ln  net.Listener
@@ -63,6 +65,12 @@ type remotingListener struct {
 	// epoch each got there, to unregister them when it closes.
 	connMu sync.Mutex
 	byConn map[uint64]map[brokerKey]uint64
+
+	// requests counts requests by code: a child per code a NameServer
+	// handles, one for every other code (so a peer cannot grow the label set).
+	routes        routeBodies
+	requests      map[int16]prometheus.Counter
+	otherRequests prometheus.Counter
 
 	// stopping is set when the node shuts down: connections closing then
 	// unregister nobody (the node is going away, its readers should fail
@@ -91,12 +99,20 @@ func (n *Node) openRemoting() error {
 		return fmt.Errorf("remoting listener on %s: %w", addr, err)
 	}
 	rl := &remotingListener{n: n, ln: ln, byConn: map[uint64]map[brokerKey]uint64{}}
+	// Without broker registration every request is a small client or admin
+	// request: frames get the client cap, as a QUIC client's do. Remoting
+	// gets at most half the node's workers, so QUIC always has the rest.
+	maxFrame := n.cfg.RemotingMaxFrame
+	if !n.cfg.RemotingAllowBrokers {
+		maxFrame = min(maxFrame, n.cfg.MaxRequestLen)
+	}
 	rl.srv = &remoting.Server{Handler: rl, Logger: n.log, Limits: remoting.Limits{
 		MaxConns: n.cfg.MaxConns, MaxConnsPerHost: n.cfg.MaxConnsPerHost,
-		MaxFrame: n.cfg.RemotingMaxFrame, FrameTimeout: n.cfg.ReadTimeout,
-		Workers: n.cfg.Workers, WriteTimeout: n.cfg.ReadTimeout,
+		MaxFrame: maxFrame, FrameTimeout: n.cfg.ReadTimeout,
+		Workers: max(1, n.cfg.Workers/2), WriteTimeout: n.cfg.ReadTimeout,
 	}}
 	n.remoting = rl
+	rl.registerMetrics()
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && (n.cfg.RemotingAllowBrokers || n.cfg.RemotingAllowAdmin) {
 		n.log.Warn("remoting listener is not on loopback and accepts unauthenticated broker or admin requests",
 			"addr", ln.Addr().String(), "allow_brokers", n.cfg.RemotingAllowBrokers, "allow_admin", n.cfg.RemotingAllowAdmin)
@@ -144,9 +160,49 @@ func (n *Node) closeRemoting() {
 	}
 }
 
+// remotingCodes are the request codes a NameServer handles.
+var remotingCodes = []int16{
+	remoting.PutKVConfig, remoting.GetKVConfig, remoting.DeleteKVConfig, remoting.RegisterBroker,
+	remoting.UnregisterBroker, remoting.GetRouteInfoByTopic, remoting.GetBrokerClusterInfo,
+	remoting.WipeWritePermOfBroker, remoting.GetAllTopicListFromNameSrv, remoting.DeleteTopicInNameSrv,
+	remoting.RegisterTopicInNameSrv, remoting.GetKVListByNamespace, remoting.GetTopicsByCluster,
+	remoting.GetSystemTopicListFromNS, remoting.GetUnitTopicList, remoting.GetHasUnitSubTopicList,
+	remoting.GetHasUnitSubUnunitTopicList, remoting.UpdateNameSrvConfig, remoting.GetNameSrvConfig,
+	remoting.QueryDataVersion, remoting.AddWritePermOfBroker, remoting.GetBrokerMemberGroup, remoting.BrokerHeartbeat,
+}
+
+// registerMetrics adds the listener's metrics to the node's registry.
+func (rl *remotingListener) registerMetrics() {
+	reg := rl.n.stats.reg
+	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_remoting_requests_total",
+		Help: "RocketMQ remoting requests, by request code."}, []string{"code"})
+	rl.requests = make(map[int16]prometheus.Counter, len(remotingCodes))
+	for _, c := range remotingCodes {
+		rl.requests[c] = reqs.WithLabelValues(strconv.Itoa(int(c)))
+	}
+	rl.otherRequests = reqs.WithLabelValues("other")
+	reg.MustRegister(reqs)
+	st := func() remoting.ServerStats { return rl.srv.Stats() }
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edgereg_remoting_connections", Help: "Open remoting (TCP) connections."},
+			func() float64 { return float64(st().Conns) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_rejected_connections_total",
+			Help: "Remoting connections closed at once for a connection limit."}, func() float64 { return float64(st().Rejected) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_bad_frames_total",
+			Help: "Remoting connections closed for a frame that did not decode or was too large."}, func() float64 { return float64(st().BadFrames) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_panics_total",
+			Help: "Remoting requests whose handler panicked."}, func() float64 { return float64(st().Panics) }),
+	)
+}
+
 // ServeRemoting answers one remoting request.
 func (rl *remotingListener) ServeRemoting(ctx context.Context, peer net.Addr, req *remoting.Command) *remoting.Command {
 	n := rl.n
+	if c, ok := rl.requests[req.Code]; ok {
+		c.Inc()
+	} else {
+		rl.otherRequests.Inc()
+	}
 	if !n.acquireWorker() {
 		// Shutting down: a closed connection sends the client to its next
 		// NameServer at once.
@@ -217,7 +273,7 @@ func (rl *remotingListener) serveRead(req *remoting.Command) *remoting.Command {
 			"an edgereg node's configuration is set by its flags and cannot be updated over remoting")
 	}
 	// As a 5.x NameServer answers (4.9 does not answer at all).
-	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+	return remoting.NotSupportedResponse(req)
 }
 
 func withBody(req *remoting.Command, body []byte) *remoting.Command {
@@ -357,9 +413,6 @@ func fromWireVersion(v wire.DataVersion) remoting.DataVersion {
 // later one (a broker that reconnected, or registered over QUIC, keeps its
 // new epoch).
 func (rl *remotingListener) trackConn(ctx context.Context, key brokerKey, epoch uint64) {
-	if rl.n.cfg.RemotingKeepBrokersOnClose {
-		return
-	}
 	ci, ok := remoting.ConnFromContext(ctx)
 	if !ok {
 		return
@@ -378,6 +431,13 @@ func (rl *remotingListener) trackConn(ctx context.Context, key brokerKey, epoch 
 	}
 }
 
+// hasBrokers reports whether a broker registered on the connection.
+func (rl *remotingListener) hasBrokers(id uint64) bool {
+	rl.connMu.Lock()
+	defer rl.connMu.Unlock()
+	return len(rl.byConn[id]) > 0
+}
+
 // connClosed unregisters what registered on a closed connection, as a
 // NameServer's BrokerHousekeepingService does.
 func (rl *remotingListener) connClosed(id uint64) {
@@ -385,7 +445,7 @@ func (rl *remotingListener) connClosed(id uint64) {
 	brokers := rl.byConn[id]
 	delete(rl.byConn, id)
 	rl.connMu.Unlock()
-	if rl.stopping.Load() {
+	if rl.stopping.Load() || rl.n.cfg.RemotingKeepBrokersOnClose {
 		return
 	}
 	for key, epoch := range brokers {
@@ -542,24 +602,71 @@ func (rl *remotingListener) routeInfo(ctx context.Context, peer net.Addr, req *r
 			// Never TOPIC_NOT_EXIST or SYSTEM_ERROR while warming up: both
 			// send a producer to the TBW102 fallback (rocketmq#5322). A
 			// closed connection is a transport error to the client: it keeps
-			// its cached route and asks its next NameServer.
+			// its cached route and asks its next NameServer. A broker's
+			// connection stays (closing it would fail its registration and,
+			// by default, unregister it): its lookup just gets no answer.
 			n.stats.routeReads[wire.StatusWarmingUp].Inc()
-			if ci, ok := remoting.ConnFromContext(ctx); ok {
+			if ci, ok := remoting.ConnFromContext(ctx); ok && !rl.hasBrokers(ci.ID) {
 				ci.Close()
 			}
 			return nil
 		}
 		n.stats.routeReads[wire.StatusNotFound].Inc()
-		return remoting.NewResponse(req, remoting.TopicNotExist,
-			"No topic route info in name server for the topic: "+topic+remotingFAQ)
+		return remoting.TopicNotExistResponse(req, topic)
 	}
-	body, _ := n.policies.filter(hostOf(peer.String()), wire.ClientAttrs{}, topic, e.Version, e.Body)
-	var route wire.Route
-	if err := wire.Unmarshal(body, &route); err != nil {
-		return systemError(req, fmt.Errorf("route of %s does not decode: %w", topic, err))
+	body, version := n.policies.filter(hostOf(peer.String()), wire.ClientAttrs{}, topic, e.Version, e.Body)
+	json, err := rl.routes.body(topic, version, body, remoting.RouteDialect(req))
+	if err != nil {
+		return systemError(req, err)
 	}
 	n.stats.routeReads[wire.StatusOK].Inc()
-	return withBody(req, toTopicRouteData(&route).Encode(remoting.RouteDialect(req)))
+	return withBody(req, json)
+}
+
+// routeBodies caches the JSON route body of each topic and dialect for the
+// route version it was made from, so an unchanged route is not decoded and
+// encoded again on every read (the QUIC side keeps its CBOR likewise). A
+// route policy that shows clients different routes gives them different
+// versions; the cache then holds the last one asked for.
+type routeBodies struct {
+	mu sync.Mutex
+	m  map[routeBodyKey]routeBody
+}
+
+type routeBodyKey struct {
+	topic   string
+	dialect remoting.Dialect
+}
+
+type routeBody struct {
+	version uint64
+	json    []byte // shared and never modified
+}
+
+// maxRouteBodies bounds the cache; past it the cache starts over, so topics
+// that came and went cannot grow it without bound.
+const maxRouteBodies = 100_000
+
+func (c *routeBodies) body(topic string, version uint64, cbor []byte, d remoting.Dialect) ([]byte, error) {
+	key := routeBodyKey{topic, d}
+	c.mu.Lock()
+	rb, ok := c.m[key]
+	c.mu.Unlock()
+	if ok && rb.version == version {
+		return rb.json, nil
+	}
+	var route wire.Route
+	if err := wire.Unmarshal(cbor, &route); err != nil {
+		return nil, fmt.Errorf("route of %s does not decode: %w", topic, err)
+	}
+	json := toTopicRouteData(&route).Encode(d)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxRouteBodies {
+		c.m = make(map[routeBodyKey]routeBody)
+	}
+	c.m[key] = routeBody{version: version, json: json}
+	c.mu.Unlock()
+	return json, nil
 }
 
 func toBrokerData(b wire.BrokerData) remoting.BrokerData {

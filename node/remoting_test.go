@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"io"
 	"net"
@@ -195,7 +196,16 @@ func TestRemotingFixtureBroker(t *testing.T) {
 		t.Fatalf("cluster info %+v", resp)
 	}
 	sameFrame(t, "cluster info body", ping2body(t, c), rmqFixture(t, "v5_cluster_info_body.json"))
-	if l, ok := tn.Registry().Lease("DefaultCluster", "127.0.0.1:10911"); !ok || l.Heartbeats != 3 {
+	// Pipelined requests run concurrently: wait for the oneways to be handled.
+	renewed := func() bool {
+		l, ok := tn.Registry().Lease("DefaultCluster", "127.0.0.1:10911")
+		return ok && l.Heartbeats == 3
+	}
+	for i := 0; i < 2000 && !renewed(); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !renewed() {
+		l, _ := tn.Registry().Lease("DefaultCluster", "127.0.0.1:10911")
 		t.Fatalf("master lease after three renewals: %+v", l)
 	}
 
@@ -393,8 +403,8 @@ func TestRemotingSameBrokerAsQUIC(t *testing.T) {
 // TOPIC_NOT_EXIST or SYSTEM_ERROR (rocketmq#5322).
 func TestRemotingWarmUpNeverNotFound(t *testing.T) {
 	tn := startRemotingNode(t, func(c *Config) { c.WarmUp = time.Hour })
-	c := dialRemoting(t, tn)
-	if resp := c.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "known", "other")); resp.Code != remoting.Success {
+	broker, c := dialRemoting(t, tn), dialRemoting(t, tn)
+	if resp := broker.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "known", "other")); resp.Code != remoting.Success {
 		t.Fatal(resp)
 	}
 	if resp := c.call(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: 2, ExtFields: map[string]string{"topic": "known"}}); resp.Code != remoting.Success {
@@ -600,5 +610,138 @@ func TestRemotingAdminAndReads(t *testing.T) {
 	}
 	if r := call(remoting.DeleteTopicInNameSrv, map[string]string{"topic": "never"}); r.Code != remoting.Success {
 		t.Fatalf("delete of an unknown topic: %+v", r)
+	}
+}
+
+// TestRemotingWarmUpKeepsBrokerConnections: a broker that registered on a
+// connection and then misses a route there while the node warms up (5.x
+// brokers look up routes for forwarding on the same connection) must not
+// lose its connection, and with it its registration.
+func TestRemotingWarmUpKeepsBrokerConnections(t *testing.T) {
+	tn := startRemotingNode(t, func(c *Config) { c.WarmUp = time.Hour })
+	c := dialRemoting(t, tn)
+	if resp := c.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "known", "other")); resp.Code != remoting.Success {
+		t.Fatal(resp)
+	}
+	c.send(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: 2, ExtFields: map[string]string{"topic": "unknown"}})
+	// Not answered (the broker's call times out), and the connection lives.
+	if resp := c.call(&remoting.Command{Code: remoting.GetBrokerClusterInfo, Opaque: 3}); resp.Code != remoting.Success {
+		t.Fatalf("after a warm-up miss on a broker's connection: %+v", resp)
+	}
+	if _, ok := tn.Registry().Lease("DefaultCluster", "127.0.0.1:10911"); !ok {
+		t.Fatal("a warm-up route miss unregistered the broker that asked")
+	}
+}
+
+// TestRemotingClientFrameCap: without broker registration, frames are held
+// to the client request cap (as QUIC caps a client's frames), not 16 MiB.
+func TestRemotingClientFrameCap(t *testing.T) {
+	big := &remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: 1, ExtFields: map[string]string{"topic": "t"},
+		Body: make([]byte, 2<<20)}
+	clientOnly := startNode(t, func(c *Config) { c.RemotingAddr = "127.0.0.1:0" })
+	c := dialRemoting(t, clientOnly)
+	c.send(big)
+	c.expectClosed()
+	brokers := startRemotingNode(t, nil)
+	b := dialRemoting(t, brokers)
+	if resp := b.call(big); resp.Code != remoting.TopicNotExist {
+		t.Fatalf("a 2 MiB frame where brokers register: %+v", resp)
+	}
+}
+
+func TestRemotingMetrics(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	c.call(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: 1, ExtFields: map[string]string{"topic": "x"}})
+	c.call(&remoting.Command{Code: 4321, Opaque: 2})
+	families, err := tn.stats.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += "{" + l.GetValue() + "}"
+			}
+			if m.Counter != nil {
+				got[key] = m.Counter.GetValue()
+			} else if m.Gauge != nil {
+				got[key] = m.Gauge.GetValue()
+			}
+		}
+	}
+	for key, want := range map[string]float64{
+		"edgereg_remoting_requests_total{105}":   1,
+		"edgereg_remoting_requests_total{other}": 1,
+		"edgereg_remoting_connections":           1,
+		"edgereg_route_reads_total{not_found}":   1,
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+}
+
+// FuzzRemotingHandler feeds decoded commands of any code and extFields to
+// the node's handler, with brokers and admin allowed: no input may panic or
+// answer a two-way request without the request's opaque. Seeds are the
+// RocketMQ fixtures.
+func FuzzRemotingHandler(f *testing.F) {
+	entries, err := os.ReadDir(rocketmqFixtures)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".hex") && !strings.Contains(e.Name(), "body") {
+			f.Add(rmqFixture(f, e.Name()))
+		}
+	}
+	tn := startRemotingNode(f, func(c *Config) { c.RemotingAllowAdmin = true })
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		req, err := remoting.ReadCommand(bytes.NewReader(frame), 1<<20)
+		if err != nil || req.IsResponse() {
+			return
+		}
+		resp := tn.remoting.ServeRemoting(context.Background(), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, req)
+		if resp == nil {
+			return
+		}
+		if resp.Opaque != req.Opaque || !resp.IsResponse() {
+			t.Fatalf("answer %+v to %+v", resp, req)
+		}
+		if _, err := resp.Encode(); err != nil {
+			t.Fatalf("answer does not encode: %v", err)
+		}
+	})
+}
+
+// TestRemotingRouteBodiesFollowChanges: route bodies are cached per version,
+// so a changed route is never answered from the cache.
+func TestRemotingRouteBodiesFollowChanges(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	c.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "a", "b"))
+	ask := func(op int32, version int16) *remoting.TopicRouteData {
+		t.Helper()
+		resp := c.call(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: op, Version: version, ExtFields: map[string]string{"topic": "a"}})
+		r, err := remoting.DecodeTopicRouteData(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := ask(2, remoting.V4_5_2); r.QueueDatas[0].Perm != 6 {
+		t.Fatalf("%+v", r)
+	}
+	ask(3, remoting.V5_3_3)
+	if _, err := tn.Registry().WipeWritePerm("broker-a"); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []int16{remoting.V4_5_2, remoting.V5_3_3} {
+		if r := ask(int32(4+i), v); r.QueueDatas[0].Perm != remoting.PermRead {
+			t.Fatalf("version %d after a perm wipe: %+v", v, r.QueueDatas)
+		}
 	}
 }

@@ -388,3 +388,16 @@ func (c *Command) appendBinaryHeader(dst []byte) []byte {
 	binary.BigEndian.PutUint32(dst[lenAt:], uint32(len(dst)-lenAt-4))
 	return dst
 }
+
+// TopicNotExistResponse is a 5.x NameServer's TOPIC_NOT_EXIST answer to a
+// route request, remark included.
+func TopicNotExistResponse(req *Command, topic string) *Command {
+	return NewResponse(req, TopicNotExist, "No topic route info in name server for the topic: "+topic+
+		"\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")
+}
+
+// NotSupportedResponse is a 5.x NameServer's answer to a request code it
+// does not handle (4.9 does not answer at all).
+func NotSupportedResponse(req *Command) *Command {
+	return NewResponse(req, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+}

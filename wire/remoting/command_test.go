@@ -272,3 +272,19 @@ func TestRegisterBody49(t *testing.T) {
 		t.Fatalf("4.9 compressed body: %+v", b.TopicConfigTable)
 	}
 }
+
+func TestRouteDialect(t *testing.T) {
+	for _, c := range []struct {
+		version int16
+		accept  string
+		want    Dialect
+	}{
+		{V4_5_2, "", Legacy}, {V4_9_4 - 1, "false", Legacy}, {V4_9_4, "", Standard}, {V5_3_3, "", Standard},
+		{V4_5_2, "true", Standard}, {V4_5_2, "TRUE", Standard}, {V4_5_2, "yes", Legacy},
+	} {
+		req := &Command{Version: c.version, ExtFields: map[string]string{"acceptStandardJsonOnly": c.accept}}
+		if got := RouteDialect(req); got != c.want {
+			t.Errorf("version %d, acceptStandardJsonOnly %q: dialect %d, want %d", c.version, c.accept, got, c.want)
+		}
+	}
+}

@@ -215,8 +215,7 @@ func TestResponsesByteExact(t *testing.T) {
 	}{
 		{"v5_get_route_response_legacy.hex", legacy},
 		{"v5_get_route_response_standard.hex", standard},
-		{"v5_get_route_response_topic_not_exist.hex", NewResponse(nosuch, TopicNotExist,
-			"No topic route info in name server for the topic: nosuch\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")},
+		{"v5_get_route_response_topic_not_exist.hex", TopicNotExistResponse(nosuch, "nosuch")},
 		{"v5_register_broker_response.hex", NewHeaderResponse(regReq, Success, "", nil)},
 		{"v5_register_broker_response_to_slave.hex", NewHeaderResponse(&slaveReq, Success, "",
 			map[string]string{"masterAddr": "127.0.0.1:10911", "haServerAddr": "127.0.0.1:10912"})},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -29,7 +30,8 @@ const (
 // RouteDialect is the dialect a NameServer answers GET_ROUTEINFO_BY_TOPIC
 // in, from the request's version and its optional acceptStandardJsonOnly.
 func RouteDialect(req *Command) Dialect {
-	if req.Version >= V4_9_4 || req.ExtFields["acceptStandardJsonOnly"] == "true" {
+	// Java reads the flag with Boolean.parseBoolean: "true" in any case.
+	if req.Version >= V4_9_4 || strings.EqualFold(req.ExtFields["acceptStandardJsonOnly"], "true") {
 		return Standard
 	}
 	return Legacy

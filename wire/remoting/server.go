@@ -451,12 +451,14 @@ func (c *conn) close() {
 	c.nc.Close()
 	c.cancel()
 	s := c.srv
+	// Close hooks run before the server forgets the connection, so Stats
+	// and Shutdown see a connection until what its close does is done.
+	c.info.runClose(s.Logger)
 	s.mu.Lock()
 	delete(s.conns, c)
 	if s.perHost[c.host]--; s.perHost[c.host] <= 0 {
 		delete(s.perHost, c.host)
 	}
 	s.mu.Unlock()
-	c.info.runClose(s.Logger)
 	s.connWG.Done()
 }
