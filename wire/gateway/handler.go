@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -19,9 +18,6 @@ const maxInflatedRegister = remoting.DefaultMaxFrame
 // minBrokerTimeout is the shortest heartbeat timeout a broker may ask for;
 // a shorter one (or none) means BrokerTimeout.
 const minBrokerTimeout = 3 * time.Second
-
-// topicNotExistRemark is a 5.x NameServer's remark for TOPIC_NOT_EXIST.
-const topicNotExistRemark = "No topic route info in name server for the topic: %s\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 // refusedRemark explains the codes the gateway does not relay.
 const refusedRemark = "edgereg gateway: administrative and KV requests are not relayed; use the edgereg CLI with an operator credential against the nodes"
@@ -84,7 +80,7 @@ func (g *Gateway) serve(ctx context.Context, req *remoting.Command) *remoting.Co
 		remoting.RegisterTopicInNameSrv, remoting.UpdateNameSrvConfig, remoting.GetNameSrvConfig:
 		return remoting.NewResponse(req, remoting.NoPermission, refusedRemark)
 	}
-	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+	return remoting.NotSupportedResponse(req)
 }
 
 // serveRoute answers GET_ROUTEINFO_BY_TOPIC from the route cache.
@@ -93,7 +89,7 @@ func (g *Gateway) serveRoute(ctx context.Context, req *remoting.Command) *remoti
 	if wire.ValidTopicName(topic) != nil {
 		// No broker can hold such a topic: a NameServer finds none either.
 		g.metrics.routeReads.WithLabelValues("not_exist").Inc()
-		return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf(topicNotExistRemark, topic))
+		return remoting.TopicNotExistResponse(req, topic)
 	}
 	dialect := remoting.RouteDialect(req)
 	standard := dialect == remoting.Standard
@@ -101,7 +97,7 @@ func (g *Gateway) serveRoute(ctx context.Context, req *remoting.Command) *remoti
 	switch a.outcome {
 	case routeNotExist:
 		g.metrics.routeReads.WithLabelValues("not_exist").Inc()
-		return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf(topicNotExistRemark, topic))
+		return remoting.TopicNotExistResponse(req, topic)
 	case routeUnavailable:
 		g.metrics.routeReads.WithLabelValues("unavailable").Inc()
 		g.log.Warn("no node answered for a topic the gateway has not cached: withholding the answer", "topic", topic, "err", a.err)
