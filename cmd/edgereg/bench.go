@@ -157,6 +157,7 @@ type benchTarget struct {
 	pid  int
 	tls  *tls.Config
 	stop func()
+	dir  string // a spawned node's data directory, with its local CA
 }
 
 func benchOne(cmd *cobra.Command, g *globals, bf *benchFlags, workload string) (benchResult, error) {
@@ -216,7 +217,7 @@ func startTarget(g *globals, bf *benchFlags, extraNodeArgs ...string) (*benchTar
 	if err := child.Start(); err != nil {
 		return nil, err
 	}
-	tgt := &benchTarget{addr: addr, pid: child.Process.Pid, stop: func() {
+	tgt := &benchTarget{addr: addr, pid: child.Process.Pid, dir: dir, stop: func() {
 		child.Process.Signal(os.Interrupt)
 		child.Wait()
 		os.RemoveAll(dir)
