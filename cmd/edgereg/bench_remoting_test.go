@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -21,6 +22,9 @@ func TestBenchRemotingRoute(t *testing.T) {
 	}
 	if len(results) != 2 || results[0].Workload != "remoting-route/node" || results[1].Workload != "remoting-route/gateway" {
 		t.Fatalf("results: %s", out)
+	}
+	if !strings.Contains(results[1].Note, "gateway CPU") {
+		t.Errorf("the gateway row does not give the gateway's CPU: %q", results[1].Note)
 	}
 	for _, r := range results {
 		if r.Ops == 0 || r.Errors != 0 || r.OpsPerSec <= 0 || r.P99Ms < r.P50Ms {
