@@ -361,3 +361,24 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// A 4.9-style compressed registration (zlib body, compressed=true, CRC of
+// the compressed bytes) registers the broker as the JSON one does, and a
+// request with the ROCKETMQ binary header is answered too.
+func TestCompressedRegistrationAndBinaryHeader(t *testing.T) {
+	s := startSite(t, 2, nil)
+	c := s.dial()
+	body := fixture(t, "v5_register_broker_body_compressed.hex")
+	reg := fixtureCommand(t, "v5_register_broker_request.hex")
+	reg.Body = body
+	reg.ExtFields["compressed"] = "true"
+	reg.ExtFields["bodyCrc32"] = strconv.Itoa(int(remoting.BodyCRC32(body)))
+	reg.SerializeType = remoting.SerializeRocketMQ
+	if resp := c.call(reg); resp.Code != remoting.Success {
+		t.Fatalf("compressed registration: %d %q", resp.Code, resp.Remark)
+	}
+	s.onEveryNode("TopicTest", func(tn *nodetest.Node) bool {
+		r, ok := s.routeTopics(tn, "TopicTest")
+		return ok && r.Queues[0].WriteQueues == 4
+	})
+}
