@@ -1,6 +1,8 @@
 # edgereg — see README.md. `make run` starts a node with working defaults
 # (`make run ARGS="--log-level debug"` passes flags); `make test` runs vet
-# and the race-enabled test suite; `make image` builds the OCI image.
+# and the race-enabled test suite, then the tests with the real
+# rocketmq-client-go (which races by itself) without -race, then the
+# deployment module's tests; `make image` builds the OCI image.
 GO      ?= go
 BIN     ?= bin/edgereg
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -33,6 +35,7 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 15m ./...
+	$(GO) test -tags rocketmq -count=1 -timeout 5m ./node/remotingtest ./node/gatewaytest
 	cd $(DEPLOY) && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 
 image:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/remoting"
 )
 
 // Defaults a node gets with no configuration.
@@ -104,6 +105,28 @@ type Config struct {
 	// simulated network.
 	PacketConn net.PacketConn
 
+	// RemotingAddr, when set, is a TCP address where the node also speaks
+	// RocketMQ's remoting protocol, so unmodified RocketMQ brokers and
+	// clients can use it as their NameServer (README, "RocketMQ"). An empty
+	// host binds loopback: the protocol has no TLS and no identity.
+	RemotingAddr string
+	// RemotingAllowBrokers accepts broker registrations, renewals and
+	// unregistrations over remoting; anyone who reaches the port can then
+	// register or remove any broker.
+	RemotingAllowBrokers bool
+	// RemotingAllowAdmin accepts remoting's write and admin codes (KV put
+	// and delete, write permission, topic deletion); anyone who reaches the
+	// port can then change routes.
+	RemotingAllowAdmin bool
+	// RemotingKeepBrokersOnClose keeps a remoting broker registered when the
+	// TCP connection it registered on closes, until its lease expires. By
+	// default it is unregistered then, as a NameServer does, so a crashed
+	// broker leaves the routes at once; only the registration made on that
+	// connection goes, never a newer one.
+	RemotingKeepBrokersOnClose bool
+	// RemotingMaxFrame caps a remoting frame; default 16 MiB, RocketMQ's.
+	RemotingMaxFrame int
+
 	// Logger receives lifecycle events; default slog.Default().
 	Logger *slog.Logger
 	// Clock is for tests; default the wall clock.
@@ -130,6 +153,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.PolicyCallTimeout, 20*time.Millisecond)
 	setDefault(&c.PolicyCacheDir, filepath.Join(c.DataDir, "wasm-cache"))
 	setDefault(&c.MaxPolicyUploadsPerMinute, DefaultMaxPolicyUploadsPerMinute)
+	setDefault(&c.RemotingMaxFrame, remoting.DefaultMaxFrame)
 	if c.Workers <= 0 {
 		c.Workers = 8 * maxProcs()
 	}
@@ -159,6 +183,14 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 			return fmt.Errorf("admin address %q: %w", c.AdminAddr, err)
 		}
+	}
+	if c.RemotingAddr != "" {
+		if _, _, err := net.SplitHostPort(c.RemotingAddr); err != nil {
+			return fmt.Errorf("remoting address %q: %w", c.RemotingAddr, err)
+		}
+	}
+	if c.RemotingMaxFrame < 64<<10 || c.RemotingMaxFrame > 1<<30 {
+		return fmt.Errorf("remoting max frame must be between 64 KiB and 1 GiB, got %d", c.RemotingMaxFrame)
 	}
 	if n := countSet(c.CertFile, c.KeyFile, c.ClientCAFile); n != 0 && n != 3 {
 		return errors.New("--tls-cert, --tls-key and --tls-client-ca go together: give all three or none")

@@ -70,6 +70,7 @@ type Node struct {
 	stopOnce sync.Once
 	admin    *adminServer
 	stats    *stats
+	remoting *remotingListener // nil unless Config.RemotingAddr is set
 }
 
 // New prepares a node: it creates or loads the data directory, its TLS
@@ -126,8 +127,14 @@ func (n *Node) open() error {
 	if err := n.listen(); err != nil {
 		return err
 	}
+	if err := n.openRemoting(); err != nil {
+		n.ln.Close()
+		n.tr.Close()
+		return err
+	}
 	if cfg.AdminAddr != AdminOff {
 		if n.admin, err = newAdminServer(n, cfg.AdminAddr); err != nil {
+			n.closeRemoting()
 			n.ln.Close()
 			n.tr.Close()
 			return err
@@ -258,6 +265,9 @@ func (n *Node) Serve() error {
 	if n.cfg.PolicyDir != "" {
 		n.spawn(n.watchPolicyDir)
 	}
+	if n.remoting != nil {
+		n.spawn(n.serveRemoting)
+	}
 	for {
 		qc, err := n.ln.Accept(context.Background())
 		if err != nil {
@@ -299,6 +309,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.log.Info("node shutting down")
 	n.stopOnce.Do(func() { close(n.stop) })
 	n.ln.Close()
+	n.shutdownRemoting(ctx)
 	err := n.drainWorkers(ctx)
 	n.conns.Range(func(k, _ any) bool {
 		k.(*quic.Conn).CloseWithError(codeShutdown, "node shutting down")

@@ -43,6 +43,7 @@ type benchFlags struct {
 	policy            string
 	zone              string
 	cpuProfile        string
+	remotingAddr      string
 }
 
 // benchResult is one workload's outcome.
@@ -71,6 +72,8 @@ time per operation. Workloads:
   register   --brokers brokers with --broker-topics topics each, re-sent in full
   heartbeat  --brokers brokers heartbeating on their session streams
   storm      --brokers brokers connect and register at once; reports time to all registered
+  remoting-route  the route workload in RocketMQ remoting (GET_ROUTEINFO_BY_TOPIC): to the
+             node's remoting listener, then through a gateway's cache in front of it
 
 By default each workload runs against a fresh node that bench starts as a child
 process (so its CPU can be measured); --spawn=false uses --nodes instead, with
@@ -78,8 +81,8 @@ process (so its CPU can be measured); --spawn=false uses --nodes instead, with
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, workloads []string) error {
 			for _, w := range workloads {
-				if !slices.Contains([]string{"route", "register", "heartbeat", "storm"}, w) {
-					return usageError{fmt.Errorf("unknown workload %q: use route, register, heartbeat or storm", w)}
+				if !slices.Contains([]string{"route", "register", "heartbeat", "storm", "remoting-route"}, w) {
+					return usageError{fmt.Errorf("unknown workload %q: use route, register, heartbeat, storm or remoting-route", w)}
 				}
 			}
 			return runBench(cmd, g, bf, workloads)
@@ -104,6 +107,7 @@ process (so its CPU can be measured); --spawn=false uses --nodes instead, with
 	f.StringVar(&bf.policy, "policy", "", "route workload: push this module as the route policy first")
 	f.StringVar(&bf.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	f.StringVar(&bf.zone, "zone", "", "route workload: the zone clients send (groups alternate zone-0 and zone-1)")
+	f.StringVar(&bf.remotingAddr, "remoting-addr", "", "remoting-route with --spawn=false: the node's remoting listener, host:port")
 	return cmd
 }
 
@@ -121,6 +125,14 @@ func runBench(cmd *cobra.Command, g *globals, bf *benchFlags, workloads []string
 	}
 	var results []benchResult
 	for _, w := range workloads {
+		if w == "remoting-route" {
+			rs, err := benchRemotingRoute(cmd, g, bf)
+			if err != nil {
+				return fmt.Errorf("%s: %w", w, err)
+			}
+			results = append(results, rs...)
+			continue
+		}
 		res, err := benchOne(cmd, g, bf, w)
 		if err != nil {
 			return fmt.Errorf("%s: %w", w, err)
@@ -145,6 +157,7 @@ type benchTarget struct {
 	pid  int
 	tls  *tls.Config
 	stop func()
+	dir  string // a spawned node's data directory, with its local CA
 }
 
 func benchOne(cmd *cobra.Command, g *globals, bf *benchFlags, workload string) (benchResult, error) {
@@ -173,7 +186,7 @@ func benchOne(cmd *cobra.Command, g *globals, bf *benchFlags, workload string) (
 }
 
 // startTarget starts a fresh node, or points at the given one.
-func startTarget(g *globals, bf *benchFlags) (*benchTarget, error) {
+func startTarget(g *globals, bf *benchFlags, extraNodeArgs ...string) (*benchTarget, error) {
 	if !bf.spawn {
 		conf, err := g.clientTLS()
 		if err != nil {
@@ -197,13 +210,14 @@ func startTarget(g *globals, bf *benchFlags) (*benchTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	child := exec.Command(self, "node", "--data", dir, "--addr", addr, "--admin-addr", "off", "--warm-up", "-1s",
-		"--max-conns-per-host", strconv.Itoa(max(bf.brokers+bf.conns+16, 64)), "--log-format", "json", "--log-level", "warn")
+	args := append([]string{"node", "--data", dir, "--addr", addr, "--admin-addr", "off", "--warm-up", "-1s",
+		"--max-conns-per-host", strconv.Itoa(max(bf.brokers+bf.conns+16, 64)), "--log-format", "json", "--log-level", "warn"}, extraNodeArgs...)
+	child := exec.Command(self, args...)
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
 		return nil, err
 	}
-	tgt := &benchTarget{addr: addr, pid: child.Process.Pid, stop: func() {
+	tgt := &benchTarget{addr: addr, pid: child.Process.Pid, dir: dir, stop: func() {
 		child.Process.Signal(os.Interrupt)
 		child.Wait()
 		os.RemoveAll(dir)

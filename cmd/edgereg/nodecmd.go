@@ -82,6 +82,12 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of policy modules (route.wasm, expiry.wasm, confirm.wasm) loaded at start and on change")
 	fs.DurationVar(&c.PolicyCallTimeout, "policy-call-timeout", 20*time.Millisecond, "how long one policy call may take before the built-in behaviour answers")
 	fs.IntVar(&c.MaxPolicyUploadsPerMinute, "max-policy-uploads-per-minute", node.DefaultMaxPolicyUploadsPerMinute, "policy pushes and tests a node accepts per minute")
+	fs.StringVar(&c.RemotingAddr, "remoting-addr", "", `TCP address for RocketMQ remoting (brokers' and clients' namesrvAddr), e.g. ":9876" (an empty host is loopback); off by default`)
+	fs.BoolVar(&c.RemotingAllowBrokers, "remoting-allow-brokers", false, "accept broker registration over remoting (unauthenticated: anyone who reaches the port can register or remove brokers)")
+	fs.BoolVar(&c.RemotingAllowAdmin, "remoting-allow-admin", false, "accept remoting's write and admin codes: KV put/delete, write permission, topic deletion (unauthenticated)")
+	fs.VarPF(invertedBool{&c.RemotingKeepBrokersOnClose}, "remoting-unregister-on-close", "",
+		"unregister a remoting broker when the TCP connection it registered on closes, as a NameServer does").NoOptDefVal = "true"
+	fs.IntVar(&c.RemotingMaxFrame, "remoting-max-frame-size", 16<<20, "largest remoting frame, bytes (RocketMQ's default 16 MiB)")
 	fs.StringVar(&nf.logFormat, "log-format", "auto", "log format: auto (colored text on a terminal, JSON otherwise), text or json")
 	fs.StringVar(&nf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&nf.configFile, "config", "", "YAML config file of flag-name: value (flags and EDGEREG_* variables win)")
@@ -202,3 +208,26 @@ func printConfigTable(tw *tabwriter.Writer, entries []configEntry) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Setting, e.Value, e.Source)
 	}
 }
+
+// invertedBool is a bool flag that sets the negation of a config field, so
+// a field whose zero value is the default can have a flag that defaults to
+// true.
+type invertedBool struct{ v *bool }
+
+func (b invertedBool) String() string {
+	if b.v == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*b.v)
+}
+
+func (b invertedBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*b.v = !v
+	return nil
+}
+
+func (b invertedBool) Type() string { return "bool" }

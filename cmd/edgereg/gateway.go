@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgereg/edgereg/wire/gateway"
+	"github.com/edgereg/edgereg/wire/remoting"
+)
+
+// Gateway defaults: RocketMQ's NameServer port on TCP (a node's QUIC is
+// UDP 9876, so both fit on one machine), and the admin port after the
+// node's 9877.
+const (
+	defaultGatewayListen = "127.0.0.1:9876"
+	defaultGatewayAdmin  = "127.0.0.1:9878"
+)
+
+type gatewayFlags struct {
+	cfg       gateway.Config
+	listen    string
+	admin     string
+	limits    remoting.Limits
+	shutdown  time.Duration
+	logFormat string
+	logLevel  string
+	src       nodeSourceFlags
+}
+
+func newGatewayCmd(g *globals) *cobra.Command {
+	gf := &gatewayFlags{}
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Run an edge site's gateway: RocketMQ remoting on the LAN, edgereg QUIC to the nodes",
+		Long: `Run a local NameServer for an edge site. Unmodified RocketMQ brokers and clients
+point their namesrvAddr at it (TCP, default 127.0.0.1:9876); it talks QUIC with
+mutual TLS to every edgereg node (--nodes, --nodes-dns, --nodes-srv or
+--nodes-url), with the credential of --cert/--key/--ca: a broker certificate
+naming the site's broker groups.
+
+Brokers' registrations become one registrar session per node, keeping their
+cumulative topic sets; their 30 s re-registrations and 1 Hz heartbeats cost the WAN
+nothing extra. Route reads are answered from a cache that node watches keep
+current, and keep being answered from it while the WAN is lossy or cut. Metrics
+and health are on --admin-addr (/metrics, /healthz).
+
+Remoting has no authentication: keep --listen on loopback or a trusted LAN.
+SIGINT or SIGTERM stops the gateway without unregistering its brokers (their
+leases run on, and they register with the next gateway at their next period).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runGateway(cmd, g, gf) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&gf.listen, "listen", defaultGatewayListen, "TCP address for RocketMQ remoting (brokers' and clients' namesrvAddr)")
+	f.StringVar(&gf.admin, "admin-addr", defaultGatewayAdmin, `HTTP address for /healthz and /metrics; "off" disables`)
+	f.StringVar(&gf.cfg.Attrs.Zone, "zone", "", "the site's zone, sent to route policies with every read")
+	f.DurationVar(&gf.cfg.BrokerTimeout, "broker-timeout", gateway.DefaultBrokerTimeout, "unregister a broker silent for this long (unless it names its own heartbeat timeout)")
+	f.BoolVar(&gf.cfg.UnregisterOnClose, "unregister-on-close", false, "unregister a broker as soon as its TCP connection closes, as a NameServer does")
+	f.DurationVar(&gf.cfg.PollInterval, "poll-interval", gateway.DefaultPollInterval, "how old cached cluster info and topic lists may get before they are read again")
+	f.DurationVar(&gf.cfg.HeartbeatInterval, "heartbeat-interval", 30*time.Second, "how often the brokers' leases are renewed on every node")
+	f.DurationVar(&gf.cfg.RequestTimeout, "request-timeout", gateway.DefaultRequestTimeout, "timeout of one request to one node")
+	f.IntVar(&gf.cfg.MaxTopics, "max-topics", gateway.DefaultMaxTopics, "topics whose routes are cached and watched")
+	f.IntVar(&gf.cfg.MaxBrokers, "max-brokers", gateway.DefaultMaxBrokers, "brokers the gateway registers (each holds a QUIC connection to every node: raise the nodes' --max-conns-per-host with it)")
+	f.IntVar(&gf.limits.MaxConns, "max-conns", remoting.DefaultMaxConns, "remoting connections in total")
+	f.IntVar(&gf.limits.MaxConnsPerHost, "max-conns-per-host", remoting.DefaultMaxConnsPerHost, "remoting connections per source IP")
+	f.IntVar(&gf.limits.Workers, "workers", remoting.DefaultWorkers, "remoting requests handled at once")
+	f.DurationVar(&gf.shutdown, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for requests in progress")
+	f.StringVar(&gf.logFormat, "log-format", "auto", "log format: auto, text or json")
+	f.StringVar(&gf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	gf.src.add(cmd)
+	return cmd
+}
+
+func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
+	logger, err := newLogger(os.Stderr, gf.logFormat, gf.logLevel)
+	if err != nil {
+		return usageError{err}
+	}
+	src, err := gf.src.source(g)
+	if err != nil {
+		return err
+	}
+	conf, err := g.clientTLS()
+	if err != nil {
+		return err
+	}
+	cfg := gf.cfg
+	cfg.Nodes, cfg.TLS, cfg.Logger = src, conf, logger
+	gw, err := gateway.New(cfg)
+	if err != nil {
+		return usageError{err}
+	}
+	defer gw.Close()
+	ln, err := net.Listen("tcp", gf.listen)
+	if err != nil {
+		return err
+	}
+	if ap, ok := ln.Addr().(*net.TCPAddr); ok && !ap.IP.IsLoopback() {
+		logger.Warn("remoting listens beyond loopback: it has no authentication, keep it on a trusted LAN", "listen", ln.Addr().String())
+	}
+	srv := &remoting.Server{Handler: gw, Limits: gf.limits, Logger: logger}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	var admin *http.Server
+	if gf.admin != "off" {
+		aln, err := net.Listen("tcp", gf.admin)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return err
+		}
+		admin = &http.Server{Handler: gw.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go admin.Serve(aln)
+		logger.Info("gateway admin listening", "addr", aln.Addr().String())
+	}
+	logger.Info("gateway listening for RocketMQ remoting", "addr", ln.Addr().String())
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	select {
+	case err := <-served:
+		return fmt.Errorf("remoting listener: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), gf.shutdown)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if admin != nil {
+		admin.Shutdown(sctx)
+	}
+	if serr := <-served; !errors.Is(serr, remoting.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	logger.Info("gateway stopped; its brokers' leases run on until they register again")
+	return err
+}

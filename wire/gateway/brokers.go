@@ -1,0 +1,366 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/broker"
+	"github.com/edgereg/edgereg/wire/remoting"
+)
+
+// brokerKey names a broker as RocketMQ keys its lease: cluster and address.
+type brokerKey struct{ cluster, addr string }
+
+// rmqVersion is a broker's RocketMQ DataVersion, as it last sent it.
+type rmqVersion struct {
+	Counter, StateVersion, Timestamp int64
+}
+
+// registration is one REGISTER_BROKER, decoded.
+type registration struct {
+	id      broker.Identity
+	topics  []wire.TopicConfig
+	version rmqVersion
+	// timeout is how long the broker may stay silent (heartbeatTimeoutMillis),
+	// zero for RocketMQ's 120 s.
+	timeout time.Duration
+	// conn is the connection it arrived on, when the server tells it.
+	conn *remoting.ConnInfo
+}
+
+// brokerEntry is one broker the gateway keeps registered: a registrar
+// session to every node, and what the broker last told the gateway.
+type brokerEntry struct {
+	key     brokerKey
+	id      broker.Identity
+	reg     *broker.Registrar
+	timeout time.Duration
+
+	// Guarded by brokerTable.mu.
+	version  rmqVersion
+	lastSeen time.Time
+	conn     *remoting.ConnInfo // the connection of its last registration
+}
+
+// brokerTable turns RocketMQ's broker chatter into edgereg leases. Lock
+// order: brokerTable.mu before a Registrar's own lock (topics are upserted
+// under brokerTable.mu); a Registrar never calls back. Each
+// broker gets one broker.Registrar, which registers with every node, holds
+// the broker's cumulative topic set (REGISTER_BROKER is an upsert: brokers
+// send partial sets and 800-topic chunks with no flag), sends only the
+// topics that changed, and renews the lease with small heartbeats on its
+// own schedule. So RocketMQ's 30 s full re-registration with nothing
+// changed costs the WAN nothing extra, and the 1 Hz QUERY_DATA_VERSION and
+// BROKER_HEARTBEAT only prove the broker alive to the gateway. A broker
+// silent for its heartbeat timeout (120 s by default, as a NameServer
+// waits) is unregistered from every node, as a NameServer would drop it.
+type brokerTable struct {
+	g *Gateway
+
+	mu      sync.Mutex
+	brokers map[brokerKey]*brokerEntry
+	closed  bool
+}
+
+func newBrokerTable(g *Gateway) *brokerTable {
+	return &brokerTable{g: g, brokers: make(map[brokerKey]*brokerEntry)}
+}
+
+// errPartialFirst refuses a first registration that can only be partial.
+var errPartialFirst = errors.New("register broker failed")
+
+// register applies one REGISTER_BROKER and returns, for a slave, where its
+// master is. The first registration of a broker waits (bounded by ctx and
+// RegisterWait) until some node acknowledged it; later ones answer at once.
+func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr, masterHA string, err error) {
+	key := brokerKey{r.id.Cluster, r.id.Addr}
+	topics := t.validTopics(r)
+	now := time.Now()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return "", "", ErrClosed
+	}
+	e := t.brokers[key]
+	var replaced *brokerEntry
+	if e != nil && e.id != r.id {
+		// Same address, another identity (a slave promoted, a group
+		// renamed): a fresh registrar registers the new identity, which
+		// replaces the old lease of this address on every node.
+		replaced, e = e, nil
+		delete(t.brokers, key)
+	}
+	fresh := e == nil
+	if fresh {
+		if len(topics) == 1 {
+			// A full topic table always holds the broker's system topics:
+			// a single topic is a partial registration (a topic created on
+			// a broker the gateway has not seen yet, e.g. after a gateway
+			// restart). Registering it would replace the broker's whole
+			// topic set on the nodes; refuse it as a 5.x NameServer does,
+			// and the broker's next full registration goes through.
+			t.mu.Unlock()
+			if replaced != nil {
+				replaced.reg.Close()
+			}
+			return "", "", errPartialFirst
+		}
+		if len(t.brokers) >= t.g.cfg.MaxBrokers {
+			t.mu.Unlock()
+			if replaced != nil {
+				replaced.reg.Close()
+			}
+			return "", "", fmt.Errorf("the gateway serves %d brokers already (its limit)", t.g.cfg.MaxBrokers)
+		}
+		e, err = t.start(r, topics)
+		if err != nil {
+			t.mu.Unlock()
+			return "", "", err
+		}
+		t.brokers[key] = e
+	} else if err = e.reg.UpsertTopics(topics...); err != nil {
+		t.mu.Unlock()
+		return "", "", err
+	}
+	e.version, e.lastSeen = r.version, now
+	if t.g.cfg.UnregisterOnClose && r.conn != nil && e.conn != r.conn {
+		e.conn = r.conn
+		ci := r.conn
+		ci.OnClose(func() { t.connClosed(ci) }) // runs at once if it closed already
+	}
+	t.mu.Unlock()
+	if replaced != nil {
+		t.g.log.Info("broker address registered with another identity: replacing its registration",
+			"cluster", key.cluster, "addr", key.addr, "was", replaced.id.BrokerName, "id", replaced.id.BrokerID)
+		replaced.reg.Close()
+	}
+	if fresh {
+		t.g.log.Info("broker registered through the gateway", "cluster", key.cluster, "broker", r.id.BrokerName,
+			"id", r.id.BrokerID, "addr", key.addr, "topics", len(topics))
+		t.waitAck(ctx, e)
+	}
+	states := e.reg.Nodes()
+	if !slices.ContainsFunc(states, func(s broker.NodeState) bool { return s.Registered }) {
+		// Say so rather than SUCCESS: the broker logs it and registers
+		// again at its next period, while the registrar keeps trying.
+		return "", "", fmt.Errorf("%w: %s", errNotAcked, lastError(states))
+	}
+	masterAddr, masterHA = masterOf(states)
+	return masterAddr, masterHA, nil
+}
+
+// errNotAcked is returned for a registration no node has acknowledged yet.
+var errNotAcked = errors.New("edgereg gateway: no node has acknowledged the registration yet (the gateway keeps trying)")
+
+func lastError(states []broker.NodeState) string {
+	for _, s := range states {
+		if s.LastError != "" {
+			return s.LastError
+		}
+	}
+	if len(states) == 0 {
+		return "no node listed yet"
+	}
+	return "no answer yet"
+}
+
+// validTopics drops topics whose names the nodes would refuse, logging them,
+// so one odd name does not cost the broker its whole registration.
+func (t *brokerTable) validTopics(r *registration) []wire.TopicConfig {
+	out := r.topics[:0:0]
+	for _, tc := range r.topics {
+		if err := wire.ValidTopicName(tc.Name); err != nil {
+			t.g.log.Warn("broker registers a topic edgereg cannot hold: skipped", "broker", r.id.BrokerName, "err", err)
+			continue
+		}
+		out = append(out, tc)
+	}
+	return out
+}
+
+// start creates and starts the registrar of a broker. With t.mu held; it
+// does no I/O.
+func (t *brokerTable) start(r *registration, topics []wire.TopicConfig) (*brokerEntry, error) {
+	cfg := &t.g.cfg
+	bc := broker.Config{
+		Identity: r.id, Topics: topics, Nodes: cfg.Nodes, NodeRefreshInterval: cfg.NodeRefreshInterval,
+		TLS: cfg.TLS, HeartbeatInterval: cfg.HeartbeatInterval, RequestTimeout: cfg.RequestTimeout,
+		Backoff: cfg.Backoff, Logger: t.g.log, Transport: cfg.Transport,
+	}
+	if r.timeout > 0 {
+		// The broker asks for a short lease (acting-master mode): ask the
+		// nodes for the same, and renew it three times within it.
+		bc.HeartbeatTimeout = r.timeout
+		bc.HeartbeatInterval = min(bc.HeartbeatInterval, r.timeout/3)
+	}
+	reg, err := broker.New(bc)
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.Start(); err != nil {
+		return nil, err
+	}
+	timeout := r.timeout
+	if timeout <= 0 {
+		timeout = t.g.cfg.BrokerTimeout
+	}
+	return &brokerEntry{key: brokerKey{r.id.Cluster, r.id.Addr}, id: r.id, reg: reg, timeout: timeout}, nil
+}
+
+// waitAck waits until some node acknowledged e's registration, so a slave's
+// answer can name its master. It gives up after RegisterWait: the registrar
+// keeps trying, and the broker's registration stands with the gateway.
+func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
+	ctx, cancel := context.WithTimeout(ctx, t.g.cfg.RegisterWait)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		states := e.reg.Nodes()
+		if slices.ContainsFunc(states, func(s broker.NodeState) bool {
+			return s.Registered && (e.id.BrokerID == wire.MasterID || s.MasterAddr != "")
+		}) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// masterOf returns the master address a node told a slave, if any.
+func masterOf(states []broker.NodeState) (string, string) {
+	for _, s := range states {
+		if s.MasterAddr != "" {
+			return s.MasterAddr, s.MasterHAAddr
+		}
+	}
+	return "", ""
+}
+
+// seen renews the local liveness of a broker (QUERY_DATA_VERSION,
+// BROKER_HEARTBEAT) and returns the data version it last registered. It
+// sends nothing to the nodes: the registrar renews their leases itself.
+func (t *brokerTable) seen(key brokerKey) (rmqVersion, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.brokers[key]
+	if e == nil {
+		return rmqVersion{}, false
+	}
+	e.lastSeen = time.Now()
+	return e.version, true
+}
+
+// unregister stops a broker's registrar, which unregisters it from every
+// node naming each registration's epoch, bounded by ctx. A broker the
+// gateway does not hold is not an error (RocketMQ answers success too).
+func (t *brokerTable) unregister(ctx context.Context, key brokerKey, why string) error {
+	t.mu.Lock()
+	e := t.brokers[key]
+	delete(t.brokers, key)
+	t.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	t.g.log.Info("unregistering broker from every node", "cluster", key.cluster, "broker", e.id.BrokerName, "addr", key.addr, "why", why)
+	return e.reg.Stop(ctx)
+}
+
+// connClosed handles the close of a broker's TCP connection (with
+// UnregisterOnClose): every broker whose last registration arrived on it is
+// unregistered from every node, as a NameServer does. It may run with t.mu
+// held (OnClose runs a hook at once for a connection already closed), so
+// the unregistrations run on their own goroutines.
+func (t *brokerTable) connClosed(ci *remoting.ConnInfo) {
+	t.g.spawn(func() {
+		t.mu.Lock()
+		var keys []brokerKey
+		for k, e := range t.brokers {
+			if e.conn == ci {
+				keys = append(keys, k)
+			}
+		}
+		t.mu.Unlock()
+		for _, k := range keys {
+			ctx, cancel := context.WithTimeout(t.g.ctx, t.g.cfg.RequestTimeout)
+			t.unregister(ctx, k, "its connection to the gateway closed")
+			cancel()
+		}
+	})
+}
+
+// expire unregisters brokers silent for longer than their timeout.
+func (t *brokerTable) expire(now time.Time) {
+	t.mu.Lock()
+	var keys []brokerKey
+	for k, e := range t.brokers {
+		if now.Sub(e.lastSeen) > e.timeout {
+			keys = append(keys, k)
+		}
+	}
+	t.mu.Unlock()
+	for _, k := range keys {
+		t.g.spawn(func() {
+			ctx, cancel := context.WithTimeout(t.g.ctx, t.g.cfg.RequestTimeout)
+			defer cancel()
+			t.unregister(ctx, k, "silent for longer than its heartbeat timeout")
+		})
+	}
+}
+
+// BrokerState describes one broker the gateway keeps registered.
+type BrokerState struct {
+	Cluster    string             `json:"cluster"`
+	BrokerName string             `json:"broker_name"`
+	BrokerID   int64              `json:"broker_id"`
+	Addr       string             `json:"addr"`
+	LastSeen   time.Time          `json:"last_seen"`
+	Topics     int                `json:"topics"`
+	Nodes      []broker.NodeState `json:"nodes"`
+}
+
+func (t *brokerTable) states() []BrokerState {
+	t.mu.Lock()
+	list := make([]*brokerEntry, 0, len(t.brokers))
+	seen := make(map[*brokerEntry]time.Time, len(t.brokers))
+	for _, e := range t.brokers {
+		list = append(list, e)
+		seen[e] = e.lastSeen
+	}
+	t.mu.Unlock()
+	out := make([]BrokerState, 0, len(list))
+	for _, e := range list {
+		out = append(out, BrokerState{Cluster: e.id.Cluster, BrokerName: e.id.BrokerName, BrokerID: e.id.BrokerID,
+			Addr: e.id.Addr, LastSeen: seen[e], Topics: len(e.reg.Topics()), Nodes: e.reg.Nodes()})
+	}
+	slices.SortFunc(out, func(a, b BrokerState) int {
+		if c := strings.Compare(a.Cluster, b.Cluster); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Addr, b.Addr)
+	})
+	return out
+}
+
+// closeAll stops every registrar without unregistering: the nodes keep the
+// brokers' leases until they expire, so restarting the gateway does not wipe
+// live brokers, which register with the new gateway at their next period.
+func (t *brokerTable) closeAll() {
+	t.mu.Lock()
+	list := t.brokers
+	t.brokers = make(map[brokerKey]*brokerEntry)
+	t.closed = true
+	t.mu.Unlock()
+	for _, e := range list {
+		e.reg.Close()
+	}
+}

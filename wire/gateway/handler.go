@@ -1,0 +1,291 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/broker"
+	"github.com/edgereg/edgereg/wire/remoting"
+)
+
+// maxInflatedRegister caps a compressed REGISTER_BROKER body once inflated.
+const maxInflatedRegister = remoting.DefaultMaxFrame
+
+// minBrokerTimeout is the shortest heartbeat timeout a broker may ask for;
+// a shorter one (or none) means BrokerTimeout.
+const minBrokerTimeout = 3 * time.Second
+
+// refusedRemark explains the codes the gateway does not relay.
+const refusedRemark = "edgereg gateway: administrative and KV requests are not relayed; use the edgereg CLI with an operator credential against the nodes"
+
+// ServeRemoting answers one remoting request (it is a remoting.Handler). It
+// returns nil for oneway requests and when it withholds an answer (no node
+// answered and nothing is cached).
+func (g *Gateway) ServeRemoting(ctx context.Context, peer net.Addr, req *remoting.Command) *remoting.Command {
+	resp := g.serve(ctx, req)
+	switch {
+	case req.IsOneway():
+		g.metrics.requestUnanswered(req.Code)
+		return nil
+	case resp == nil:
+		g.metrics.requestUnanswered(req.Code)
+		g.metrics.withheld.WithLabelValues(codeLabel(req.Code)).Inc()
+		return nil
+	}
+	g.metrics.request(req.Code, resp.Code)
+	return resp
+}
+
+func (g *Gateway) serve(ctx context.Context, req *remoting.Command) *remoting.Command {
+	switch req.Code {
+	case remoting.GetRouteInfoByTopic:
+		return g.serveRoute(ctx, req)
+	case remoting.RegisterBroker:
+		return g.serveRegister(ctx, req)
+	case remoting.QueryDataVersion:
+		return g.serveQueryDataVersion(req)
+	case remoting.BrokerHeartbeat:
+		if h, err := remoting.ParseBrokerHeader(req.ExtFields); err == nil {
+			g.brokers.seen(brokerKey{h.ClusterName, h.BrokerAddr})
+		}
+		return remoting.NewResponse(req, remoting.Success, "")
+	case remoting.UnregisterBroker:
+		return g.serveUnregister(ctx, req)
+	case remoting.GetBrokerClusterInfo:
+		return g.serveClusterInfo(ctx, req)
+	case remoting.GetAllTopicListFromNameSrv:
+		return g.serveTopics(ctx, req, wire.TopicsAll, "")
+	case remoting.GetTopicsByCluster:
+		cluster, err := remoting.RequiredExt(req.ExtFields, "cluster")
+		if err != nil {
+			return remoting.NewResponse(req, remoting.SystemError, err.Error())
+		}
+		return g.serveTopics(ctx, req, wire.TopicsByCluster, cluster)
+	case remoting.GetSystemTopicListFromNS:
+		return g.serveTopics(ctx, req, wire.TopicsSystem, "")
+	case remoting.GetUnitTopicList:
+		return g.serveTopics(ctx, req, wire.TopicsUnit, "")
+	case remoting.GetHasUnitSubTopicList:
+		return g.serveTopics(ctx, req, wire.TopicsUnitSub, "")
+	case remoting.GetHasUnitSubUnunitTopicList:
+		return g.serveTopics(ctx, req, wire.TopicsUnitSubWithoutUnit, "")
+	case remoting.GetBrokerMemberGroup:
+		return g.serveMemberGroup(ctx, req)
+	case remoting.PutKVConfig, remoting.GetKVConfig, remoting.DeleteKVConfig, remoting.GetKVListByNamespace,
+		remoting.WipeWritePermOfBroker, remoting.AddWritePermOfBroker, remoting.DeleteTopicInNameSrv,
+		remoting.RegisterTopicInNameSrv, remoting.UpdateNameSrvConfig, remoting.GetNameSrvConfig:
+		return remoting.NewResponse(req, remoting.NoPermission, refusedRemark)
+	}
+	return remoting.NotSupportedResponse(req)
+}
+
+// serveRoute answers GET_ROUTEINFO_BY_TOPIC from the route cache.
+func (g *Gateway) serveRoute(ctx context.Context, req *remoting.Command) *remoting.Command {
+	topic := req.Ext("topic")
+	if wire.ValidTopicName(topic) != nil {
+		// No broker can hold such a topic: a NameServer finds none either.
+		g.metrics.routeReads.WithLabelValues("not_exist").Inc()
+		return remoting.TopicNotExistResponse(req, topic)
+	}
+	dialect := remoting.RouteDialect(req)
+	standard := dialect == remoting.Standard
+	a := g.cache.get(ctx, topic, standard)
+	switch a.outcome {
+	case routeNotExist:
+		g.metrics.routeReads.WithLabelValues("not_exist").Inc()
+		return remoting.TopicNotExistResponse(req, topic)
+	case routeUnavailable:
+		g.metrics.routeReads.WithLabelValues("unavailable").Inc()
+		g.log.Warn("no node answered for a topic the gateway has not cached: withholding the answer", "topic", topic, "err", a.err)
+		return nil
+	}
+	if a.cached {
+		g.metrics.routeReads.WithLabelValues("hit").Inc()
+	} else {
+		g.metrics.routeReads.WithLabelValues("miss").Inc()
+	}
+	body := a.body
+	if body == nil {
+		body = topicRouteData(a.route).Encode(dialect)
+		g.cache.keepBody(topic, a.version, standard, body)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// topicRouteData translates an edgereg route into RocketMQ's.
+func topicRouteData(r wire.Route) *remoting.TopicRouteData {
+	t := &remoting.TopicRouteData{
+		QueueDatas:        make([]remoting.QueueData, len(r.Queues)),
+		BrokerDatas:       make([]remoting.BrokerData, len(r.Brokers)),
+		FilterServerTable: map[string][]string{},
+	}
+	for i, q := range r.Queues {
+		t.QueueDatas[i] = remoting.QueueData{BrokerName: q.BrokerName, ReadQueueNums: int32(q.ReadQueues),
+			WriteQueueNums: int32(q.WriteQueues), Perm: int32(q.Perm), TopicSysFlag: int32(q.SysFlag)}
+	}
+	for i, b := range r.Brokers {
+		t.BrokerDatas[i] = brokerData(b)
+	}
+	return t
+}
+
+func brokerData(b wire.BrokerData) remoting.BrokerData {
+	addrs := b.Addrs
+	if addrs == nil {
+		addrs = map[int64]string{} // never absent: rocketmq-client-go panics on it
+	}
+	return remoting.BrokerData{Cluster: b.Cluster, BrokerName: b.Name, BrokerAddrs: addrs, ZoneName: b.Zone}
+}
+
+// serveRegister applies a REGISTER_BROKER.
+func (g *Gateway) serveRegister(ctx context.Context, req *remoting.Command) *remoting.Command {
+	h, err := remoting.ParseRegisterBrokerHeader(req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	if h.BodyCRC32 != 0 && h.BodyCRC32 != remoting.BodyCRC32(req.Body) {
+		return remoting.NewResponse(req, remoting.SystemError, "crc32 not match")
+	}
+	body, err := remoting.DecodeRegisterBrokerBody(req.Body, h.Compressed, maxInflatedRegister)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	r := &registration{
+		id: broker.Identity{Cluster: h.ClusterName, BrokerName: h.BrokerName, BrokerID: h.BrokerID, Addr: h.BrokerAddr,
+			HAAddr: h.HAServerAddr, Zone: h.ZoneName, ActingMaster: h.EnableActingMaster,
+			StateVersion: uint64(max(body.DataVersion.StateVersion, 0))},
+		version: rmqVersion(body.DataVersion),
+	}
+	if ci, ok := remoting.ConnFromContext(ctx); ok {
+		r.conn = ci
+	}
+	if h.HeartbeatTimeout >= minBrokerTimeout {
+		r.timeout = h.HeartbeatTimeout
+	}
+	for _, tc := range body.TopicConfigTable {
+		r.topics = append(r.topics, wire.TopicConfig{Name: tc.TopicName, ReadQueues: uint32(max(tc.ReadQueueNums, 0)),
+			WriteQueues: uint32(max(tc.WriteQueueNums, 0)), Perm: uint8(tc.Perm & 0xF), SysFlag: uint32(max(tc.TopicSysFlag, 0))})
+	}
+	master, masterHA, err := g.brokers.register(ctx, r)
+	if err != nil {
+		if !errors.Is(err, errPartialFirst) {
+			g.log.Warn("broker registration refused", "broker", h.BrokerName, "addr", h.BrokerAddr, "err", err)
+		}
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	ext := map[string]string{}
+	if h.BrokerID != wire.MasterID && master != "" {
+		ext["masterAddr"], ext["haServerAddr"] = master, masterHA
+	}
+	return remoting.NewHeaderResponse(req, remoting.Success, "", ext)
+}
+
+// serveQueryDataVersion answers QUERY_DATA_VERSION locally: it renews the
+// broker's liveness with the gateway and says whether the data version
+// differs from the one last registered.
+func (g *Gateway) serveQueryDataVersion(req *remoting.Command) *remoting.Command {
+	h, err := remoting.ParseBrokerHeader(req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	held, ok := g.brokers.seen(brokerKey{h.ClusterName, h.BrokerAddr})
+	changed := !ok
+	if ok && len(req.Body) > 0 {
+		v, err := remoting.DecodeDataVersion(req.Body)
+		changed = err != nil || rmqVersion(v) != held
+	}
+	resp := remoting.NewHeaderResponse(req, remoting.Success, "", map[string]string{"changed": strconv.FormatBool(changed)})
+	if ok {
+		resp.Body = remoting.DataVersion(held).AppendJSON(nil)
+	}
+	return resp
+}
+
+func (g *Gateway) serveUnregister(ctx context.Context, req *remoting.Command) *remoting.Command {
+	h, err := remoting.ParseBrokerHeader(req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
+	defer cancel()
+	if err := g.brokers.unregister(ctx, brokerKey{h.ClusterName, h.BrokerAddr}, "UNREGISTER_BROKER"); err != nil {
+		// Nodes that missed it expire the lease by themselves.
+		g.log.Warn("unregister did not reach every node", "broker", h.BrokerName, "addr", h.BrokerAddr, "err", err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// unreachable answers a polled read that no node answered.
+func unreachable(req *remoting.Command, err error) *remoting.Command {
+	return remoting.NewResponse(req, remoting.SystemError, "edgereg gateway: "+err.Error())
+}
+
+func (g *Gateway) pollResult(kind string, cached bool) {
+	result := "miss"
+	if cached {
+		result = "hit"
+	}
+	g.metrics.polls.WithLabelValues(kind, result).Inc()
+}
+
+func (g *Gateway) serveClusterInfo(ctx context.Context, req *remoting.Command) *remoting.Command {
+	ci, cached, err := g.cluster.get(ctx, "")
+	if err != nil {
+		return unreachable(req, err)
+	}
+	g.pollResult("cluster_info", cached)
+	out := &remoting.ClusterInfo{BrokerAddrTable: make(map[string]remoting.BrokerData, len(ci.Groups)),
+		ClusterAddrTable: ci.Clusters}
+	if out.ClusterAddrTable == nil {
+		out.ClusterAddrTable = map[string][]string{}
+	}
+	for name, bd := range ci.Groups {
+		out.BrokerAddrTable[name] = brokerData(bd)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = out.Encode(remoting.Legacy)
+	return resp
+}
+
+func (g *Gateway) serveTopics(ctx context.Context, req *remoting.Command, kind wire.TopicsKind, cluster string) *remoting.Command {
+	list, cached, err := g.topics.get(ctx, topicsKey(kind, cluster))
+	switch {
+	case errors.Is(err, wire.ErrNotFound):
+		list = nil // an unknown cluster has no topics, as a NameServer answers
+	case err != nil:
+		return unreachable(req, err)
+	}
+	g.pollResult("topics", cached)
+	if list == nil {
+		list = []string{}
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = (&remoting.TopicList{TopicList: list}).Encode()
+	return resp
+}
+
+func (g *Gateway) serveMemberGroup(ctx context.Context, req *remoting.Command) *remoting.Command {
+	cluster, name := req.Ext("clusterName"), req.Ext("brokerName")
+	bd, cached, err := g.members.get(ctx, joinKey(cluster, name))
+	var mg remoting.BrokerMemberGroup
+	switch {
+	case errors.Is(err, wire.ErrNotFound):
+		mg = remoting.BrokerMemberGroup{Cluster: cluster, BrokerName: name, BrokerAddrs: map[int64]string{}}
+	case err != nil:
+		return unreachable(req, err)
+	default:
+		b := brokerData(bd)
+		mg = remoting.BrokerMemberGroup{Cluster: b.Cluster, BrokerName: b.BrokerName, BrokerAddrs: b.BrokerAddrs}
+	}
+	g.pollResult("member_group", cached)
+	// A 5.x NameServer answers this code with SUCCESS and this remark.
+	resp := remoting.NewResponse(req, remoting.Success, "not set any response code")
+	resp.Body = mg.AppendJSON(nil, remoting.Legacy)
+	return resp
+}

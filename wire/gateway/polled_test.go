@@ -1,0 +1,89 @@
+package gateway_test
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/edgereg/edgereg/node/nodetest"
+	"github.com/edgereg/edgereg/wire/remoting"
+)
+
+func topicList(t *testing.T, resp *remoting.Command) []string {
+	t.Helper()
+	if resp.Code != remoting.Success {
+		t.Fatalf("topic list: %d %q", resp.Code, resp.Remark)
+	}
+	l, err := remoting.DecodeTopicList(resp.Body)
+	if err != nil {
+		t.Fatalf("topic list body %s: %v", resp.Body, err)
+	}
+	return l.TopicList
+}
+
+// Cluster info, topic lists and member groups come from the nodes the
+// first time, from the cache after, and from the cache while the nodes are
+// unreachable.
+func TestPolledReads(t *testing.T) {
+	s := startSite(t, 2, nil)
+	s.registerQUIC(orders(4))
+	c := s.dial()
+
+	all := request(remoting.GetAllTopicListFromNameSrv, nil, nil)
+	if got := topicList(t, c.call(all)); !slices.Equal(got, []string{"TBW102", "orders"}) {
+		t.Errorf("all topics %v", got)
+	}
+	byCluster := request(remoting.GetTopicsByCluster, map[string]string{"cluster": "DefaultCluster"}, nil)
+	if got := topicList(t, c.call(byCluster)); !slices.Equal(got, []string{"TBW102", "orders"}) {
+		t.Errorf("topics of DefaultCluster %v", got)
+	}
+	unknown := request(remoting.GetTopicsByCluster, map[string]string{"cluster": "nosuch"}, nil)
+	if got := topicList(t, c.call(unknown)); len(got) != 0 {
+		t.Errorf("topics of an unknown cluster %v", got)
+	}
+	missing := request(remoting.GetTopicsByCluster, nil, nil)
+	if resp := c.call(missing); resp.Code != remoting.SystemError {
+		t.Errorf("topics by cluster without a cluster: %d %q", resp.Code, resp.Remark)
+	}
+
+	resp := c.call(request(remoting.GetBrokerClusterInfo, nil, nil))
+	ci, err := remoting.DecodeClusterInfo(resp.Body)
+	if resp.Code != remoting.Success || err != nil {
+		t.Fatalf("cluster info: %d %q %v", resp.Code, resp.Remark, err)
+	}
+	if ci.BrokerAddrTable["broker-a"].BrokerAddrs[0] != "127.0.0.1:10911" || !slices.Equal(ci.ClusterAddrTable["DefaultCluster"], []string{"broker-a"}) {
+		t.Errorf("cluster info %+v", ci)
+	}
+
+	mg := request(remoting.GetBrokerMemberGroup, map[string]string{"clusterName": "DefaultCluster", "brokerName": "broker-a"}, nil)
+	resp = c.call(mg)
+	group, err := remoting.DecodeBrokerMemberGroup(resp.Body)
+	if resp.Code != remoting.Success || err != nil || group.BrokerAddrs[0] != "127.0.0.1:10911" {
+		t.Fatalf("member group: %d %q %+v %v", resp.Code, resp.Remark, group, err)
+	}
+
+	for _, tn := range s.nodes {
+		tn.Stop()
+	}
+	nodetest.WaitFor(t, "the gateway to see every node down", func() bool {
+		resp, err := http.Get(s.admin.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	all.Opaque = opaque.Add(1)
+	if got := topicList(t, c.call(all)); !slices.Equal(got, []string{"TBW102", "orders"}) {
+		t.Errorf("all topics while the nodes are down: %v", got)
+	}
+	if resp := c.call(request(remoting.GetBrokerClusterInfo, nil, nil)); resp.Code != remoting.Success {
+		t.Errorf("cluster info while the nodes are down: %d %q", resp.Code, resp.Remark)
+	}
+	if hits := s.metric(`edgereg_gateway_polled_reads_total{kind="topics",result="hit"}`); hits < 1 {
+		t.Errorf("%v topic list hits", hits)
+	}
+	if up := s.metric(`edgereg_gateway_upstream_up{node="` + s.nodes[0].Addr() + `"}`); up != 0 {
+		t.Errorf("upstream_up of a stopped node: %v", up)
+	}
+}

@@ -1,0 +1,286 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+	"github.com/edgereg/edgereg/wire/nodes"
+)
+
+// NodeState is what the gateway knows about its link to one node, from the
+// probes it sends every ProbeInterval.
+type NodeState struct {
+	Addr string `json:"addr"`
+	// Up reports whether the last probe was answered.
+	Up bool `json:"up"`
+	// LastOK is when a probe or a read was last answered.
+	LastOK time.Time `json:"last_ok,omitzero"`
+	// LastError is why the last probe or read failed; empty while up.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// upstream keeps one QUIC connection per listed node for the reads the route
+// client does not cover (cluster info, topic lists, member groups), probes
+// every node, and reports each node's state for metrics and health.
+type upstream struct {
+	g   *Gateway
+	cfg *Config
+
+	mu    sync.Mutex
+	nodes []*upNode // listed nodes, sorted by address
+}
+
+// upNode is the link to one node.
+type upNode struct {
+	addr   string
+	ctx    context.Context // ends when the node leaves the list or the gateway closes
+	cancel context.CancelFunc
+
+	// slot is a one-place semaphore guarding conn, held while dialling; a
+	// channel so a waiter gives up when its own context ends.
+	slot     chan struct{}
+	conn     *client.Conn
+	failures atomic.Int32 // requests failed in a row on conn
+
+	// Guarded by upstream.mu.
+	st NodeState
+}
+
+func newUpstream(g *Gateway) *upstream { return &upstream{g: g, cfg: &g.cfg} }
+
+// setNodes is the follow loop's callback.
+func (u *upstream) setNodes(addrs []string) {
+	u.mu.Lock()
+	if u.g.ctx.Err() != nil {
+		u.mu.Unlock()
+		return
+	}
+	var next, gone []*upNode
+	for _, a := range addrs {
+		if i := slices.IndexFunc(u.nodes, func(n *upNode) bool { return n.addr == a }); i >= 0 {
+			next = append(next, u.nodes[i])
+			continue
+		}
+		ctx, cancel := context.WithCancel(u.g.ctx)
+		next = append(next, &upNode{addr: a, ctx: ctx, cancel: cancel, slot: make(chan struct{}, 1), st: NodeState{Addr: a}})
+	}
+	for _, n := range u.nodes {
+		if !slices.Contains(addrs, n.addr) {
+			gone = append(gone, n)
+		}
+	}
+	u.nodes = next
+	u.mu.Unlock()
+	for _, n := range gone {
+		n.close()
+	}
+	u.g.probeNow()
+}
+
+// states returns every listed node's state, sorted by address.
+func (u *upstream) states() []NodeState {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]NodeState, len(u.nodes))
+	for i, n := range u.nodes {
+		out[i] = n.st
+	}
+	return out
+}
+
+// anyUp reports whether some node answered its last probe.
+func (u *upstream) anyUp() bool {
+	return slices.ContainsFunc(u.states(), func(s NodeState) bool { return s.Up })
+}
+
+func (u *upstream) record(n *upNode, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err == nil {
+		n.st.Up, n.st.LastOK, n.st.LastError = true, time.Now(), ""
+		return
+	}
+	n.st.Up, n.st.LastError = false, err.Error()
+}
+
+// probe pings every listed node in parallel, each bounded by RequestTimeout.
+func (u *upstream) probe() {
+	u.mu.Lock()
+	list := slices.Clone(u.nodes)
+	u.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range list {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(n.ctx, u.cfg.RequestTimeout)
+			defer cancel()
+			err := n.do(ctx, u.cfg, func(c *client.Conn) error { _, err := c.Ping(ctx); return err })
+			if n.ctx.Err() == nil {
+				u.record(n, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// read runs fn against one node after another, nodes that answered their
+// last probe first, until one answers. An answer that is an error another
+// node could not improve on (not found, bad request) is returned as is.
+func (u *upstream) read(ctx context.Context, fn func(context.Context, *client.Conn) error) error {
+	u.mu.Lock()
+	var list, down []*upNode // nodes that answered their last probe first
+	for _, n := range u.nodes {
+		if n.st.Up {
+			list = append(list, n)
+		} else {
+			down = append(down, n)
+		}
+	}
+	u.mu.Unlock()
+	list = append(list, down...)
+	if len(list) == 0 {
+		return errNoNodes
+	}
+	var errs []error
+	for _, n := range list {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		rctx, cancel := context.WithTimeout(ctx, u.cfg.RequestTimeout)
+		err := n.do(rctx, u.cfg, func(c *client.Conn) error { return fn(rctx, c) })
+		cancel()
+		if err == nil || !tryNext(err) {
+			if err == nil || isAnswer(err) {
+				u.record(n, nil)
+			}
+			return err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", n.addr, err))
+	}
+	return fmt.Errorf("%w: %w", errUnreachable, errors.Join(errs...))
+}
+
+// do runs fn on the node's connection, dialling it first if needed. A
+// connection whose request failed below the protocol is dropped, so the
+// next use dials afresh.
+func (n *upNode) do(ctx context.Context, cfg *Config, fn func(*client.Conn) error) error {
+	select {
+	case n.slot <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if n.ctx.Err() != nil {
+		<-n.slot
+		return errNodeGone
+	}
+	if n.conn != nil && isDone(n.conn.Done()) {
+		n.conn.Close()
+		n.conn = nil
+	}
+	if n.conn == nil {
+		dctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+		stop := context.AfterFunc(n.ctx, cancel)
+		c, err := client.Dial(dctx, n.addr, client.Config{TLS: cfg.TLS, RequestTimeout: cfg.RequestTimeout, Transport: cfg.Transport})
+		stop()
+		cancel()
+		if err != nil {
+			<-n.slot
+			return err
+		}
+		n.conn = c
+	}
+	conn := n.conn
+	<-n.slot // requests share the connection; only dialling is exclusive
+	err := fn(conn)
+	switch {
+	case err == nil || isAnswer(err):
+		n.failures.Store(0)
+	case errors.Is(err, context.Canceled) || n.ctx.Err() != nil:
+		// The caller or the gateway gave up: says nothing about the path.
+	case n.failures.Add(1) >= maxNodeFailures:
+		// QUIC retransmits by itself: failures in a row (timeouts
+		// included) mean the path is broken; dial afresh next time.
+		n.failures.Store(0)
+		n.slot <- struct{}{}
+		if n.conn == conn {
+			conn.Close()
+			n.conn = nil
+		}
+		<-n.slot
+	}
+	return err
+}
+
+// maxNodeFailures is how many requests in a row may fail on a node's
+// connection before it is replaced.
+const maxNodeFailures = 2
+
+func (n *upNode) close() {
+	n.cancel()
+	n.slot <- struct{}{}
+	defer func() { <-n.slot }()
+	if n.conn != nil {
+		n.conn.Close()
+		n.conn = nil
+	}
+}
+
+func (u *upstream) close() {
+	u.mu.Lock()
+	list := u.nodes
+	u.nodes = nil
+	u.mu.Unlock()
+	for _, n := range list {
+		n.close()
+	}
+}
+
+var (
+	errNoNodes     = errors.New("no edgereg node listed")
+	errNodeGone    = errors.New("node left the node list")
+	errUnreachable = errors.New("no edgereg node answered")
+)
+
+// isAnswer reports whether err is a node's answer rather than a failure to
+// get one.
+func isAnswer(err error) bool {
+	var we *wire.Error
+	return errors.As(err, &we)
+}
+
+// tryNext reports whether another node may answer where this one did not: it
+// could not be reached, or is warming up, busy or stopping.
+func tryNext(err error) bool {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we.Code == wire.CodeWarmingUp || we.Code == wire.CodeUnavailable || we.Code == wire.CodeOverloaded
+	}
+	return true
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// followNodes runs the node list follow loop for the upstream until the
+// gateway closes.
+func (g *Gateway) followNodes() {
+	nodes.Follow(g.ctx, g.cfg.Nodes, nodes.FollowConfig{
+		Interval:      g.cfg.NodeRefreshInterval,
+		LookupTimeout: g.cfg.RequestTimeout,
+		Backoff:       g.cfg.Backoff,
+		Logger:        g.log,
+	}, g.up.setNodes)
+}

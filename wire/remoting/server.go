@@ -1,0 +1,464 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler answers remoting requests. ServeRemoting is called once per
+// request, concurrently (requests on one connection are pipelined and may be
+// answered out of order, matched by opaque). It returns the response, or nil
+// for a oneway request; a response returned to a oneway request is dropped.
+// Returning nil to a two-way request leaves the caller to time out, which is
+// sometimes the right answer (a node that is not ready must not say "no such
+// topic"). The response's Opaque and response flag are set by the Server.
+// ctx is cancelled when the connection closes; ConnFromContext(ctx) gives
+// the connection.
+type Handler interface {
+	ServeRemoting(ctx context.Context, peer net.Addr, req *Command) *Command
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, peer net.Addr, req *Command) *Command
+
+// ServeRemoting calls f.
+func (f HandlerFunc) ServeRemoting(ctx context.Context, peer net.Addr, req *Command) *Command {
+	return f(ctx, peer, req)
+}
+
+// Limits bound what peers may hold of a Server. Zero fields take the
+// defaults.
+type Limits struct {
+	// MaxConns bounds connections in total (default 1024), MaxConnsPerHost
+	// per source IP (default 64). A connection over a limit is closed at
+	// once.
+	MaxConns, MaxConnsPerHost int
+	// MaxFrame caps a frame, length prefix included (default DefaultMaxFrame,
+	// RocketMQ's 16 MiB). A larger declared frame closes the connection, as
+	// Netty's decoder does, before its body is read.
+	MaxFrame int
+	// IdleTimeout closes a connection that starts no frame for this long
+	// (default 120 s, a NameServer's serverChannelMaxIdleTimeSeconds; brokers
+	// register every 30 s, clients poll every 30 s).
+	IdleTimeout time.Duration
+	// FrameTimeout is how long a frame may take to arrive once its first byte
+	// has (default 30 s), so a trickled frame cannot hold its buffer forever.
+	FrameTimeout time.Duration
+	// WriteTimeout bounds writing one response (default 10 s).
+	WriteTimeout time.Duration
+	// Workers bounds handlers running at once across all connections
+	// (default 64). When all are busy, connections stop being read: the
+	// back-pressure reaches peers through TCP instead of RocketMQ's
+	// SYSTEM_BUSY answers.
+	Workers int
+	// MaxInFlightPerConn bounds the requests of one connection in handlers
+	// at once (default 16), so one pipelining peer cannot take every worker.
+	MaxInFlightPerConn int
+}
+
+// Default limits.
+const (
+	DefaultMaxConns           = 1024
+	DefaultMaxConnsPerHost    = 64
+	DefaultIdleTimeout        = 120 * time.Second
+	DefaultFrameTimeout       = 30 * time.Second
+	DefaultWriteTimeout       = 10 * time.Second
+	DefaultWorkers            = 64
+	DefaultMaxInFlightPerConn = 16
+)
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxConns, DefaultMaxConns)
+	def(&l.MaxConnsPerHost, DefaultMaxConnsPerHost)
+	def(&l.MaxFrame, DefaultMaxFrame)
+	def(&l.Workers, DefaultWorkers)
+	def(&l.MaxInFlightPerConn, DefaultMaxInFlightPerConn)
+	defDur(&l.IdleTimeout, DefaultIdleTimeout)
+	defDur(&l.FrameTimeout, DefaultFrameTimeout)
+	defDur(&l.WriteTimeout, DefaultWriteTimeout)
+	return l
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("remoting: server closed")
+
+// Server serves remoting over TCP (or any net.Listener): one reader per
+// connection, a bounded pool of handler goroutines, per-request panic
+// recovery, and the Limits. Set the fields before the first Serve.
+type Server struct {
+	Handler Handler
+	Limits  Limits
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+
+	once      sync.Once
+	lim       Limits
+	workers   chan struct{}
+	closing   atomic.Bool
+	nextID    atomic.Uint64
+	stats     serverCounters
+	mu        sync.Mutex // guards listeners, conns, perHost
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	perHost   map[string]int
+	connWG    sync.WaitGroup
+}
+
+type serverCounters struct {
+	accepted, rejected, badFrames, requests, panics atomic.Uint64
+}
+
+// ServerStats counts what a Server has seen since it started.
+type ServerStats struct {
+	Conns     int    // open now
+	Accepted  uint64 // connections accepted
+	Rejected  uint64 // connections closed at once for a connection limit
+	BadFrames uint64 // connections closed for a frame that did not decode or was too large
+	Requests  uint64 // requests handed to the Handler
+	Panics    uint64 // requests whose handler panicked
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return ServerStats{Conns: n, Accepted: s.stats.accepted.Load(), Rejected: s.stats.rejected.Load(),
+		BadFrames: s.stats.badFrames.Load(), Requests: s.stats.requests.Load(), Panics: s.stats.panics.Load()}
+}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		s.lim = s.Limits.withDefaults()
+		s.workers = make(chan struct{}, s.lim.Workers)
+		s.listeners = map[net.Listener]struct{}{}
+		s.conns = map[*conn]struct{}{}
+		s.perHost = map[string]int{}
+		if s.Logger == nil {
+			s.Logger = slog.Default()
+		}
+	})
+}
+
+// Serve accepts connections on l until Shutdown, and returns
+// ErrServerClosed then, or the listener's error. It closes l.
+func (s *Server) Serve(l net.Listener) error {
+	s.init()
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+		l.Close()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.Logger.Warn("remoting accept", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.accept(nc)
+	}
+}
+
+func hostOf(a net.Addr) string {
+	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		return host
+	}
+	return a.String()
+}
+
+func (s *Server) accept(nc net.Conn) {
+	host := hostOf(nc.RemoteAddr())
+	s.mu.Lock()
+	if s.closing.Load() || len(s.conns) >= s.lim.MaxConns || s.perHost[host] >= s.lim.MaxConnsPerHost {
+		s.mu.Unlock()
+		s.stats.rejected.Add(1)
+		s.Logger.Debug("remoting connection refused by limit", "peer", nc.RemoteAddr())
+		nc.Close()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{srv: s, nc: nc, host: host, cancel: cancel,
+		inflight: make(chan struct{}, s.lim.MaxInFlightPerConn),
+		info:     &ConnInfo{ID: s.nextID.Add(1), Remote: nc.RemoteAddr(), nc: nc}}
+	c.ctx = context.WithValue(ctx, connKey{}, c.info)
+	s.conns[c] = struct{}{}
+	s.perHost[host]++
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	s.stats.accepted.Add(1)
+	go c.serve()
+}
+
+// Shutdown stops accepting, stops reading new requests, lets the requests
+// in handlers finish and their responses be written, then closes every
+// connection. If ctx ends first it closes them at once and returns ctx's
+// error. It waits for every connection goroutine either way.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.init()
+	s.mu.Lock()
+	s.closing.Store(true)
+	for l := range s.listeners {
+		l.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.stopReading()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.connWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+			c.cancel()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// ConnInfo describes the connection a request arrived on.
+type ConnInfo struct {
+	ID     uint64 // unique within the Server
+	Remote net.Addr
+
+	nc     net.Conn
+	mu     sync.Mutex
+	closed bool
+	hooks  []func()
+}
+
+// Close closes the connection now. Requests already read still run, but
+// their responses are lost. A handler closes the connection when no answer
+// is the right answer and the peer should fail over at once rather than time
+// out: to a RocketMQ client a closed connection is a transport error, which
+// keeps its cached route and moves it to its next NameServer.
+func (ci *ConnInfo) Close() { ci.nc.Close() }
+
+// OnClose registers f to run once the connection has closed and all its
+// requests have been handled (RocketMQ unregisters a broker then). If it has
+// already closed, f runs at once.
+func (ci *ConnInfo) OnClose(f func()) {
+	ci.mu.Lock()
+	if ci.closed {
+		ci.mu.Unlock()
+		f()
+		return
+	}
+	ci.hooks = append(ci.hooks, f)
+	ci.mu.Unlock()
+}
+
+func (ci *ConnInfo) runClose(log *slog.Logger) {
+	ci.mu.Lock()
+	ci.closed = true
+	hooks := ci.hooks
+	ci.hooks = nil
+	ci.mu.Unlock()
+	for _, f := range hooks {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					log.Error("remoting close hook panicked", "panic", p, "stack", string(debug.Stack()))
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+type connKey struct{}
+
+// ConnFromContext returns the connection of the request a Handler serves.
+func ConnFromContext(ctx context.Context) (*ConnInfo, bool) {
+	ci, ok := ctx.Value(connKey{}).(*ConnInfo)
+	return ci, ok
+}
+
+type conn struct {
+	srv      *Server
+	nc       net.Conn
+	host     string
+	info     *ConnInfo
+	ctx      context.Context
+	cancel   context.CancelFunc
+	inflight chan struct{}
+	handlers sync.WaitGroup
+
+	readMu   sync.Mutex // guards stopping and the read deadline
+	stopping bool
+	writeMu  sync.Mutex // one response at a time
+}
+
+// stopReading makes the reader return at its next frame boundary or now.
+func (c *conn) stopReading() {
+	c.readMu.Lock()
+	c.stopping = true
+	c.nc.SetReadDeadline(time.Unix(1, 0))
+	c.readMu.Unlock()
+}
+
+// setReadDeadline sets the deadline unless the connection is stopping.
+func (c *conn) setReadDeadline(d time.Duration) bool {
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	if c.stopping {
+		return false
+	}
+	c.nc.SetReadDeadline(time.Now().Add(d))
+	return true
+}
+
+func (c *conn) serve() {
+	s := c.srv
+	defer c.close()
+	br := bufio.NewReaderSize(c.nc, 4<<10)
+	for {
+		if !c.setReadDeadline(s.lim.IdleTimeout) {
+			return
+		}
+		// Wait for a frame's first byte under the idle timeout, then give
+		// the frame itself the (shorter) frame timeout.
+		if _, err := br.Peek(1); err != nil {
+			return
+		}
+		if !c.setReadDeadline(s.lim.FrameTimeout) {
+			return
+		}
+		req, err := ReadCommand(br, s.lim.MaxFrame)
+		if err != nil {
+			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed) {
+				s.stats.badFrames.Add(1)
+				s.Logger.Info("remoting connection closed for a bad frame", "peer", c.nc.RemoteAddr(), "err", err)
+			}
+			return
+		}
+		if req.IsResponse() {
+			continue // a server sends no requests, so no response is expected
+		}
+		select {
+		case c.inflight <- struct{}{}:
+		case <-c.ctx.Done():
+			return
+		}
+		select {
+		case s.workers <- struct{}{}:
+		case <-c.ctx.Done():
+			<-c.inflight
+			return
+		}
+		c.handlers.Add(1)
+		s.stats.requests.Add(1)
+		go c.handle(req)
+	}
+}
+
+func (c *conn) handle(req *Command) {
+	defer func() {
+		<-c.srv.workers
+		<-c.inflight
+		c.handlers.Done()
+	}()
+	resp := c.call(req)
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= FlagResponse
+	frame, err := resp.Encode()
+	if err != nil {
+		c.srv.Logger.Error("remoting response does not encode", "code", req.Code, "err", err)
+		frame, _ = NewResponse(req, SystemError, "response does not encode").Encode()
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.nc.SetWriteDeadline(time.Now().Add(c.srv.lim.WriteTimeout))
+	if _, err := c.nc.Write(frame); err != nil {
+		c.nc.Close() // the reader then returns; the peer has lost the stream
+	}
+}
+
+// call runs the handler, turning a panic into SYSTEM_ERROR.
+func (c *conn) call(req *Command) (resp *Command) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.srv.stats.panics.Add(1)
+			c.srv.Logger.Error("remoting handler panicked", "code", req.Code, "peer", c.nc.RemoteAddr(),
+				"panic", p, "stack", string(debug.Stack()))
+			resp = NewResponse(req, SystemError, fmt.Sprintf("internal error handling request code %d", req.Code))
+		}
+	}()
+	return c.srv.Handler.ServeRemoting(c.ctx, c.nc.RemoteAddr(), req)
+}
+
+func (c *conn) close() {
+	c.readMu.Lock()
+	stopping := c.stopping
+	c.readMu.Unlock()
+	if !stopping {
+		c.cancel() // the peer went away: nobody reads what handlers still write
+	}
+	c.handlers.Wait()
+	c.nc.Close()
+	c.cancel()
+	s := c.srv
+	// Close hooks run before the server forgets the connection, so Stats
+	// and Shutdown see a connection until what its close does is done.
+	c.info.runClose(s.Logger)
+	s.mu.Lock()
+	delete(s.conns, c)
+	if s.perHost[c.host]--; s.perHost[c.host] <= 0 {
+		delete(s.perHost, c.host)
+	}
+	s.mu.Unlock()
+	s.connWG.Done()
+}

@@ -1,0 +1,286 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startServer serves h on a loopback port and shuts down at cleanup.
+func startServer(t *testing.T, h Handler, lim Limits) (*Server, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: h, Limits: lim}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+	})
+	return s, l.Addr().String()
+}
+
+type client struct {
+	t  *testing.T
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func dial(t *testing.T, addr string) *client {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	return &client{t: t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+func (c *client) send(cmd *Command) {
+	c.t.Helper()
+	if _, err := cmd.WriteTo(c.nc); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *client) recv() *Command {
+	c.t.Helper()
+	resp, err := ReadCommand(c.br, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp
+}
+
+// echo answers with the request's code as remark; code 999 panics; code
+// 998 blocks until release is closed.
+func echo(release chan struct{}) HandlerFunc {
+	return func(ctx context.Context, _ net.Addr, req *Command) *Command {
+		switch req.Code {
+		case 999:
+			panic("boom")
+		case 998:
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return NewResponse(req, Success, req.Ext("v"))
+	}
+}
+
+func TestServerPipelinedOutOfOrder(t *testing.T) {
+	release := make(chan struct{})
+	_, addr := startServer(t, echo(release), Limits{})
+	c := dial(t, addr)
+	c.send(NewRequest(998, 1, map[string]string{"v": "slow"}, nil))
+	c.send(NewRequest(105, 2, map[string]string{"v": "fast"}, nil))
+	if r := c.recv(); r.Opaque != 2 || r.Remark != "fast" || !r.IsResponse() {
+		t.Fatalf("first answer %+v, want the fast one (opaque 2)", r)
+	}
+	close(release)
+	if r := c.recv(); r.Opaque != 1 || r.Remark != "slow" {
+		t.Fatalf("second answer %+v", r)
+	}
+}
+
+func TestServerOnewayNeverAnswered(t *testing.T) {
+	_, addr := startServer(t, echo(nil), Limits{})
+	c := dial(t, addr)
+	ow := NewRequest(904, 1, map[string]string{"v": "oneway"}, nil)
+	ow.Flag = FlagOneway
+	c.send(ow)
+	c.send(NewRequest(105, 2, map[string]string{"v": "after"}, nil))
+	if r := c.recv(); r.Opaque != 2 {
+		t.Fatalf("got %+v: the oneway request was answered", r)
+	}
+}
+
+func TestServerPanicBecomesSystemError(t *testing.T) {
+	s, addr := startServer(t, echo(nil), Limits{})
+	c := dial(t, addr)
+	c.send(NewRequest(999, 5, nil, nil))
+	if r := c.recv(); r.Code != SystemError || r.Opaque != 5 {
+		t.Fatalf("panic answered %+v", r)
+	}
+	c.send(NewRequest(105, 6, map[string]string{"v": "alive"}, nil))
+	if r := c.recv(); r.Remark != "alive" {
+		t.Fatalf("connection after a panic: %+v", r)
+	}
+	if s.Stats().Panics != 1 {
+		t.Fatalf("stats %+v", s.Stats())
+	}
+}
+
+func TestServerClosesOnOversizedFrame(t *testing.T) {
+	s, addr := startServer(t, echo(nil), Limits{MaxFrame: 1024})
+	c := dial(t, addr)
+	big := NewRequest(105, 1, nil, make([]byte, 2000))
+	c.send(big)
+	if _, err := ReadCommand(c.br, 0); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("after an oversized frame: %v, want the connection closed", err)
+	}
+	waitFor(t, func() bool { return s.Stats().BadFrames == 1 })
+}
+
+func isReset(err error) bool {
+	var ne *net.OpError
+	return errors.As(err, &ne)
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 2000 {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("condition not reached in 10 s")
+}
+
+func TestServerConnectionLimits(t *testing.T) {
+	s, addr := startServer(t, echo(nil), Limits{MaxConnsPerHost: 2})
+	a, b := dial(t, addr), dial(t, addr)
+	for i, c := range []*client{a, b} {
+		c.send(NewRequest(105, int32(i), nil, nil))
+		c.recv()
+	}
+	over := dial(t, addr)
+	over.send(NewRequest(105, 9, nil, nil))
+	if _, err := ReadCommand(over.br, 0); err == nil {
+		t.Fatal("third connection from one host was served")
+	}
+	if st := s.Stats(); st.Rejected != 1 || st.Conns != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	// A slot freed is a slot reusable.
+	a.nc.Close()
+	waitFor(t, func() bool { return s.Stats().Conns == 1 })
+	d := dial(t, addr)
+	d.send(NewRequest(105, 10, nil, nil))
+	if r := d.recv(); r.Opaque != 10 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// TestServerWorkerPoolBounded: with one worker and one request blocked in
+// it, a second connection's request waits rather than running.
+func TestServerWorkerPoolBounded(t *testing.T) {
+	release := make(chan struct{})
+	var running, peak atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, p net.Addr, req *Command) *Command {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			old := peak.Load()
+			if n <= old || peak.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		return echo(release)(ctx, p, req)
+	})
+	_, addr := startServer(t, h, Limits{Workers: 1})
+	a, b := dial(t, addr), dial(t, addr)
+	a.send(NewRequest(998, 1, nil, nil))
+	waitFor(t, func() bool { return running.Load() == 1 })
+	b.send(NewRequest(105, 2, nil, nil))
+	time.Sleep(50 * time.Millisecond) // give a wrongly unbounded pool the chance to run it
+	if running.Load() != 1 {
+		t.Fatal("a second handler runs beside the first with Workers: 1")
+	}
+	close(release)
+	a.recv()
+	if r := b.recv(); r.Opaque != 2 {
+		t.Fatalf("%+v", r)
+	}
+	if peak.Load() != 1 {
+		t.Fatalf("peak handlers %d with Workers: 1", peak.Load())
+	}
+}
+
+func TestServerShutdownFinishesInFlight(t *testing.T) {
+	release := make(chan struct{})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var closed sync.WaitGroup
+	closed.Add(1)
+	h := HandlerFunc(func(ctx context.Context, p net.Addr, req *Command) *Command {
+		ci, _ := ConnFromContext(ctx)
+		ci.OnClose(closed.Done)
+		return echo(release)(ctx, p, req)
+	})
+	s := &Server{Handler: h}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	c := dial(t, l.Addr().String())
+	c.send(NewRequest(998, 1, map[string]string{"v": "finished"}, nil))
+	waitFor(t, func() bool { return s.Stats().Requests == 1 })
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	if r := c.recv(); r.Remark != "finished" {
+		t.Fatalf("in-flight answer %+v", r)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	closed.Wait() // the close hook ran
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Fatal(err)
+	}
+	if _, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		t.Fatal("listener still accepts after Shutdown")
+	}
+}
+
+func TestServerShutdownDeadline(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: echo(make(chan struct{}))} // never released: only ctx ends it
+	go s.Serve(l)
+	c := dial(t, l.Addr().String())
+	c.send(NewRequest(998, 1, nil, nil))
+	waitFor(t, func() bool { return s.Stats().Requests == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown past its deadline: %v", err)
+	}
+}
+
+func TestServerIdleTimeout(t *testing.T) {
+	s, addr := startServer(t, echo(nil), Limits{IdleTimeout: 100 * time.Millisecond})
+	c := dial(t, addr)
+	c.send(NewRequest(105, 1, nil, nil))
+	c.recv()
+	if _, err := ReadCommand(c.br, 0); err == nil {
+		t.Fatal("idle connection got a frame")
+	}
+	waitFor(t, func() bool { return s.Stats().Conns == 0 })
+}
