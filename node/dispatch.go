@@ -136,11 +136,15 @@ func decodeRun[T any](f *wire.Frame, fn func(*T) (any, error)) (any, error) {
 }
 
 func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
-	if err := authorizeGroup(cs.peer, r.BrokerName); err != nil {
+	reg := toRegistration(r)
+	if err := reg.Validate(); err != nil {
+		return nil, err // invalid before unauthorized: an empty name is code 1
+	}
+	if err := authorizeRegister(cs.peer, &reg); err != nil {
 		return nil, err
 	}
 	_, existed := n.reg.Lease(r.Cluster, r.Addr)
-	res, err := n.reg.Register(toRegistration(r))
+	res, err := n.reg.Register(reg)
 	if err != nil {
 		return nil, err
 	}

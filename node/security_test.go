@@ -347,3 +347,48 @@ func TestNodeWithIssuedCertificate(t *testing.T) {
 		t.Fatalf("a client of the same CA cannot reach a node on issued credentials: %v", err)
 	}
 }
+
+// TestBrokerCannotTakeOverAnotherGroupsAddress: a certificate limited to
+// group A may not register A at the address group B holds a lease on. Before
+// the fix it could, and B's own heartbeats were refused from then on.
+func TestBrokerCannotTakeOverAnotherGroupsAddress(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	b := tn.dial(pki.RoleBroker, "group-b")
+	ack, err := b.Register(ctx, registration("c1", "group-b", 0, "10.0.0.2:1", "tb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := tn.dial(pki.RoleBroker, "group-a")
+	_, err = a.Register(ctx, registration("c1", "group-a", 0, "10.0.0.2:1", "ta"))
+	if !errors.Is(err, wire.ErrNotAuthorized) || !strings.Contains(err.Error(), "group-b") {
+		t.Errorf("group-a at group-b's address: err = %v, want not authorized naming group-b", err)
+	}
+	if _, err := b.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: "10.0.0.2:1", Epoch: ack.Lease.Epoch, DataVersion: wire.DataVersion{Counter: 1}}); err != nil {
+		t.Errorf("group-b's heartbeat after the attempt: %v", err)
+	}
+	if _, err := tn.Registry().Route("ta"); err == nil {
+		t.Error("the refused registration's topic is routed")
+	}
+	// A certificate for both groups may move the address; the old group
+	// then loses it.
+	both := tn.dial(pki.RoleBroker, "group-a", "group-b")
+	if _, err := both.Register(ctx, registration("c1", "group-a", 0, "10.0.0.2:1", "ta")); err != nil {
+		t.Fatalf("a certificate for both groups moving the address: %v", err)
+	}
+	if _, err := tn.Registry().Route("tb"); err == nil {
+		t.Error("the old group's topic is still routed after its address moved")
+	}
+}
+
+// TestEmptyBrokerNameIsBadRequest: an empty broker name is invalid (code
+// 1), for a group-limited certificate too; it used to be "not authorized".
+func TestEmptyBrokerNameIsBadRequest(t *testing.T) {
+	tn := startNode(t, nil)
+	for _, c := range []*client.Conn{tn.dial(pki.RoleBroker), tn.dial(pki.RoleBroker, "group-a")} {
+		_, err := c.Register(ctxT(t), registration("c1", "", 0, "10.0.0.1:1", "t"))
+		if !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), "broker name") {
+			t.Errorf("empty broker name: err = %v, want code 1 naming the broker name", err)
+		}
+	}
+}

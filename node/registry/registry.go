@@ -3,8 +3,8 @@
 // RocketMQ's NameServer (RouteInfoManager) and without its known flaws.
 //
 // What is kept from the NameServer:
-//   - topic configuration is accepted only from a group's master, or from its
-//     lowest-id slave when the group has no master and acting master is on;
+//   - topic configuration is accepted only from a group's master, or, read-only,
+//     from its lowest-id slave when the group has no master (isPrimeSlave);
 //   - one address maps to one broker id (a slave promoted to master moves);
 //   - a re-registration with an unchanged data version only renews the lease;
 //   - a route joins a topic's queue data with the broker data of its groups;
@@ -218,6 +218,13 @@ func (g *group) minID() int64 {
 		}
 	}
 	return min
+}
+
+// isPrime reports whether broker id is the group's prime slave (RocketMQ
+// 5's isPrimeSlave): the lowest id of a group that has no master. Its
+// topics are served read-only while the master is away.
+func (g *group) isPrime(id int64) bool {
+	return id != wire.MasterID && id == g.minID()
 }
 
 // idOf returns the broker id that addr has in the group.
