@@ -69,6 +69,10 @@ type Config struct {
 	ExpiryThreshold time.Duration
 	// ScanInterval is how often expired leases are looked for. Default 5 s.
 	ScanInterval time.Duration
+	// MinLeaseTimeout and MaxLeaseTimeout bound the heartbeat timeout a
+	// broker may ask for in its registration (it is clamped); default 1 s
+	// and 10 min. ExpiryThreshold and policies are not clamped.
+	MinLeaseTimeout, MaxLeaseTimeout time.Duration
 
 	// MaxConns bounds connections in total, MaxConnsPerHost per source IP,
 	// MaxStreamsPerConn concurrent streams per connection.
@@ -119,6 +123,8 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.WarmUp, c.HeartbeatInterval)
 	setDefault(&c.ExpiryThreshold, DefaultExpiryThreshold)
 	setDefault(&c.ScanInterval, DefaultScanInterval)
+	setDefault(&c.MinLeaseTimeout, registry.DefaultMinThreshold)
+	setDefault(&c.MaxLeaseTimeout, registry.DefaultMaxThreshold)
 	setDefault(&c.MaxConns, DefaultMaxConns)
 	setDefault(&c.MaxConnsPerHost, DefaultMaxConnsPerHost)
 	setDefault(&c.MaxStreamsPerConn, DefaultMaxStreamsPerConn)
@@ -170,11 +176,15 @@ func (c Config) Validate() error {
 		{"heartbeat interval", c.HeartbeatInterval}, {"expiry threshold", c.ExpiryThreshold},
 		{"scan interval", c.ScanInterval}, {"read timeout", c.ReadTimeout}, {"idle timeout", c.IdleTimeout},
 		{"policy call timeout", c.PolicyCallTimeout},
+		{"min lease timeout", c.MinLeaseTimeout}, {"max lease timeout", c.MaxLeaseTimeout},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s", p.name, p.d)
 		}
+	}
+	if c.MaxLeaseTimeout < c.MinLeaseTimeout {
+		return fmt.Errorf("max lease timeout %s is below the min lease timeout %s", c.MaxLeaseTimeout, c.MinLeaseTimeout)
 	}
 	if c.ExpiryThreshold <= c.HeartbeatInterval {
 		return fmt.Errorf("expiry threshold %s must exceed the heartbeat interval %s, or every broker expires between heartbeats", c.ExpiryThreshold, c.HeartbeatInterval)

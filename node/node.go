@@ -100,6 +100,8 @@ func New(cfg Config) (*Node, error) {
 	n.reg = registry.New(registry.Config{
 		Clock:            cfg.Clock,
 		DefaultThreshold: cfg.ExpiryThreshold,
+		MinThreshold:     cfg.MinLeaseTimeout,
+		MaxThreshold:     cfg.MaxLeaseTimeout,
 		Thresholds:       n.policies.set,
 		Confirmer:        n.policies.set,
 		OnChange:         n.watches.changed,

@@ -220,10 +220,21 @@ func (r *Registry) addGroup(clusterName, name string) *group {
 // applyTopics makes topics the group's full topic set: each is created or
 // updated, and every topic of the group that is not named is removed from
 // it. Generations mark what this registration named, so no set is built.
+// A topic an operator deleted from the group stays deleted while the
+// broker's full registrations still name it; the first one that omits it
+// ends the tombstone.
 func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, readOnly bool, cs *changeSet) {
 	g.gen++
+	var kept map[string]struct{} // tombstones this registration still names
 	for i := range topics {
 		tc := topics[i]
+		if _, gone := g.deleted[tc.Name]; gone {
+			if kept == nil {
+				kept = make(map[string]struct{}, len(g.deleted))
+			}
+			kept[tc.Name] = struct{}{}
+			continue
+		}
 		if readOnly {
 			tc.Perm &^= wire.PermWrite // a prime slave serves reads only
 		}
@@ -235,6 +246,10 @@ func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, readOnly boo
 			r.removeQueue(t, g, cs)
 		}
 	}
+	if len(kept) == 0 {
+		kept = nil
+	}
+	g.deleted = kept
 }
 
 // upsertQueue creates or updates g's queue data in a topic, creating the
@@ -320,10 +335,12 @@ func (r *Registry) updateTopics(u *TopicUpdate) (*changeSet, Lease, error) {
 		if acting {
 			tc.Perm &^= wire.PermWrite
 		}
+		delete(g.deleted, tc.Name) // created again on the broker
 		t := r.upsertQueue(g, &tc, cs)
 		g.topics[t] = g.gen
 	}
 	for _, name := range u.Remove {
+		delete(g.deleted, name)
 		if t := r.topics[name]; t != nil {
 			r.removeQueue(t, g, cs)
 		}

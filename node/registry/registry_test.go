@@ -650,6 +650,9 @@ func checkInvariants(t testing.TB, r *Registry) {
 			if r.topics[tp.name] != tp {
 				t.Errorf("group %s holds deleted topic %s", name, tp.name)
 			}
+			if _, gone := g.deleted[tp.name]; gone {
+				t.Errorf("group %s serves topic %s and holds its tombstone", name, tp.name)
+			}
 		}
 	}
 	for name, g := range r.groups {
