@@ -41,6 +41,13 @@ type Config struct {
 	// AdminAddr is the HTTP address for /healthz, /readyz and /metrics;
 	// "off" turns it off. Default 127.0.0.1:9877.
 	AdminAddr string
+	// StatusAddr is where the status page (/) and /status.json are served:
+	// they show the whole topology, so by default ("") they are served with
+	// the admin endpoints only when AdminAddr is a loopback address, and not
+	// at all otherwise. An address serves them there on a listener of their
+	// own (the same address as AdminAddr shares the admin listener); "off"
+	// turns them off.
+	StatusAddr string
 	// DataDir holds the node's identity, keys, TLS material and KV config.
 	DataDir string
 
@@ -164,6 +171,11 @@ func (c Config) Validate() error {
 	if c.AdminAddr != AdminOff {
 		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 			return fmt.Errorf("admin address %q: %w", c.AdminAddr, err)
+		}
+	}
+	if c.StatusAddr != "" && c.StatusAddr != AdminOff {
+		if _, _, err := net.SplitHostPort(c.StatusAddr); err != nil {
+			return fmt.Errorf("status address %q: %w", c.StatusAddr, err)
 		}
 	}
 	if n := countSet(c.CertFile, c.KeyFile, c.ClientCAFile); n != 0 && n != 3 {

@@ -127,12 +127,10 @@ func (n *Node) open() error {
 	if err := n.listen(); err != nil {
 		return err
 	}
-	if cfg.AdminAddr != AdminOff {
-		if n.admin, err = newAdminServer(n, cfg.AdminAddr); err != nil {
-			n.ln.Close()
-			n.tr.Close()
-			return err
-		}
+	if n.admin, err = newAdminServer(n); err != nil {
+		n.ln.Close()
+		n.tr.Close()
+		return err
 	}
 	return nil
 }
@@ -144,12 +142,7 @@ func (n *Node) Registry() *registry.Registry { return n.reg }
 func (n *Node) Addr() net.Addr { return n.udp.LocalAddr() }
 
 // AdminAddr returns the admin HTTP address, or nil when it is off.
-func (n *Node) AdminAddr() net.Addr {
-	if n.admin == nil {
-		return nil
-	}
-	return n.admin.addr()
-}
+func (n *Node) AdminAddr() net.Addr { return n.admin.addr() }
 
 // ID returns the node's persistent identity.
 func (n *Node) ID() string { return n.id }
