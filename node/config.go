@@ -30,6 +30,16 @@ const (
 	DefaultMaxWatchesPerConn = 10_000
 )
 
+// Default admission limits (see Config).
+const (
+	// DefaultMaxConnsPerIdentity bounds one reader certificate.
+	DefaultMaxConnsPerIdentity = 16
+	// DefaultMaxBrokerConnsPerHost is generous: many brokers may share an
+	// IP behind NAT, and brokers never compete with readers for it.
+	DefaultMaxBrokerConnsPerHost = 1024
+	DefaultMaxHandshakesPerHost  = 128
+)
+
 // AdminOff as Config.AdminAddr turns the admin HTTP server off.
 const AdminOff = "off"
 
@@ -81,14 +91,32 @@ type Config struct {
 	// and 10 min. ExpiryThreshold and policies are not clamped.
 	MinLeaseTimeout, MaxLeaseTimeout time.Duration
 
-	// MaxConns bounds connections in total, MaxConnsPerHost per source IP,
+	// MaxConns bounds connections in total (readers may hold at most 90 %
+	// of it, so brokers and operators always find room), MaxConnsPerHost a
+	// source IP's reader connections (clients, nodes, anonymous peers),
 	// MaxStreamsPerConn concurrent streams per connection.
 	MaxConns, MaxConnsPerHost, MaxStreamsPerConn int
+	// MaxConnsPerIdentity bounds the connections of one reader certificate;
+	// a certificate at its limit replaces its least recently active
+	// connection rather than being refused. Default 16.
+	MaxConnsPerIdentity int
+	// MaxBrokerConnsPerHost bounds a source IP's broker and operator
+	// connections, a budget of their own; a certificate on a full host
+	// replaces its own least recently active connection there. Default 1024.
+	MaxBrokerConnsPerHost int
+	// MaxHandshakesPerHost bounds handshakes in progress from one source IP,
+	// before any certificate is seen. Default 128.
+	MaxHandshakesPerHost int
 	// MaxRequestLen caps frames from clients; MaxBrokerFrameLen from brokers
 	// and operators.
 	MaxRequestLen, MaxBrokerFrameLen int
 	// Workers bounds requests handled at once. Default 8 per CPU.
 	Workers int
+	// BrokerWorkers is a pool of its own for the requests of brokers and
+	// operators (register, heartbeat, leases, ...), so readers that keep
+	// every worker busy never delay a heartbeat into an expiry. Default a
+	// quarter of Workers, at least 2.
+	BrokerWorkers int
 	// ReadTimeout bounds how long a started frame may take to arrive; a slow
 	// sender is cut off. Default 10 s.
 	ReadTimeout time.Duration
@@ -134,6 +162,9 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxLeaseTimeout, registry.DefaultMaxThreshold)
 	setDefault(&c.MaxConns, DefaultMaxConns)
 	setDefault(&c.MaxConnsPerHost, DefaultMaxConnsPerHost)
+	setDefault(&c.MaxConnsPerIdentity, DefaultMaxConnsPerIdentity)
+	setDefault(&c.MaxBrokerConnsPerHost, DefaultMaxBrokerConnsPerHost)
+	setDefault(&c.MaxHandshakesPerHost, DefaultMaxHandshakesPerHost)
 	setDefault(&c.MaxStreamsPerConn, DefaultMaxStreamsPerConn)
 	setDefault(&c.MaxRequestLen, wire.DefaultMaxRequestLen)
 	setDefault(&c.MaxBrokerFrameLen, wire.DefaultMaxBrokerFrameLen)
@@ -145,6 +176,9 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxPolicyUploadsPerMinute, DefaultMaxPolicyUploadsPerMinute)
 	if c.Workers <= 0 {
 		c.Workers = 8 * maxProcs()
+	}
+	if c.BrokerWorkers <= 0 {
+		c.BrokerWorkers = max(2, c.Workers/4)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -207,6 +241,9 @@ func (c Config) Validate() error {
 	}{
 		{"max connections", c.MaxConns}, {"max connections per host", c.MaxConnsPerHost},
 		{"max streams per connection", c.MaxStreamsPerConn}, {"workers", c.Workers},
+		{"max connections per identity", c.MaxConnsPerIdentity},
+		{"max broker connections per host", c.MaxBrokerConnsPerHost},
+		{"max handshakes per host", c.MaxHandshakesPerHost}, {"broker workers", c.BrokerWorkers},
 		{"max request size", c.MaxRequestLen}, {"max broker frame size", c.MaxBrokerFrameLen},
 		{"max watches per connection", c.MaxWatchesPerConn},
 		{"max policy uploads per minute", c.MaxPolicyUploadsPerMinute},

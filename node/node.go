@@ -59,7 +59,6 @@ type Node struct {
 	tr       *quic.Transport
 	ln       *quic.Listener
 	workers  chan struct{}
-	limits   *connLimits
 	closing  atomic.Bool
 	conns    sync.Map // *quic.Conn -> struct{}
 	lifeMu   sync.Mutex
@@ -69,6 +68,11 @@ type Node struct {
 	stopOnce sync.Once
 	admin    *adminServer
 	stats    *stats
+
+	// brokerWorkers is the pool of brokers' and operators' requests.
+	brokerWorkers chan struct{}
+	adm           *admission // connection limits (admission.go)
+	warn          *warnings  // rate-limited security logs (audit.go)
 }
 
 // New prepares a node: it creates or loads the data directory, its TLS
@@ -86,9 +90,11 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger,
 		started: cfg.Clock.Now(),
 		workers: make(chan struct{}, cfg.Workers),
-		limits:  newConnLimits(cfg.MaxConns, cfg.MaxConnsPerHost),
 		stop:    make(chan struct{}),
 	}
+	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
+	n.warn = newWarnings(cfg.Logger)
+	n.adm = newAdmission(cfg)
 	n.watches = newWatchHub()
 	var err error
 	if n.id, err = loadNodeID(cfg.DataDir); err != nil {
@@ -107,6 +113,7 @@ func New(cfg Config) (*Node, error) {
 		OnChange:         n.watches.changed,
 	})
 	n.stats = newStats(n)
+	n.adm.onRefuse, n.adm.onReplace, n.adm.onFailure = n.connRefused, n.connReplaced, n.handshakeFailed
 	if err := n.open(); err != nil {
 		n.policies.close()
 		return nil, err
@@ -206,7 +213,7 @@ func (n *Node) listen() error {
 		Conn:              udp,
 		StatelessResetKey: &sk,
 		TokenGeneratorKey: &tk,
-		ConnContext:       n.limits.admit,
+		ConnContext:       n.adm.admit,
 	}
 	n.ln, err = n.tr.Listen(n.tlsConf, &quic.Config{
 		MaxIncomingStreams:    int64(n.cfg.MaxStreamsPerConn),
@@ -313,11 +320,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // drainWorkers waits for requests in progress by taking every worker slot;
 // requests that arrive meanwhile are told the node is shutting down.
 func (n *Node) drainWorkers(ctx context.Context) error {
-	for range cap(n.workers) {
-		select {
-		case n.workers <- struct{}{}:
-		case <-ctx.Done():
-			return fmt.Errorf("shutdown: requests still in progress: %w", ctx.Err())
+	for _, pool := range []chan struct{}{n.workers, n.brokerWorkers} {
+		for range cap(pool) {
+			select {
+			case pool <- struct{}{}:
+			case <-ctx.Done():
+				return fmt.Errorf("shutdown: requests still in progress: %w", ctx.Err())
+			}
 		}
 	}
 	return nil

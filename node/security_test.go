@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,6 +111,18 @@ func TestAuthorizationTable(t *testing.T) {
 	if v, err := op.KVGet(ctx, "ns", "k"); err != nil || v != "v" {
 		t.Fatalf("kv after refused writes: %q %v", v, err)
 	}
+	// Every denial is counted by role and kind.
+	for role := range roles {
+		for typ := range requestKinds(0) {
+			want := 1.0
+			if allow[role][typ] {
+				want = 0
+			}
+			if got := metricValue(t, tn, "edgereg_denied_total", "role="+role, "kind="+typ.String()); got != want {
+				t.Errorf("edgereg_denied_total{role=%s,kind=%s} = %v, want %v", role, typ, got, want)
+			}
+		}
+	}
 }
 
 func typesOf(m map[wire.Type]any) []wire.Type {
@@ -138,6 +152,11 @@ func TestBrokerLimitedToItsGroups(t *testing.T) {
 	}
 	if _, ok := tn.Registry().Lease("c1", "10.0.0.1:1"); !ok {
 		t.Fatal("a refused unregister removed the broker")
+	}
+	for _, kind := range []string{"register", "unregister"} {
+		if n := metricValue(t, tn, "edgereg_denied_total", "role=broker", "kind="+kind); n != 1 {
+			t.Errorf("denied{role=broker,kind=%s} = %v, want 1", kind, n)
+		}
 	}
 }
 
@@ -185,6 +204,13 @@ func TestRefusedCertificates(t *testing.T) {
 	// The node still serves good clients.
 	if _, err := tn.dial(pki.RoleClient).Ping(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+	// Refused handshakes and certificates are counted.
+	if n := waitMetric(t, tn, 4, "edgereg_tls_handshake_failures_total", "reason=tls"); n < 4 {
+		t.Errorf("%v TLS handshake failures counted for expired, revoked, foreign-CA and missing certificates, want 4", n)
+	}
+	if n := waitMetric(t, tn, 1, "edgereg_connections_refused_total", "reason=no_identity"); n != 1 {
+		t.Errorf("%v refusals counted for a certificate without a role, want 1", n)
 	}
 }
 
@@ -245,22 +271,20 @@ func TestFloodsLeaveOthersServed(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 
-	// Connection flood from one host: beyond the limit, refused.
+	// Connection flood from one host with one certificate: beyond the
+	// limit, each new connection replaces the flooder's own oldest one.
 	conf := tn.tlsFor(pki.RoleClient, "flood")
-	refused := 0
 	var conns []*quic.Conn
 	for range 20 {
 		dctx, cancel := context.WithTimeout(ctx, time.Second)
 		qc, err := quic.DialAddr(dctx, tn.Addr().String(), conf, nil)
 		cancel()
-		if err != nil {
-			refused++
-			continue
+		if err == nil {
+			conns = append(conns, qc)
 		}
-		conns = append(conns, qc)
 	}
-	if refused == 0 {
-		t.Fatal("20 connections from one host were all accepted with a limit of 8")
+	if n := waitMetric(t, tn, 12, "edgereg_connections_replaced_total"); n < 12 {
+		t.Fatalf("20 connections of one certificate with a limit of 8: %v replaced, want 12 or more", n)
 	}
 	// Stream flood and slowloris on the accepted connections: every stream
 	// sends half a frame and stalls.
@@ -390,5 +414,86 @@ func TestEmptyBrokerNameIsBadRequest(t *testing.T) {
 		if !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), "broker name") {
 			t.Errorf("empty broker name: err = %v, want code 1 naming the broker name", err)
 		}
+	}
+}
+
+// syncBuffer is a log sink tests can read while the node writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) lines(substr string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(b.buf.String(), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func logTo(b *syncBuffer) func(*Config) {
+	return func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(b, nil)) }
+}
+
+// TestChangesAreLoggedWithWhoMadeThem: topic deletes, permission changes
+// and KV writes name the operator's certificate and address.
+func TestChangesAreLoggedWithWhoMadeThem(t *testing.T) {
+	var logs syncBuffer
+	tn := startNode(t, logTo(&logs))
+	ctx := ctxT(t)
+	op := tn.dialTLS(tn.tlsFor(pki.RoleOperator, "alice"))
+	if _, err := op.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t", "u")); err != nil {
+		t.Fatal(err)
+	}
+	steps := []error{
+		op.KVPut(ctx, "ns", "k", "v"), op.KVDelete(ctx, "ns", "k"), op.DeleteTopic(ctx, "u"),
+	}
+	_, err := op.WipeWritePerm(ctx, "b1")
+	steps = append(steps, err)
+	for _, err := range steps {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, msg := range []string{"kv put", "kv deleted", "topic deleted", "write permission changed"} {
+		ls := logs.lines(`msg="` + msg + `"`)
+		if len(ls) != 1 || !strings.Contains(ls[0], "peer=alice") || !strings.Contains(ls[0], "peer_role=operator") || !strings.Contains(ls[0], "remote=127.0.0.1:") {
+			t.Errorf("%q logged as %q, want one line naming operator alice and her address", msg, ls)
+		}
+	}
+}
+
+// TestDenialsLoggedRateLimited: a peer sending denied requests in a loop
+// is logged with its identity, but only a burst of lines, not one each.
+func TestDenialsLoggedRateLimited(t *testing.T) {
+	var logs syncBuffer
+	tn := startNode(t, logTo(&logs))
+	ctx := ctxT(t)
+	c := tn.dialTLS(tn.tlsFor(pki.RoleClient, "mallory"))
+	const tries = 200
+	for range tries {
+		if err := c.KVPut(ctx, "ns", "k", "v"); !errors.Is(err, wire.ErrNotAuthorized) {
+			t.Fatalf("client kv-put: %v", err)
+		}
+	}
+	ls := logs.lines(`msg="request denied"`)
+	if len(ls) == 0 || len(ls) > 2*warnBurst {
+		t.Fatalf("%d denials logged %d lines, want between 1 and %d", tries, len(ls), 2*warnBurst)
+	}
+	if !strings.Contains(ls[0], "peer=mallory") || !strings.Contains(ls[0], "kind=kv-put") {
+		t.Errorf("denial logged as %q, want the peer and the kind", ls[0])
+	}
+	if n := metricValue(t, tn, "edgereg_denied_total", "role=client", "kind=kv-put"); n != tries {
+		t.Errorf("denied counter %v, want %d", n, tries)
 	}
 }

@@ -1,0 +1,255 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// metricValue sums a metric family's samples whose labels include every
+// "name=value" given.
+func metricValue(t testing.TB, tn *testNode, name string, labels ...string) float64 {
+	t.Helper()
+	fams, err := tn.stats.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for _, kv := range labels {
+				k, v, _ := strings.Cut(kv, "=")
+				if have[k] != v {
+					continue metrics
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// waitMetric polls until a metric reaches at least want (connections are
+// admitted by the node after the client's handshake returns).
+func waitMetric(t testing.TB, tn *testNode, want float64, name string, labels ...string) float64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v := metricValue(t, tn, name, labels...)
+		if v >= want || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// dialOnce connects, reads a route and closes; it reports whether both
+// worked.
+func dialOnce(tn *testNode, conf *tls.Config, topic string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: conf})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, _, err = c.Route(ctx, topic, wire.ClientAttrs{})
+	return err
+}
+
+// TestAttackerOnSameIPCannotLockOutClients: an attacker holding a client
+// certificate opens connection after connection from the legitimate
+// client's IP. Before per-identity limits it took every per-host slot and
+// the legitimate client's reconnects were refused.
+func TestAttackerOnSameIPCannotLockOutClients(t *testing.T) {
+	tn := startNode(t, func(c *Config) {
+		c.MaxConnsPerHost = 8
+		c.MaxConnsPerIdentity = 4
+	})
+	ctx := ctxT(t)
+	if _, err := tn.dial(pki.RoleBroker).Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t")); err != nil {
+		t.Fatal(err)
+	}
+	legit := tn.tlsFor(pki.RoleClient, "legit")
+	attacker := tn.tlsFor(pki.RoleClient, "attacker")
+	var held []*quic.Conn
+	defer func() {
+		for _, qc := range held {
+			qc.CloseWithError(0, "")
+		}
+	}()
+	const rounds = 20
+	ok := 0
+	for i := range rounds {
+		// The attacker opens three connections and keeps them.
+		for range 3 {
+			dctx, cancel := context.WithTimeout(ctx, time.Second)
+			qc, err := quic.DialAddr(dctx, tn.Addr().String(), attacker, nil)
+			cancel()
+			if err == nil {
+				held = append(held, qc)
+			}
+		}
+		if err := dialOnce(tn, legit, "t"); err == nil {
+			ok++
+		} else {
+			t.Logf("round %d: legitimate reconnect and read failed: %v", i, err)
+		}
+	}
+	t.Logf("legitimate reconnect-and-read success: %d/%d (%.0f %%); attacker connections opened %d, replaced %v, refused %v",
+		ok, rounds, 100*float64(ok)/rounds, len(held),
+		metricValue(t, tn, "edgereg_connections_replaced_total"), metricValue(t, tn, "edgereg_connections_refused_total"))
+	if ok != rounds {
+		t.Errorf("legitimate client succeeded %d of %d times, want every time", ok, rounds)
+	}
+}
+
+// TestClientsCannotStarveBrokers: readers holding every worker do not delay
+// a broker's registration and heartbeat or an operator's leases: brokers
+// and operators have workers of their own.
+func TestClientsCannotStarveBrokers(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.Workers = 2 })
+	broker, op := tn.dial(pki.RoleBroker), tn.dial(pki.RoleOperator)
+	for range cap(tn.workers) { // every reader worker is busy
+		tn.workers <- struct{}{}
+	}
+	defer func() {
+		for range cap(tn.workers) {
+			<-tn.workers
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	ack, err := broker.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t"))
+	if err != nil {
+		t.Fatalf("registration while readers hold every worker: %v", err)
+	}
+	if _, err := broker.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: ack.Lease.Epoch, DataVersion: wire.DataVersion{Counter: 1}}); err != nil {
+		t.Fatalf("heartbeat while readers hold every worker: %v", err)
+	}
+	if _, err := op.Leases(ctx); err != nil {
+		t.Fatalf("operator leases while readers hold every worker: %v", err)
+	}
+}
+
+// flapper is one broker slot that restarts: each life dials from a fresh
+// UDP socket, registers, heartbeats, and dies by closing its socket without
+// a word, as kill -9 would, leaving the node a connection that looks alive
+// until its idle timeout.
+type flapper struct {
+	tn      *testNode
+	conf    *tls.Config
+	addr    string
+	refused atomic.Int64
+	lives   atomic.Int64
+}
+
+func (f *flapper) live(ctx context.Context, beats int) error {
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return err
+	}
+	defer udp.Close() // the crash: no CONNECTION_CLOSE is ever sent
+	tr := &quic.Transport{Conn: udp}
+	c, err := client.Dial(ctx, f.tn.Addr().String(), client.Config{TLS: f.conf, Transport: tr})
+	if err != nil {
+		return err
+	}
+	reg := registration("c1", "g-"+f.addr, 0, f.addr, "t")
+	reg.HeartbeatTimeoutMs = 2000
+	ack, err := c.Register(ctx, reg)
+	if err != nil {
+		return err
+	}
+	for range beats {
+		time.Sleep(20 * time.Millisecond)
+		if _, err := c.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: f.addr, Epoch: ack.Lease.Epoch, DataVersion: reg.DataVersion}); err != nil {
+			return err
+		}
+	}
+	f.lives.Add(1)
+	return nil
+}
+
+// TestFlappingBrokersNeitherRefusedNorExpired: 20 broker slots on one IP
+// restart 8 times each over about two lease timeouts, far more connections
+// than the host's budget of 40 while every dead one still looks alive. Before, dead connections held
+// their slots until the idle timeout, restarts were refused and leases
+// expired; now each restart replaces a dead connection of its certificate.
+func TestFlappingBrokersNeitherRefusedNorExpired(t *testing.T) {
+	tn := startNode(t, func(c *Config) {
+		c.MaxConnsPerHost = 40       // the budget before per-class limits
+		c.MaxBrokerConnsPerHost = 40 // brokers' own budget
+		c.ScanInterval = 50 * time.Millisecond
+	})
+	conf := tn.tlsFor(pki.RoleBroker, "flapping-brokers") // one certificate for every broker
+	op := tn.dial(pki.RoleOperator)
+	const slots, restarts = 20, 8
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var failures atomic.Int64
+	fl := make([]*flapper, slots)
+	for i := range slots {
+		fl[i] = &flapper{tn: tn, conf: conf, addr: fmt.Sprintf("10.0.1.%d:10911", i)}
+		wg.Go(func() {
+			for range restarts {
+				if err := fl[i].live(ctx, 12); err != nil {
+					failures.Add(1)
+					t.Logf("slot %d: %v", i, err)
+				}
+			}
+		})
+	}
+	leasesOK := 0
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(100 * time.Millisecond):
+			if _, err := op.Leases(ctx); err == nil {
+				leasesOK++
+			} else {
+				t.Errorf("operator leases during the flapping: %v", err)
+			}
+		}
+	}
+	refused := metricValue(t, tn, "edgereg_connections_refused_total")
+	expired := metricValue(t, tn, "edgereg_expiries_total")
+	lives := 0
+	for _, f := range fl {
+		lives += int(f.lives.Load())
+	}
+	t.Logf("broker lives %d/%d, failed %d, connections refused %v, replaced %v, expiries %v, operator leases served %d",
+		lives, slots*restarts, failures.Load(), refused, metricValue(t, tn, "edgereg_connections_replaced_total"), expired, leasesOK)
+	if failures.Load() != 0 || refused != 0 || expired != 0 {
+		t.Errorf("flapping brokers: %d failed lives, %v refusals, %v expiries; want none", failures.Load(), refused, expired)
+	}
+}
