@@ -167,10 +167,14 @@ func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
 	if err := authorizeRegister(cs.peer, &reg); err != nil {
 		return nil, err
 	}
-	_, existed := n.reg.Lease(r.Cluster, r.Addr)
+	old, existed := n.reg.Lease(r.Cluster, r.Addr)
 	res, err := n.reg.Register(reg)
 	if err != nil {
 		return nil, err
+	}
+	if existed && old.BrokerName != r.BrokerName {
+		n.log.Info("broker address moved to another group", "cluster", r.Cluster, "addr", r.Addr,
+			"from", old.BrokerName, "to", r.BrokerName, "epoch", res.Epoch, "remote", cs.peer.remote)
 	}
 	n.stats.registrations.Inc()
 	if !existed {

@@ -497,3 +497,21 @@ func TestDenialsLoggedRateLimited(t *testing.T) {
 		t.Errorf("denied counter %v, want %d", n, tries)
 	}
 }
+
+// TestBrokerCannotHoldALeaseForever: the heartbeat timeout a broker asks
+// for is clamped to the node's bounds; "10 years" used to be accepted.
+func TestBrokerCannotHoldALeaseForever(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxLeaseTimeout = time.Minute })
+	reg := registration("c1", "b1", 0, "10.0.0.1:1", "t")
+	reg.HeartbeatTimeoutMs = uint64((10 * 365 * 24 * time.Hour).Milliseconds())
+	ack, err := tn.dial(pki.RoleBroker).Register(ctxT(t), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(time.UnixMilli(ack.Lease.DeadlineMs)); d > time.Minute {
+		t.Errorf("a broker asking for 10 years got a lease of %s, want at most the node's 1m", d.Round(time.Second))
+	}
+	if l, _ := tn.Registry().Lease("c1", reg.Addr); l.Threshold != time.Minute {
+		t.Errorf("threshold %s, want 1m", l.Threshold)
+	}
+}
