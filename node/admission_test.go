@@ -84,8 +84,9 @@ func dialOnce(tn *testNode, conf *tls.Config, topic string) error {
 
 // TestAttackerOnSameIPCannotLockOutClients: an attacker holding a client
 // certificate opens connection after connection from the legitimate
-// client's IP. Before per-identity limits it took every per-host slot and
-// the legitimate client's reconnects were refused.
+// client's IP while the legitimate client reconnects and reads. Before
+// per-identity limits the attacker took every per-host slot and the
+// legitimate client's reconnects were refused.
 func TestAttackerOnSameIPCannotLockOutClients(t *testing.T) {
 	tn := startNode(t, func(c *Config) {
 		c.MaxConnsPerHost = 8
@@ -97,32 +98,47 @@ func TestAttackerOnSameIPCannotLockOutClients(t *testing.T) {
 	}
 	legit := tn.tlsFor(pki.RoleClient, "legit")
 	attacker := tn.tlsFor(pki.RoleClient, "attacker")
-	var held []*quic.Conn
-	defer func() {
-		for _, qc := range held {
-			qc.CloseWithError(0, "")
-		}
-	}()
-	const rounds = 20
-	ok := 0
-	for i := range rounds {
-		// The attacker opens three connections and keeps them.
-		for range 3 {
+	// The attacker dials in a loop and keeps every connection it gets.
+	stop := make(chan struct{})
+	var opened atomic.Int64
+	var attack sync.WaitGroup
+	attack.Go(func() {
+		var held []*quic.Conn
+		defer func() {
+			for _, qc := range held {
+				qc.CloseWithError(0, "")
+			}
+		}()
+		for len(held) < 500 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			dctx, cancel := context.WithTimeout(ctx, time.Second)
 			qc, err := quic.DialAddr(dctx, tn.Addr().String(), attacker, nil)
 			cancel()
 			if err == nil {
 				held = append(held, qc)
+				opened.Add(1)
 			}
 		}
+	})
+	// Let the attacker fill the host before the legitimate client starts.
+	waitMetric(t, tn, 8, "edgereg_connections_replaced_total")
+	const rounds = 30
+	ok := 0
+	for i := range rounds {
 		if err := dialOnce(tn, legit, "t"); err == nil {
 			ok++
 		} else {
 			t.Logf("round %d: legitimate reconnect and read failed: %v", i, err)
 		}
 	}
+	close(stop)
+	attack.Wait()
 	t.Logf("legitimate reconnect-and-read success: %d/%d (%.0f %%); attacker connections opened %d, replaced %v, refused %v",
-		ok, rounds, 100*float64(ok)/rounds, len(held),
+		ok, rounds, 100*float64(ok)/rounds, opened.Load(),
 		metricValue(t, tn, "edgereg_connections_replaced_total"), metricValue(t, tn, "edgereg_connections_refused_total"))
 	if ok != rounds {
 		t.Errorf("legitimate client succeeded %d of %d times, want every time", ok, rounds)

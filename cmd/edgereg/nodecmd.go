@@ -70,7 +70,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.DurationVar(&c.WarmUp, "warm-up", 0, "after start, route misses answer warming-up for this long (default: the heartbeat interval; negative disables)")
 	fs.DurationVar(&c.ExpiryThreshold, "expiry-threshold", node.DefaultExpiryThreshold, "how long a broker may stay silent before it expires")
 	fs.DurationVar(&c.ScanInterval, "scan-interval", node.DefaultScanInterval, "how often expired brokers are looked for")
-	fs.IntVar(&c.MaxConns, "max-conns", node.DefaultMaxConns, "connections in total")
+	fs.IntVar(&c.MaxConns, "max-conns", node.DefaultMaxConns, "connections in total (readers may hold at most 90 %)")
 	fs.IntVar(&c.MaxConnsPerHost, "max-conns-per-host", node.DefaultMaxConnsPerHost, "reader (client, node, anonymous) connections per source IP")
 	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", node.DefaultMaxStreamsPerConn, "concurrent streams per connection")
 	fs.IntVar(&c.MaxRequestLen, "max-request-size", 1<<20, "largest frame a client may send, bytes")
