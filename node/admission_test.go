@@ -185,7 +185,9 @@ type flapper struct {
 	lives   atomic.Int64
 }
 
-func (f *flapper) live(ctx context.Context, beats int) error {
+// live runs one life of beats heartbeats; with until set, it goes on
+// heartbeating until until is closed (and then dies like the others).
+func (f *flapper) live(ctx context.Context, beats int, until <-chan struct{}) error {
 	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		return err
@@ -202,7 +204,18 @@ func (f *flapper) live(ctx context.Context, beats int) error {
 	if err != nil {
 		return err
 	}
-	for range beats {
+	for i := 0; ; i++ {
+		if i >= beats {
+			if until == nil {
+				break
+			}
+			select {
+			case <-until:
+				until = nil
+				continue
+			default:
+			}
+		}
 		time.Sleep(20 * time.Millisecond)
 		if _, err := c.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: f.addr, Epoch: ack.Lease.Epoch, DataVersion: reg.DataVersion}); err != nil {
 			return err
@@ -213,10 +226,10 @@ func (f *flapper) live(ctx context.Context, beats int) error {
 }
 
 // TestFlappingBrokersNeitherRefusedNorExpired: 20 broker slots on one IP
-// restart 8 times each over about two lease timeouts, far more connections
-// than the host's budget of 40 while every dead one still looks alive. Before, dead connections held
-// their slots until the idle timeout, restarts were refused and leases
-// expired; now each restart replaces a dead connection of its certificate.
+// restart 6 times each: 120 connections against the host's budget of 40,
+// while every dead one still looks alive. Before, dead connections held
+// their slots until the idle timeout and restarts were refused (so leases
+// ran out); now each restart replaces a dead connection of its certificate.
 func TestFlappingBrokersNeitherRefusedNorExpired(t *testing.T) {
 	tn := startNode(t, func(c *Config) {
 		c.MaxConnsPerHost = 40       // the budget before per-class limits
@@ -225,17 +238,28 @@ func TestFlappingBrokersNeitherRefusedNorExpired(t *testing.T) {
 	})
 	conf := tn.tlsFor(pki.RoleBroker, "flapping-brokers") // one certificate for every broker
 	op := tn.dial(pki.RoleOperator)
-	const slots, restarts = 20, 8
+	const slots, restarts = 20, 6
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
+	var wg, lastLives sync.WaitGroup
 	var failures atomic.Int64
+	// Each slot's last life heartbeats until every slot has reached its
+	// last life, so no lease runs out merely because its slot finished
+	// early: any expiry is a broker that could not get back in.
+	allLast := make(chan struct{})
+	lastLives.Add(slots)
+	go func() { lastLives.Wait(); close(allLast) }()
 	fl := make([]*flapper, slots)
 	for i := range slots {
 		fl[i] = &flapper{tn: tn, conf: conf, addr: fmt.Sprintf("10.0.1.%d:10911", i)}
 		wg.Go(func() {
-			for range restarts {
-				if err := fl[i].live(ctx, 12); err != nil {
+			for life := range restarts {
+				var until <-chan struct{}
+				if life == restarts-1 {
+					lastLives.Done()
+					until = allLast
+				}
+				if err := fl[i].live(ctx, 10, until); err != nil {
 					failures.Add(1)
 					t.Logf("slot %d: %v", i, err)
 				}
