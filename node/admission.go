@@ -210,30 +210,18 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 	a.qc, a.class, a.ident = qc, class, ident
 	a.established = true
 	ad.doneHandshaking(a)
-	var victims []*admitted
-	reason := ""
-	mine := ad.idents[a.ident]
-	if a.ident != "" && a.class == userClass && len(mine) >= ad.perIdentity {
-		victims = append(victims, ad.evictLocked(oldest(mine, "")))
-	}
-	if ad.hosts[a.class][a.host] >= ad.perHost[a.class] {
-		if v := oldest(ad.idents[a.ident], a.host); a.ident != "" && v != nil {
-			victims = append(victims, ad.evictLocked(v))
-		} else {
-			reason = refusedPerHost
-		}
-	}
-	if reason == "" && a.class == userClass && ad.clients >= ad.clientMax {
-		reason = refusedClientShare
-	}
+	victim, reason := ad.place(a)
 	if reason == "" {
+		if victim != nil {
+			ad.uncount(victim)
+		}
 		ad.countLocked(a)
 	}
 	ad.mu.Unlock()
-	for _, v := range victims {
-		v.qc.CloseWithError(codeReplaced, "replaced by a newer connection with the same certificate")
+	if victim != nil {
+		victim.qc.CloseWithError(codeReplaced, "replaced by a newer connection with the same certificate")
 		if ad.onReplace != nil {
-			ad.onReplace(v)
+			ad.onReplace(victim)
 		}
 	}
 	if reason != "" {
@@ -241,6 +229,29 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 		return a, false
 	}
 	return a, true
+}
+
+// place decides, with mu held, whether a fits and which of its identity's
+// connections it replaces. One replacement is always enough: the victim is
+// of a's identity, so of its class, and on a's host when the host is full.
+// Nothing is replaced for a connection that is refused anyway.
+func (ad *admission) place(a *admitted) (victim *admitted, reason string) {
+	mine := ad.idents[a.ident] // none for an anonymous peer
+	hostFull := ad.hosts[a.class][a.host] >= ad.perHost[a.class]
+	identFull := a.ident != "" && a.class == userClass && len(mine) >= ad.perIdentity
+	shareFull := a.class == userClass && ad.clients >= ad.clientMax
+	switch {
+	case hostFull:
+		if victim = oldest(mine, a.host); victim == nil {
+			return nil, refusedPerHost
+		}
+	case identFull:
+		victim = oldest(mine, "")
+	}
+	if shareFull && victim == nil {
+		return nil, refusedClientShare
+	}
+	return victim, ""
 }
 
 func (ad *admission) countLocked(a *admitted) {
@@ -280,11 +291,6 @@ func (ad *admission) uncount(a *admitted) {
 	} else {
 		ad.idents[a.ident] = list
 	}
-}
-
-func (ad *admission) evictLocked(v *admitted) *admitted {
-	ad.uncount(v)
-	return v
 }
 
 // oldest returns the least recently active connection of list, on host

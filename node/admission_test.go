@@ -293,3 +293,67 @@ func TestFlappingBrokersNeitherRefusedNorExpired(t *testing.T) {
 		t.Errorf("flapping brokers: %d failed lives, %v refusals, %v expiries; want none", failures.Load(), refused, expired)
 	}
 }
+
+// TestAdmissionPlace checks the admission rules on their own, without
+// sockets: who is refused, who replaces whom, and that nothing is replaced
+// for a connection that is refused anyway.
+func TestAdmissionPlace(t *testing.T) {
+	ad := newAdmission(Config{MaxConns: 20, MaxConnsPerHost: 2, MaxBrokerConnsPerHost: 3, MaxConnsPerIdentity: 2, Clock: fixedClock{}}.WithDefaults())
+	seq := int64(0)
+	conn := func(host, ident string, class connClass) *admitted {
+		seq++
+		a := &admitted{host: host, ident: ident, class: class}
+		a.last.Store(seq) // later connections are more recently active
+		return a
+	}
+	admit := func(a *admitted) (*admitted, string) {
+		v, reason := ad.place(a)
+		if reason == "" {
+			if v != nil {
+				ad.uncount(v)
+			}
+			ad.countLocked(a)
+		}
+		return v, reason
+	}
+	// Identity X fills its limit on two hosts.
+	x1, x2 := conn("h1", "X", userClass), conn("h2", "X", userClass)
+	admit(x1)
+	admit(x2)
+	// Another reader fills h1.
+	admit(conn("h1", "Y", userClass))
+	// X on full h1 replaces its own connection there, not the one on h2.
+	if v, reason := admit(conn("h1", "X", userClass)); reason != "" || v != x1 {
+		t.Fatalf("X on full h1: victim %v, reason %q; want x1 replaced", v, reason)
+	}
+	// Z has nothing on full h1: refused, nothing replaced.
+	if v, reason := admit(conn("h1", "Z", userClass)); reason != refusedPerHost || v != nil {
+		t.Fatalf("Z on full h1: victim %v, reason %q; want refused", v, reason)
+	}
+	// X at its identity limit on a free host replaces its oldest anywhere.
+	if v, reason := admit(conn("h3", "X", userClass)); reason != "" || v != x2 {
+		t.Fatalf("X at its limit on h3: victim %v, reason %q; want x2 replaced", v, reason)
+	}
+	// Anonymous peers have no identity: refused on a full host.
+	admit(conn("h4", "", userClass))
+	admit(conn("h4", "", userClass))
+	if v, reason := admit(conn("h4", "", userClass)); reason != refusedPerHost || v != nil {
+		t.Fatalf("anonymous on full h4: victim %v, reason %q", v, reason)
+	}
+	// Brokers on h1 have their own budget: readers filling h1 leave it free.
+	for i := range 3 {
+		if _, reason := admit(conn("h1", fmt.Sprint("B", i), brokerClass)); reason != "" {
+			t.Fatalf("broker %d on h1 refused: %s", i, reason)
+		}
+	}
+	if _, reason := admit(conn("h1", "B9", brokerClass)); reason != refusedPerHost {
+		t.Fatalf("fourth broker identity on h1: %q, want refused", reason)
+	}
+	if ad.clients != 5 || ad.hosts[userClass]["h1"] != 2 || len(ad.idents["X"]) != 2 {
+		t.Fatalf("counts: clients %d, h1 readers %d, X %d", ad.clients, ad.hosts[userClass]["h1"], len(ad.idents["X"]))
+	}
+}
+
+type fixedClock struct{}
+
+func (fixedClock) Now() time.Time { return time.Unix(0, 0) }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -173,7 +174,11 @@ func TestRefusedCertificates(t *testing.T) {
 	revoked, _ := tls.X509KeyPair(revokedPEM, revokedKey)
 	leaf, _ := x509.ParseCertificate(revoked.Certificate[0])
 	os.WriteFile(revocations, []byte(fmt.Sprintf("%x\n", leaf.SerialNumber)), 0o600)
-	tn := startNodeIn(t, dir, "127.0.0.1:0", func(c *Config) { c.RevocationFile = revocations })
+	var logs syncBuffer
+	tn := startNodeIn(t, dir, "127.0.0.1:0", func(c *Config) {
+		c.RevocationFile = revocations
+		logTo(&logs)(c)
+	})
 
 	foreignDir := t.TempDir()
 	foreign, _ := pki.EnsureLocal(foreignDir, nil)
@@ -211,6 +216,16 @@ func TestRefusedCertificates(t *testing.T) {
 	}
 	if n := waitMetric(t, tn, 1, "edgereg_connections_refused_total", "reason=no_identity"); n != 1 {
 		t.Errorf("%v refusals counted for a certificate without a role, want 1", n)
+	}
+	// Each is logged with what is known of the peer: its address, and the
+	// certificate once it was verified (revoked, no role).
+	if ls := logs.lines("TLS handshake failed"); len(ls) != 4 || !slices.ContainsFunc(ls, func(l string) bool {
+		return strings.Contains(l, `\"revoked\" serial`) && strings.Contains(l, "remote=127.0.0.1:")
+	}) {
+		t.Errorf("TLS failures logged as %q, want 4 lines, the revoked one naming the certificate", ls)
+	}
+	if ls := logs.lines("connection refused"); len(ls) != 1 || !strings.Contains(ls[0], `certificate \"test\"`) {
+		t.Errorf("no-identity refusal logged as %q, want it to name the certificate", ls)
 	}
 }
 
