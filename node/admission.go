@@ -24,13 +24,17 @@ const (
 
 // Reasons a connection is refused, as the refusal metric labels them.
 const (
-	refusedMaxConns        = "max_conns"           // the node's total, before the handshake
-	refusedHandshakes      = "handshakes_per_host" // handshakes in progress from one IP
-	refusedPerHost         = "conns_per_host"      // established connections of a class from one IP
-	refusedClientShare     = "client_share"        // clients may hold at most 90 % of MaxConns
-	refusedNoIdentity      = "no_identity"         // the certificate carries no usable identity
-	refusedShuttingDown    = "shutting_down"
-	brokerClass, userClass = connClass(0), connClass(1)
+	refusedMaxConns    = "max_conns"           // the node's total, before the handshake
+	refusedHandshakes  = "handshakes_per_host" // handshakes in progress from one IP
+	refusedPerHost     = "conns_per_host"      // established connections of a class from one IP
+	refusedClientShare = "client_share"        // clients may hold at most 90 % of MaxConns
+	refusedNoIdentity  = "no_identity"         // the certificate carries no usable identity
+)
+
+// The classes of peers, each with a per-host budget of its own.
+const (
+	brokerClass connClass = iota // brokers and operators
+	userClass                    // clients, nodes, anonymous peers
 )
 
 // connClass separates the peers whose connections keep the registry alive
@@ -72,7 +76,6 @@ type admission struct {
 	max, clientMax, handshakesPerHost int
 	perHost                           [2]int // by class
 	perIdentity                       int    // readers only; brokers are bounded per host
-	clock                             func() time.Time
 
 	mu          sync.Mutex
 	total       int
@@ -116,7 +119,6 @@ func newAdmission(cfg Config) *admission {
 		handshakesPerHost: cfg.MaxHandshakesPerHost,
 		perHost:           [2]int{brokerClass: cfg.MaxBrokerConnsPerHost, userClass: cfg.MaxConnsPerHost},
 		perIdentity:       cfg.MaxConnsPerIdentity,
-		clock:             cfg.Clock.Now,
 		handshaking:       make(map[string]int),
 		hosts:             [2]map[string]int{make(map[string]int), make(map[string]int)},
 		idents:            make(map[string][]*admitted),
@@ -201,7 +203,7 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 		return nil, true
 	}
 	class, ident := classOf(*p), identityKey(qc, p)
-	a.touch(ad.clock())
+	a.touch(time.Now()) // wall clock, as handle's touches: only the order matters
 	ad.mu.Lock()
 	if a.released || a.established { // closed meanwhile; release has run
 		ad.mu.Unlock()

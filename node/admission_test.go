@@ -298,7 +298,7 @@ func TestFlappingBrokersNeitherRefusedNorExpired(t *testing.T) {
 // sockets: who is refused, who replaces whom, and that nothing is replaced
 // for a connection that is refused anyway.
 func TestAdmissionPlace(t *testing.T) {
-	ad := newAdmission(Config{MaxConns: 20, MaxConnsPerHost: 2, MaxBrokerConnsPerHost: 3, MaxConnsPerIdentity: 2, Clock: fixedClock{}}.WithDefaults())
+	ad := newAdmission(Config{MaxConns: 20, MaxConnsPerHost: 2, MaxBrokerConnsPerHost: 3, MaxConnsPerIdentity: 2}.WithDefaults())
 	seq := int64(0)
 	conn := func(host, ident string, class connClass) *admitted {
 		seq++
@@ -353,7 +353,3 @@ func TestAdmissionPlace(t *testing.T) {
 		t.Fatalf("counts: clients %d, h1 readers %d, X %d", ad.clients, ad.hosts[userClass]["h1"], len(ad.idents["X"]))
 	}
 }
-
-type fixedClock struct{}
-
-func (fixedClock) Now() time.Time { return time.Unix(0, 0) }
