@@ -119,8 +119,8 @@ func TestAuthorizationTable(t *testing.T) {
 			if allow[role][typ] {
 				want = 0
 			}
-			if got := metricValue(t, tn, "edgereg_denied_total", "role="+role, "kind="+typ.String()); got != want {
-				t.Errorf("edgereg_denied_total{role=%s,kind=%s} = %v, want %v", role, typ, got, want)
+			if got := metricValue(t, tn, "edgereg_requests_denied_total", "role="+role, "kind="+typ.String()); got != want {
+				t.Errorf("edgereg_requests_denied_total{role=%s,kind=%s} = %v, want %v", role, typ, got, want)
 			}
 		}
 	}
@@ -155,7 +155,7 @@ func TestBrokerLimitedToItsGroups(t *testing.T) {
 		t.Fatal("a refused unregister removed the broker")
 	}
 	for _, kind := range []string{"register", "unregister"} {
-		if n := metricValue(t, tn, "edgereg_denied_total", "role=broker", "kind="+kind); n != 1 {
+		if n := metricValue(t, tn, "edgereg_requests_denied_total", "role=broker", "kind="+kind); n != 1 {
 			t.Errorf("denied{role=broker,kind=%s} = %v, want 1", kind, n)
 		}
 	}
@@ -511,7 +511,7 @@ func TestDenialsLoggedRateLimited(t *testing.T) {
 	if !strings.Contains(ls[0], "peer=mallory") || !strings.Contains(ls[0], "kind=kv-put") {
 		t.Errorf("denial logged as %q, want the peer and the kind", ls[0])
 	}
-	if n := metricValue(t, tn, "edgereg_denied_total", "role=client", "kind=kv-put"); n != tries {
+	if n := metricValue(t, tn, "edgereg_requests_denied_total", "role=client", "kind=kv-put"); n != tries {
 		t.Errorf("denied counter %v, want %d", n, tries)
 	}
 }

@@ -46,7 +46,7 @@ func newStats(n *Node) *stats {
 	s.heartbeats = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_heartbeats_total", Help: "Heartbeats accepted."})
 	s.expiries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_expiries_total", Help: "Brokers removed, by reason."}, []string{"reason"})
 	s.badFrames = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_bad_frames_total", Help: "Malformed, oversized or unknown frames."})
-	s.denied = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_denied_total", Help: "Requests refused as not authorized, by the peer's role and the request's kind."}, []string{"role", "kind"})
+	s.denied = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_requests_denied_total", Help: "Requests refused as not authorized, by the peer's role and the request's kind."}, []string{"role", "kind"})
 	s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_connections_refused_total", Help: "Connections refused, by reason: max_conns, handshakes_per_host, conns_per_host, client_share, no_identity."}, []string{"reason"})
 	for _, r := range []string{refusedMaxConns, refusedHandshakes, refusedPerHost, refusedClientShare, refusedNoIdentity} {
 		s.refused.WithLabelValues(r) // present at 0, so alerts see the series
