@@ -8,30 +8,75 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// adminServer serves the node's health and metrics over plain HTTP on a
-// separate, by default loopback-only, address.
+// HTTP server timeouts. The write timeout leaves room for a 30 s CPU
+// profile (/debug/pprof/profile's default).
+const (
+	httpReadHeaderTimeout = 5 * time.Second
+	httpReadTimeout       = 10 * time.Second
+	httpWriteTimeout      = 60 * time.Second
+	httpIdleTimeout       = 2 * time.Minute
+)
+
+// adminServer serves the node's plain HTTP endpoints: health, readiness and
+// metrics on the admin address (by default loopback-only; probes and
+// Prometheus need it reachable), and the status page with /status.json,
+// which show the whole topology, on the status address (loopback by
+// default; see Config.StatusAddr).
 type adminServer struct {
-	n   *Node
-	ln  net.Listener
-	srv *http.Server
+	n          *Node
+	adminLn    net.Listener // nil when the admin address is off
+	statusLn   net.Listener // nil when the page is off; adminLn when shared
+	servers    []*http.Server
+	listeners  []net.Listener
+	statusHere string // where the page is served, or AdminOff
 }
 
-func newAdminServer(n *Node, addr string) (*adminServer, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("admin listen on %s: %w", addr, err)
+// newAdminServer binds the admin and status listeners the config asks for;
+// it returns nil, nil when both are off.
+func newAdminServer(n *Node) (*adminServer, error) {
+	a := &adminServer{n: n, statusHere: statusAddr(n.cfg)}
+	var adminMux *http.ServeMux
+	if n.cfg.AdminAddr != AdminOff {
+		adminMux = a.adminMux()
+		ln, err := a.bind("admin", n.cfg.AdminAddr, adminMux)
+		if err != nil {
+			return nil, err
+		}
+		a.adminLn = ln
 	}
-	a := &adminServer{n: n, ln: ln}
+	switch {
+	case a.statusHere == AdminOff:
+	case adminMux != nil && sharesAdmin(n.cfg):
+		a.statusRoutes(adminMux)
+		a.statusLn = a.adminLn
+	default:
+		mux := http.NewServeMux()
+		a.statusRoutes(mux)
+		ln, err := a.bind("status", a.statusHere, mux)
+		if err != nil {
+			a.closeListeners()
+			return nil, err
+		}
+		a.statusLn = ln
+	}
+	if len(a.servers) == 0 {
+		return nil, nil
+	}
+	a.logPlacement()
+	return a, nil
+}
+
+func (a *adminServer) adminMux() *http.ServeMux {
+	n := a.n
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
-	mux.HandleFunc("GET /status.json", a.statusJSON)
-	mux.HandleFunc("GET /", a.statusPage)
 	if n.cfg.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -39,19 +84,121 @@ func newAdminServer(n *Node, addr string) (*adminServer, error) {
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.stats.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelError)}))
-	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	return a, nil
+	return mux
 }
 
-func (a *adminServer) addr() net.Addr { return a.ln.Addr() }
+func (a *adminServer) statusRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /status.json", a.statusJSON)
+	mux.HandleFunc("GET /", a.statusPage)
+}
 
-func (a *adminServer) serve() {
-	if err := a.srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		a.n.log.Error("admin server stopped", "err", err)
+func (a *adminServer) bind(what, addr string, h http.Handler) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listen on %s: %w", what, addr, err)
+	}
+	a.listeners = append(a.listeners, ln)
+	a.servers = append(a.servers, &http.Server{
+		Addr: ln.Addr().String(), Handler: h,
+		ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
+		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout,
+		ErrorLog: slog.NewLogLogger(a.n.log.Handler(), slog.LevelDebug),
+	})
+	return ln, nil
+}
+
+func (a *adminServer) closeListeners() {
+	for _, ln := range a.listeners {
+		ln.Close()
 	}
 }
 
-func (a *adminServer) shutdown(ctx context.Context) { a.srv.Shutdown(ctx) }
+// logPlacement says where the page is, and warns when an operator put it
+// where more than this host can read it.
+func (a *adminServer) logPlacement() {
+	switch {
+	case a.statusLn == nil && a.n.cfg.StatusAddr == "":
+		a.n.log.Info("status page off: the admin address is not loopback; set --status-addr (e.g. 127.0.0.1:9878) to serve it",
+			"admin_addr", a.n.cfg.AdminAddr)
+	case a.statusLn != nil && !isLoopback(a.statusHere):
+		a.n.log.Warn("status page served on a non-loopback address: it shows the whole topology to anyone who reaches it",
+			"status_addr", a.statusLn.Addr().String())
+	}
+}
+
+// statusAddr decides where the status page is served: the configured
+// status address, else the admin address when that is loopback, else off.
+func statusAddr(c Config) string {
+	switch {
+	case c.StatusAddr != "":
+		return c.StatusAddr
+	case c.AdminAddr != AdminOff && isLoopback(c.AdminAddr):
+		return c.AdminAddr
+	}
+	return AdminOff
+}
+
+// sharesAdmin reports whether the page is served on the admin listener:
+// by default, or when the status address names the admin address exactly
+// (port 0 means a listener of its own).
+func sharesAdmin(c Config) bool {
+	if c.StatusAddr == "" {
+		return true
+	}
+	_, port, _ := net.SplitHostPort(c.StatusAddr)
+	return c.StatusAddr == c.AdminAddr && port != "0"
+}
+
+// isLoopback reports whether a listen address binds only loopback
+// interfaces; an empty host binds them all.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (a *adminServer) addr() net.Addr {
+	if a == nil || a.adminLn == nil {
+		return nil
+	}
+	return a.adminLn.Addr()
+}
+
+func (a *adminServer) statusAddr() net.Addr {
+	if a == nil || a.statusLn == nil {
+		return nil
+	}
+	return a.statusLn.Addr()
+}
+
+// serve runs every server until shutdown.
+func (a *adminServer) serve() {
+	var wg sync.WaitGroup
+	for i, srv := range a.servers {
+		wg.Go(func() {
+			if err := srv.Serve(a.listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.n.log.Error("admin server stopped", "addr", srv.Addr, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (a *adminServer) shutdown(ctx context.Context) {
+	for _, srv := range a.servers {
+		srv.Shutdown(ctx)
+	}
+}
+
+// StatusAddr returns the address the status page is served on, or nil when
+// it is off.
+func (n *Node) StatusAddr() net.Addr { return n.admin.statusAddr() }
 
 // healthz answers 200 while the node runs.
 func (a *adminServer) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/pki"
 )
@@ -52,4 +53,21 @@ func authorizeGroup(p peer, group string) *wire.Error {
 		return nil
 	}
 	return wire.Errorf(wire.CodeNotAuthorized, "not authorized: broker certificate %q may not act for broker group %q", p.Name, group)
+}
+
+// authorizeRegister refuses a registration for a group the broker's
+// certificate does not name, and arranges that the registry refuses it too
+// when the address holds a lease in another group the certificate does not
+// name: taking an address out of a group is acting for that group.
+func authorizeRegister(p peer, reg *registry.Registration) *wire.Error {
+	if err := authorizeGroup(p, reg.BrokerName); err != nil {
+		return err
+	}
+	reg.MayMove = func(from string) error {
+		if err := authorizeGroup(p, from); err != nil {
+			return wire.Errorf(wire.CodeNotAuthorized, "not authorized: %s holds a lease in broker group %q: %s", reg.Addr, from, err.Message)
+		}
+		return nil
+	}
+	return nil
 }

@@ -31,6 +31,16 @@ const (
 	DefaultMaxWatchesPerConn = 10_000
 )
 
+// Default admission limits (see Config).
+const (
+	// DefaultMaxConnsPerIdentity bounds one reader certificate.
+	DefaultMaxConnsPerIdentity = 16
+	// DefaultMaxBrokerConnsPerHost is generous: many brokers may share an
+	// IP behind NAT, and brokers never compete with readers for it.
+	DefaultMaxBrokerConnsPerHost = 1024
+	DefaultMaxHandshakesPerHost  = 128
+)
+
 // AdminOff as Config.AdminAddr turns the admin HTTP server off.
 const AdminOff = "off"
 
@@ -42,6 +52,13 @@ type Config struct {
 	// AdminAddr is the HTTP address for /healthz, /readyz and /metrics;
 	// "off" turns it off. Default 127.0.0.1:9877.
 	AdminAddr string
+	// StatusAddr is where the status page (/) and /status.json are served:
+	// they show the whole topology, so by default ("") they are served with
+	// the admin endpoints only when AdminAddr is a loopback address, and not
+	// at all otherwise. An address serves them there on a listener of their
+	// own (the same address as AdminAddr shares the admin listener); "off"
+	// turns them off.
+	StatusAddr string
 	// DataDir holds the node's identity, keys, TLS material and KV config.
 	DataDir string
 
@@ -70,15 +87,37 @@ type Config struct {
 	ExpiryThreshold time.Duration
 	// ScanInterval is how often expired leases are looked for. Default 5 s.
 	ScanInterval time.Duration
+	// MinLeaseTimeout and MaxLeaseTimeout bound the heartbeat timeout a
+	// broker may ask for in its registration (it is clamped); default 1 s
+	// and 10 min. ExpiryThreshold and policies are not clamped.
+	MinLeaseTimeout, MaxLeaseTimeout time.Duration
 
-	// MaxConns bounds connections in total, MaxConnsPerHost per source IP,
+	// MaxConns bounds connections in total (readers may hold at most 90 %
+	// of it, so brokers and operators always find room), MaxConnsPerHost a
+	// source IP's reader connections (clients, nodes, anonymous peers),
 	// MaxStreamsPerConn concurrent streams per connection.
 	MaxConns, MaxConnsPerHost, MaxStreamsPerConn int
+	// MaxConnsPerIdentity bounds the connections of one reader certificate;
+	// a certificate at its limit replaces its least recently active
+	// connection rather than being refused. Default 16.
+	MaxConnsPerIdentity int
+	// MaxBrokerConnsPerHost bounds a source IP's broker and operator
+	// connections, a budget of their own; a certificate on a full host
+	// replaces its own least recently active connection there. Default 1024.
+	MaxBrokerConnsPerHost int
+	// MaxHandshakesPerHost bounds handshakes in progress from one source IP,
+	// before any certificate is seen. Default 128.
+	MaxHandshakesPerHost int
 	// MaxRequestLen caps frames from clients; MaxBrokerFrameLen from brokers
 	// and operators.
 	MaxRequestLen, MaxBrokerFrameLen int
 	// Workers bounds requests handled at once. Default 8 per CPU.
 	Workers int
+	// BrokerWorkers is a pool of its own for the requests of brokers and
+	// operators (register, heartbeat, leases, ...), so readers that keep
+	// every worker busy never delay a heartbeat into an expiry. Default a
+	// quarter of Workers, at least 2.
+	BrokerWorkers int
 	// ReadTimeout bounds how long a started frame may take to arrive; a slow
 	// sender is cut off. Default 10 s.
 	ReadTimeout time.Duration
@@ -142,8 +181,13 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.WarmUp, c.HeartbeatInterval)
 	setDefault(&c.ExpiryThreshold, DefaultExpiryThreshold)
 	setDefault(&c.ScanInterval, DefaultScanInterval)
+	setDefault(&c.MinLeaseTimeout, registry.DefaultMinThreshold)
+	setDefault(&c.MaxLeaseTimeout, registry.DefaultMaxThreshold)
 	setDefault(&c.MaxConns, DefaultMaxConns)
 	setDefault(&c.MaxConnsPerHost, DefaultMaxConnsPerHost)
+	setDefault(&c.MaxConnsPerIdentity, DefaultMaxConnsPerIdentity)
+	setDefault(&c.MaxBrokerConnsPerHost, DefaultMaxBrokerConnsPerHost)
+	setDefault(&c.MaxHandshakesPerHost, DefaultMaxHandshakesPerHost)
 	setDefault(&c.MaxStreamsPerConn, DefaultMaxStreamsPerConn)
 	setDefault(&c.MaxRequestLen, wire.DefaultMaxRequestLen)
 	setDefault(&c.MaxBrokerFrameLen, wire.DefaultMaxBrokerFrameLen)
@@ -156,6 +200,9 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.RemotingMaxFrame, remoting.DefaultMaxFrame)
 	if c.Workers <= 0 {
 		c.Workers = 8 * maxProcs()
+	}
+	if c.BrokerWorkers <= 0 {
+		c.BrokerWorkers = max(2, c.Workers/4)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -192,6 +239,11 @@ func (c Config) Validate() error {
 	if c.RemotingMaxFrame < 64<<10 || c.RemotingMaxFrame > 1<<30 {
 		return fmt.Errorf("remoting max frame must be between 64 KiB and 1 GiB, got %d", c.RemotingMaxFrame)
 	}
+	if c.StatusAddr != "" && c.StatusAddr != AdminOff {
+		if _, _, err := net.SplitHostPort(c.StatusAddr); err != nil {
+			return fmt.Errorf("status address %q: %w", c.StatusAddr, err)
+		}
+	}
 	if n := countSet(c.CertFile, c.KeyFile, c.ClientCAFile); n != 0 && n != 3 {
 		return errors.New("--tls-cert, --tls-key and --tls-client-ca go together: give all three or none")
 	}
@@ -202,11 +254,15 @@ func (c Config) Validate() error {
 		{"heartbeat interval", c.HeartbeatInterval}, {"expiry threshold", c.ExpiryThreshold},
 		{"scan interval", c.ScanInterval}, {"read timeout", c.ReadTimeout}, {"idle timeout", c.IdleTimeout},
 		{"policy call timeout", c.PolicyCallTimeout},
+		{"min lease timeout", c.MinLeaseTimeout}, {"max lease timeout", c.MaxLeaseTimeout},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s", p.name, p.d)
 		}
+	}
+	if c.MaxLeaseTimeout < c.MinLeaseTimeout {
+		return fmt.Errorf("max lease timeout %s is below the min lease timeout %s", c.MaxLeaseTimeout, c.MinLeaseTimeout)
 	}
 	if c.ExpiryThreshold <= c.HeartbeatInterval {
 		return fmt.Errorf("expiry threshold %s must exceed the heartbeat interval %s, or every broker expires between heartbeats", c.ExpiryThreshold, c.HeartbeatInterval)
@@ -217,6 +273,9 @@ func (c Config) Validate() error {
 	}{
 		{"max connections", c.MaxConns}, {"max connections per host", c.MaxConnsPerHost},
 		{"max streams per connection", c.MaxStreamsPerConn}, {"workers", c.Workers},
+		{"max connections per identity", c.MaxConnsPerIdentity},
+		{"max broker connections per host", c.MaxBrokerConnsPerHost},
+		{"max handshakes per host", c.MaxHandshakesPerHost}, {"broker workers", c.BrokerWorkers},
 		{"max request size", c.MaxRequestLen}, {"max broker frame size", c.MaxBrokerFrameLen},
 		{"max watches per connection", c.MaxWatchesPerConn},
 		{"max policy uploads per minute", c.MaxPolicyUploadsPerMinute},

@@ -1,12 +1,10 @@
 package node
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sync"
 	"time"
@@ -24,46 +22,6 @@ const (
 	codeStreamTimeout quic.StreamErrorCode      = 0x20
 	codeStreamAbort   quic.StreamErrorCode      = 0x21
 )
-
-// connLimits bounds connections in total and per source host. It runs
-// before the handshake (quic.Transport.ConnContext), so refusing is cheap.
-type connLimits struct {
-	max, perHost int
-	mu           sync.Mutex
-	total        int
-	byHost       map[string]int
-}
-
-func newConnLimits(max, perHost int) *connLimits {
-	return &connLimits{max: max, perHost: perHost, byHost: make(map[string]int)}
-}
-
-var errTooManyConns = errors.New("connection limit reached")
-
-func (l *connLimits) admit(ctx context.Context, info *quic.ClientInfo) (context.Context, error) {
-	host := info.RemoteAddr.String()
-	if ua, ok := info.RemoteAddr.(*net.UDPAddr); ok {
-		host = ua.IP.String()
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.total >= l.max || l.byHost[host] >= l.perHost {
-		return nil, errTooManyConns
-	}
-	l.total++
-	l.byHost[host]++
-	context.AfterFunc(ctx, func() { l.release(host) })
-	return ctx, nil
-}
-
-func (l *connLimits) release(host string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.total--
-	if l.byHost[host]--; l.byHost[host] <= 0 {
-		delete(l.byHost, host)
-	}
-}
 
 // peer is who is on the other end of a connection.
 type peer struct {
@@ -84,6 +42,7 @@ func (p peer) role() string {
 type connState struct {
 	peer       peer
 	frameLimit int
+	adm        *admitted // the connection's admission slot (admission.go)
 	watchMu    sync.Mutex
 	watches    int // topics watched over all streams of the connection
 }
@@ -95,11 +54,18 @@ func (n *Node) serveConn(qc *quic.Conn) {
 	defer n.stats.conns.Add(-1)
 	p, err := n.identify(qc)
 	if err != nil {
-		n.log.Debug("connection refused", "remote", qc.RemoteAddr().String(), "err", err)
+		n.adm.settle(qc)
+		n.stats.refused.WithLabelValues(refusedNoIdentity).Inc()
+		n.warn.refused.Warn("connection refused", "reason", refusedNoIdentity, "remote", qc.RemoteAddr().String(), "err", err)
 		qc.CloseWithError(codeNoIdentity, err.Error())
 		return
 	}
-	cs := &connState{peer: p, frameLimit: n.cfg.MaxRequestLen}
+	adm, ok := n.adm.establish(qc, &p)
+	if !ok {
+		qc.CloseWithError(codeTooManyConns, "connection limit reached: retry later or use another node")
+		return
+	}
+	cs := &connState{peer: p, frameLimit: n.cfg.MaxRequestLen, adm: adm}
 	if p.Role == pki.RoleBroker || p.Role == pki.RoleOperator {
 		cs.frameLimit = n.cfg.MaxBrokerFrameLen
 	}

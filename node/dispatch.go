@@ -16,21 +16,26 @@ const MaxTopicsPerQuery = 10_000
 // frame needs no response.
 func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) *wire.Frame {
 	start := time.Now()
+	cs.adm.touch(start)
 	if !f.Type.Known() || f.Type == wire.TypeRouteEvent {
 		n.stats.badFrames.Inc()
 		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnknownType, "unknown message type %d", uint16(f.Type)))
 	}
 	if err := authorize(cs.peer, f.Type); err != nil {
-		n.stats.denied.Inc()
+		n.denied(cs, f.Type, err)
 		return errorFrame(f.Type, f.ID, err)
 	}
-	if !n.acquireWorker() {
+	pool := n.poolFor(cs)
+	if !n.acquireWorker(pool) {
 		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
 	}
-	defer n.releaseWorker()
+	defer func() { <-pool }()
 	body, err := n.dispatch(cs, f, w, watch)
 	if err != nil {
 		we := toWireError(err)
+		if we.Code == wire.CodeNotAuthorized {
+			n.denied(cs, f.Type, we) // refused for a broker group
+		}
 		n.stats.observe(f.Type, time.Since(start), we)
 		return errorFrame(f.Type, f.ID, we)
 	}
@@ -46,22 +51,29 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 	return resp
 }
 
-func (n *Node) acquireWorker() bool {
+// poolFor returns the worker pool for a connection's requests: brokers and
+// operators have one of their own, so readers can never delay a heartbeat.
+func (n *Node) poolFor(cs *connState) chan struct{} {
+	if classOf(cs.peer) == brokerClass {
+		return n.brokerWorkers
+	}
+	return n.workers
+}
+
+func (n *Node) acquireWorker(pool chan struct{}) bool {
 	select {
-	case n.workers <- struct{}{}:
+	case pool <- struct{}{}:
 	case <-n.stop:
 		return false
 	}
 	select {
 	case <-n.stop:
-		<-n.workers
+		<-pool
 		return false
 	default:
 		return true
 	}
 }
-
-func (n *Node) releaseWorker() { <-n.workers }
 
 // dispatch decodes a request and runs it, returning the response body.
 func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) (any, error) {
@@ -91,30 +103,42 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 	case wire.TypePing:
 		return wire.Pong{NodeID: n.id, StartedMs: n.started.UnixMilli(), WarmingUp: n.WarmingUp(), Version: Version}, nil
 	}
-	return n.dispatchAdmin(f)
+	return n.dispatchAdmin(cs, f)
 }
 
-func (n *Node) dispatchAdmin(f *wire.Frame) (any, error) {
+func (n *Node) dispatchAdmin(cs *connState, f *wire.Frame) (any, error) {
 	switch f.Type {
 	case wire.TypeDeleteTopic:
 		return decodeRun(f, func(d *wire.DeleteTopic) (any, error) {
 			err := n.reg.DeleteTopic(d.Topic, d.Clusters...)
 			if err == nil {
-				n.log.Info("topic deleted", "topic", d.Topic, "clusters", d.Clusters)
+				n.audit(cs, "topic deleted", "topic", d.Topic, "clusters", d.Clusters)
 			}
 			return nil, err
 		})
 	case wire.TypeWipeWritePerm, wire.TypeAddWritePerm:
-		return decodeRun(f, func(p *wire.PermRequest) (any, error) { return n.perm(f.Type, p) })
+		return decodeRun(f, func(p *wire.PermRequest) (any, error) { return n.perm(cs, f.Type, p) })
 	case wire.TypeKVPut:
-		return decodeRun(f, func(r *wire.KVRequest) (any, error) { return nil, n.kv.Put(r.Namespace, r.Key, r.Value) })
+		return decodeRun(f, func(r *wire.KVRequest) (any, error) {
+			err := n.kv.Put(r.Namespace, r.Key, r.Value)
+			if err == nil {
+				n.audit(cs, "kv put", "namespace", r.Namespace, "key", r.Key, "value_bytes", len(r.Value))
+			}
+			return nil, err
+		})
 	case wire.TypeKVGet:
 		return decodeRun(f, func(r *wire.KVRequest) (any, error) {
 			v, err := n.kv.Get(r.Namespace, r.Key)
 			return wire.KVValue{Value: v}, err
 		})
 	case wire.TypeKVDelete:
-		return decodeRun(f, func(r *wire.KVRequest) (any, error) { return nil, n.kv.Delete(r.Namespace, r.Key) })
+		return decodeRun(f, func(r *wire.KVRequest) (any, error) {
+			err := n.kv.Delete(r.Namespace, r.Key)
+			if err == nil {
+				n.audit(cs, "kv deleted", "namespace", r.Namespace, "key", r.Key)
+			}
+			return nil, err
+		})
 	case wire.TypeKVList:
 		return decodeRun(f, func(r *wire.KVRequest) (any, error) {
 			m, err := n.kv.List(r.Namespace)
@@ -136,13 +160,21 @@ func decodeRun[T any](f *wire.Frame, fn func(*T) (any, error)) (any, error) {
 }
 
 func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
-	if err := authorizeGroup(cs.peer, r.BrokerName); err != nil {
+	reg := toRegistration(r)
+	if err := reg.Validate(); err != nil {
+		return nil, err // invalid before unauthorized: an empty name is code 1
+	}
+	if err := authorizeRegister(cs.peer, &reg); err != nil {
 		return nil, err
 	}
-	_, existed := n.reg.Lease(r.Cluster, r.Addr)
-	res, err := n.reg.Register(toRegistration(r))
+	old, existed := n.reg.Lease(r.Cluster, r.Addr)
+	res, err := n.reg.Register(reg)
 	if err != nil {
 		return nil, err
+	}
+	if existed && old.BrokerName != r.BrokerName {
+		n.log.Info("broker address moved to another group", "cluster", r.Cluster, "addr", r.Addr,
+			"from", old.BrokerName, "to", r.BrokerName, "epoch", res.Epoch, "remote", cs.peer.remote)
 	}
 	n.stats.registrations.Inc()
 	if !existed {
@@ -278,7 +310,7 @@ func (n *Node) topics(q *wire.TopicsQuery) (any, error) {
 	return wire.TopicList{Topics: ts}, err
 }
 
-func (n *Node) perm(t wire.Type, p *wire.PermRequest) (any, error) {
+func (n *Node) perm(cs *connState, t wire.Type, p *wire.PermRequest) (any, error) {
 	var changed int
 	var err error
 	if t == wire.TypeWipeWritePerm {
@@ -289,7 +321,7 @@ func (n *Node) perm(t wire.Type, p *wire.PermRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.log.Info("write permission changed", "broker", p.BrokerName, "action", t.String(), "topics", changed)
+	n.audit(cs, "write permission changed", "broker", p.BrokerName, "action", t.String(), "topics", changed)
 	return wire.PermResult{Changed: changed}, nil
 }
 

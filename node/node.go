@@ -60,7 +60,6 @@ type Node struct {
 	tr       *quic.Transport
 	ln       *quic.Listener
 	workers  chan struct{}
-	limits   *connLimits
 	closing  atomic.Bool
 	conns    sync.Map // *quic.Conn -> struct{}
 	lifeMu   sync.Mutex
@@ -71,6 +70,11 @@ type Node struct {
 	admin    *adminServer
 	stats    *stats
 	remoting *remotingListener // nil unless Config.RemotingAddr is set
+
+	// brokerWorkers is the pool of brokers' and operators' requests.
+	brokerWorkers chan struct{}
+	adm           *admission // connection limits (admission.go)
+	warn          *warnings  // rate-limited security logs (audit.go)
 }
 
 // New prepares a node: it creates or loads the data directory, its TLS
@@ -88,9 +92,11 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger,
 		started: cfg.Clock.Now(),
 		workers: make(chan struct{}, cfg.Workers),
-		limits:  newConnLimits(cfg.MaxConns, cfg.MaxConnsPerHost),
 		stop:    make(chan struct{}),
 	}
+	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
+	n.warn = newWarnings(cfg.Logger)
+	n.adm = newAdmission(cfg)
 	n.watches = newWatchHub()
 	var err error
 	if n.id, err = loadNodeID(cfg.DataDir); err != nil {
@@ -102,11 +108,14 @@ func New(cfg Config) (*Node, error) {
 	n.reg = registry.New(registry.Config{
 		Clock:            cfg.Clock,
 		DefaultThreshold: cfg.ExpiryThreshold,
+		MinThreshold:     cfg.MinLeaseTimeout,
+		MaxThreshold:     cfg.MaxLeaseTimeout,
 		Thresholds:       n.policies.set,
 		Confirmer:        n.policies.set,
 		OnChange:         n.watches.changed,
 	})
 	n.stats = newStats(n)
+	n.adm.onRefuse, n.adm.onReplace, n.adm.onFailure = n.connRefused, n.connReplaced, n.handshakeFailed
 	if err := n.open(); err != nil {
 		n.policies.close()
 		return nil, err
@@ -132,13 +141,11 @@ func (n *Node) open() error {
 		n.tr.Close()
 		return err
 	}
-	if cfg.AdminAddr != AdminOff {
-		if n.admin, err = newAdminServer(n, cfg.AdminAddr); err != nil {
-			n.closeRemoting()
-			n.ln.Close()
-			n.tr.Close()
-			return err
-		}
+	if n.admin, err = newAdminServer(n); err != nil {
+		n.closeRemoting()
+		n.ln.Close()
+		n.tr.Close()
+		return err
 	}
 	return nil
 }
@@ -150,12 +157,7 @@ func (n *Node) Registry() *registry.Registry { return n.reg }
 func (n *Node) Addr() net.Addr { return n.udp.LocalAddr() }
 
 // AdminAddr returns the admin HTTP address, or nil when it is off.
-func (n *Node) AdminAddr() net.Addr {
-	if n.admin == nil {
-		return nil
-	}
-	return n.admin.addr()
-}
+func (n *Node) AdminAddr() net.Addr { return n.admin.addr() }
 
 // ID returns the node's persistent identity.
 func (n *Node) ID() string { return n.id }
@@ -221,7 +223,7 @@ func (n *Node) listen() error {
 		Conn:              udp,
 		StatelessResetKey: &sk,
 		TokenGeneratorKey: &tk,
-		ConnContext:       n.limits.admit,
+		ConnContext:       n.adm.admit,
 	}
 	n.ln, err = n.tr.Listen(n.tlsConf, &quic.Config{
 		MaxIncomingStreams:    int64(n.cfg.MaxStreamsPerConn),
@@ -332,11 +334,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // drainWorkers waits for requests in progress by taking every worker slot;
 // requests that arrive meanwhile are told the node is shutting down.
 func (n *Node) drainWorkers(ctx context.Context) error {
-	for range cap(n.workers) {
-		select {
-		case n.workers <- struct{}{}:
-		case <-ctx.Done():
-			return fmt.Errorf("shutdown: requests still in progress: %w", ctx.Err())
+	for _, pool := range []chan struct{}{n.workers, n.brokerWorkers} {
+		for range cap(pool) {
+			select {
+			case pool <- struct{}{}:
+			case <-ctx.Done():
+				return fmt.Errorf("shutdown: requests still in progress: %w", ctx.Err())
+			}
 		}
 	}
 	return nil

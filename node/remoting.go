@@ -203,7 +203,13 @@ func (rl *remotingListener) ServeRemoting(ctx context.Context, peer net.Addr, re
 	} else {
 		rl.otherRequests.Inc()
 	}
-	if !n.acquireWorker() {
+	// Broker codes use the brokers' own pool, so a flood of remoting reads
+	// can never delay a registration or a heartbeat.
+	pool := n.workers
+	if remotingBrokerCodes[req.Code] {
+		pool = n.brokerWorkers
+	}
+	if !n.acquireWorker(pool) {
 		// Shutting down: a closed connection sends the client to its next
 		// NameServer at once.
 		if ci, ok := remoting.ConnFromContext(ctx); ok {
@@ -211,14 +217,14 @@ func (rl *remotingListener) ServeRemoting(ctx context.Context, peer net.Addr, re
 		}
 		return nil
 	}
-	defer n.releaseWorker()
+	defer func() { <-pool }()
 	switch {
 	case remotingBrokerCodes[req.Code] && !n.cfg.RemotingAllowBrokers:
-		n.stats.denied.Inc()
+		n.stats.denied.WithLabelValues("remoting", strconv.Itoa(int(req.Code))).Inc()
 		return remoting.NewResponse(req, remoting.NoPermission,
 			fmt.Sprintf("request code %d: broker registration over remoting is off on this node (--remoting-allow-brokers)", req.Code))
 	case remotingAdminCodes[req.Code] && !n.cfg.RemotingAllowAdmin:
-		n.stats.denied.Inc()
+		n.stats.denied.WithLabelValues("remoting", strconv.Itoa(int(req.Code))).Inc()
 		return remoting.NewResponse(req, remoting.NoPermission,
 			fmt.Sprintf("request code %d: admin requests over remoting are off on this node (--remoting-allow-admin)", req.Code))
 	}

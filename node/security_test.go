@@ -10,13 +10,16 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,6 +112,18 @@ func TestAuthorizationTable(t *testing.T) {
 	if v, err := op.KVGet(ctx, "ns", "k"); err != nil || v != "v" {
 		t.Fatalf("kv after refused writes: %q %v", v, err)
 	}
+	// Every denial is counted by role and kind.
+	for role := range roles {
+		for typ := range requestKinds(0) {
+			want := 1.0
+			if allow[role][typ] {
+				want = 0
+			}
+			if got := metricValue(t, tn, "edgereg_requests_denied_total", "role="+role, "kind="+typ.String()); got != want {
+				t.Errorf("edgereg_requests_denied_total{role=%s,kind=%s} = %v, want %v", role, typ, got, want)
+			}
+		}
+	}
 }
 
 func typesOf(m map[wire.Type]any) []wire.Type {
@@ -139,6 +154,11 @@ func TestBrokerLimitedToItsGroups(t *testing.T) {
 	if _, ok := tn.Registry().Lease("c1", "10.0.0.1:1"); !ok {
 		t.Fatal("a refused unregister removed the broker")
 	}
+	for _, kind := range []string{"register", "unregister"} {
+		if n := metricValue(t, tn, "edgereg_requests_denied_total", "role=broker", "kind="+kind); n != 1 {
+			t.Errorf("denied{role=broker,kind=%s} = %v, want 1", kind, n)
+		}
+	}
 }
 
 // TestRefusedCertificates: expired, revoked and foreign-CA certificates,
@@ -154,7 +174,11 @@ func TestRefusedCertificates(t *testing.T) {
 	revoked, _ := tls.X509KeyPair(revokedPEM, revokedKey)
 	leaf, _ := x509.ParseCertificate(revoked.Certificate[0])
 	os.WriteFile(revocations, []byte(fmt.Sprintf("%x\n", leaf.SerialNumber)), 0o600)
-	tn := startNodeIn(t, dir, "127.0.0.1:0", func(c *Config) { c.RevocationFile = revocations })
+	var logs syncBuffer
+	tn := startNodeIn(t, dir, "127.0.0.1:0", func(c *Config) {
+		c.RevocationFile = revocations
+		logTo(&logs)(c)
+	})
 
 	foreignDir := t.TempDir()
 	foreign, _ := pki.EnsureLocal(foreignDir, nil)
@@ -185,6 +209,23 @@ func TestRefusedCertificates(t *testing.T) {
 	// The node still serves good clients.
 	if _, err := tn.dial(pki.RoleClient).Ping(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+	// Refused handshakes and certificates are counted.
+	if n := waitMetric(t, tn, 4, "edgereg_tls_handshake_failures_total"); n < 4 {
+		t.Errorf("%v TLS handshake failures counted for expired, revoked, foreign-CA and missing certificates, want 4", n)
+	}
+	if n := waitMetric(t, tn, 1, "edgereg_connections_refused_total", "reason=no_identity"); n != 1 {
+		t.Errorf("%v refusals counted for a certificate without a role, want 1", n)
+	}
+	// Each is logged with what is known of the peer: its address, and the
+	// certificate once it was verified (revoked, no role).
+	if ls := logs.lines("TLS handshake failed"); len(ls) < 4 || !slices.ContainsFunc(ls, func(l string) bool {
+		return strings.Contains(l, `\"revoked\" serial`) && strings.Contains(l, "remote=127.0.0.1:")
+	}) {
+		t.Errorf("TLS failures logged as %q, want 4 lines, the revoked one naming the certificate", ls)
+	}
+	if ls := logs.lines("connection refused"); len(ls) != 1 || !strings.Contains(ls[0], `certificate \"test\"`) {
+		t.Errorf("no-identity refusal logged as %q, want it to name the certificate", ls)
 	}
 }
 
@@ -245,22 +286,20 @@ func TestFloodsLeaveOthersServed(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 
-	// Connection flood from one host: beyond the limit, refused.
+	// Connection flood from one host with one certificate: beyond the
+	// limit, each new connection replaces the flooder's own oldest one.
 	conf := tn.tlsFor(pki.RoleClient, "flood")
-	refused := 0
 	var conns []*quic.Conn
 	for range 20 {
 		dctx, cancel := context.WithTimeout(ctx, time.Second)
 		qc, err := quic.DialAddr(dctx, tn.Addr().String(), conf, nil)
 		cancel()
-		if err != nil {
-			refused++
-			continue
+		if err == nil {
+			conns = append(conns, qc)
 		}
-		conns = append(conns, qc)
 	}
-	if refused == 0 {
-		t.Fatal("20 connections from one host were all accepted with a limit of 8")
+	if n := waitMetric(t, tn, 12, "edgereg_connections_replaced_total"); n < 12 {
+		t.Fatalf("20 connections of one certificate with a limit of 8: %v replaced, want 12 or more", n)
 	}
 	// Stream flood and slowloris on the accepted connections: every stream
 	// sends half a frame and stalls.
@@ -345,5 +384,152 @@ func TestNodeWithIssuedCertificate(t *testing.T) {
 	c := tn.dialTLS(pki.ClientConfig(&cert, ca.CAPool, ""))
 	if _, err := c.Ping(ctxT(t)); err != nil {
 		t.Fatalf("a client of the same CA cannot reach a node on issued credentials: %v", err)
+	}
+}
+
+// TestBrokerCannotTakeOverAnotherGroupsAddress: a certificate limited to
+// group A may not register A at the address group B holds a lease on. Before
+// the fix it could, and B's own heartbeats were refused from then on.
+func TestBrokerCannotTakeOverAnotherGroupsAddress(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	b := tn.dial(pki.RoleBroker, "group-b")
+	ack, err := b.Register(ctx, registration("c1", "group-b", 0, "10.0.0.2:1", "tb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := tn.dial(pki.RoleBroker, "group-a")
+	_, err = a.Register(ctx, registration("c1", "group-a", 0, "10.0.0.2:1", "ta"))
+	if !errors.Is(err, wire.ErrNotAuthorized) || !strings.Contains(err.Error(), "group-b") {
+		t.Errorf("group-a at group-b's address: err = %v, want not authorized naming group-b", err)
+	}
+	if _, err := b.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: "10.0.0.2:1", Epoch: ack.Lease.Epoch, DataVersion: wire.DataVersion{Counter: 1}}); err != nil {
+		t.Errorf("group-b's heartbeat after the attempt: %v", err)
+	}
+	if _, err := tn.Registry().Route("ta"); err == nil {
+		t.Error("the refused registration's topic is routed")
+	}
+	// A certificate for both groups may move the address; the old group
+	// then loses it.
+	both := tn.dial(pki.RoleBroker, "group-a", "group-b")
+	if _, err := both.Register(ctx, registration("c1", "group-a", 0, "10.0.0.2:1", "ta")); err != nil {
+		t.Fatalf("a certificate for both groups moving the address: %v", err)
+	}
+	if _, err := tn.Registry().Route("tb"); err == nil {
+		t.Error("the old group's topic is still routed after its address moved")
+	}
+}
+
+// TestEmptyBrokerNameIsBadRequest: an empty broker name is invalid (code
+// 1), for a group-limited certificate too; it used to be "not authorized".
+func TestEmptyBrokerNameIsBadRequest(t *testing.T) {
+	tn := startNode(t, nil)
+	for _, c := range []*client.Conn{tn.dial(pki.RoleBroker), tn.dial(pki.RoleBroker, "group-a")} {
+		_, err := c.Register(ctxT(t), registration("c1", "", 0, "10.0.0.1:1", "t"))
+		if !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), "broker name") {
+			t.Errorf("empty broker name: err = %v, want code 1 naming the broker name", err)
+		}
+	}
+}
+
+// syncBuffer is a log sink tests can read while the node writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) lines(substr string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(b.buf.String(), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func logTo(b *syncBuffer) func(*Config) {
+	return func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(b, nil)) }
+}
+
+// TestChangesAreLoggedWithWhoMadeThem: topic deletes, permission changes
+// and KV writes name the operator's certificate and address.
+func TestChangesAreLoggedWithWhoMadeThem(t *testing.T) {
+	var logs syncBuffer
+	tn := startNode(t, logTo(&logs))
+	ctx := ctxT(t)
+	op := tn.dialTLS(tn.tlsFor(pki.RoleOperator, "alice"))
+	if _, err := op.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t", "u")); err != nil {
+		t.Fatal(err)
+	}
+	steps := []error{
+		op.KVPut(ctx, "ns", "k", "v"), op.KVDelete(ctx, "ns", "k"), op.DeleteTopic(ctx, "u"),
+	}
+	_, err := op.WipeWritePerm(ctx, "b1")
+	steps = append(steps, err)
+	for _, err := range steps {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, msg := range []string{"kv put", "kv deleted", "topic deleted", "write permission changed"} {
+		ls := logs.lines(`msg="` + msg + `"`)
+		if len(ls) != 1 || !strings.Contains(ls[0], "peer=alice") || !strings.Contains(ls[0], "peer_role=operator") || !strings.Contains(ls[0], "remote=127.0.0.1:") {
+			t.Errorf("%q logged as %q, want one line naming operator alice and her address", msg, ls)
+		}
+	}
+}
+
+// TestDenialsLoggedRateLimited: a peer sending denied requests in a loop
+// is logged with its identity, but only a burst of lines, not one each.
+func TestDenialsLoggedRateLimited(t *testing.T) {
+	var logs syncBuffer
+	tn := startNode(t, logTo(&logs))
+	ctx := ctxT(t)
+	c := tn.dialTLS(tn.tlsFor(pki.RoleClient, "mallory"))
+	const tries = 200
+	start := time.Now()
+	for range tries {
+		if err := c.KVPut(ctx, "ns", "k", "v"); !errors.Is(err, wire.ErrNotAuthorized) {
+			t.Fatalf("client kv-put: %v", err)
+		}
+	}
+	ls := logs.lines(`msg="request denied"`)
+	// A burst, then one a second: a slow machine earns a line per second.
+	allowed := warnBurst + int(time.Since(start)/warnEvery) + 1
+	if len(ls) == 0 || len(ls) > allowed {
+		t.Fatalf("%d denials logged %d lines, want between 1 and %d", tries, len(ls), allowed)
+	}
+	if !strings.Contains(ls[0], "peer=mallory") || !strings.Contains(ls[0], "kind=kv-put") {
+		t.Errorf("denial logged as %q, want the peer and the kind", ls[0])
+	}
+	if n := metricValue(t, tn, "edgereg_requests_denied_total", "role=client", "kind=kv-put"); n != tries {
+		t.Errorf("denied counter %v, want %d", n, tries)
+	}
+}
+
+// TestBrokerCannotHoldALeaseForever: the heartbeat timeout a broker asks
+// for is clamped to the node's bounds; "10 years" used to be accepted.
+func TestBrokerCannotHoldALeaseForever(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxLeaseTimeout = time.Minute })
+	reg := registration("c1", "b1", 0, "10.0.0.1:1", "t")
+	reg.HeartbeatTimeoutMs = uint64((10 * 365 * 24 * time.Hour).Milliseconds())
+	ack, err := tn.dial(pki.RoleBroker).Register(ctxT(t), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(time.UnixMilli(ack.Lease.DeadlineMs)); d > time.Minute {
+		t.Errorf("a broker asking for 10 years got a lease of %s, want at most the node's 1m", d.Round(time.Second))
+	}
+	if l, _ := tn.Registry().Lease("c1", reg.Addr); l.Threshold != time.Minute {
+		t.Errorf("threshold %s, want 1m", l.Threshold)
 	}
 }

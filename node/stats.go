@@ -24,7 +24,10 @@ type stats struct {
 	heartbeats    prometheus.Counter
 	expiries      *prometheus.CounterVec
 	badFrames     prometheus.Counter
-	denied        prometheus.Counter
+	denied        *prometheus.CounterVec // by role and kind
+	refused       *prometheus.CounterVec // connections, by reason
+	replaced      prometheus.Counter
+	tlsFailures   *prometheus.CounterVec // by reason
 	timeouts      prometheus.Counter
 	routeReads    [4]prometheus.Counter // by wire.RouteStatus
 	latency       map[wire.Type]prometheus.Observer
@@ -44,7 +47,16 @@ func newStats(n *Node) *stats {
 	s.heartbeats = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_heartbeats_total", Help: "Heartbeats accepted."})
 	s.expiries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_expiries_total", Help: "Brokers removed, by reason."}, []string{"reason"})
 	s.badFrames = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_bad_frames_total", Help: "Malformed, oversized or unknown frames."})
-	s.denied = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_denied_total", Help: "Requests refused as not authorized."})
+	s.denied = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_requests_denied_total", Help: "Requests refused as not authorized, by the peer's role and the request's kind."}, []string{"role", "kind"})
+	s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_connections_refused_total", Help: "Connections refused, by reason: max_conns, handshakes_per_host, conns_per_host, client_share, no_identity."}, []string{"reason"})
+	for _, r := range []string{refusedMaxConns, refusedHandshakes, refusedPerHost, refusedClientShare, refusedNoIdentity} {
+		s.refused.WithLabelValues(r) // present at 0, so alerts see the series
+	}
+	s.replaced = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_connections_replaced_total", Help: "Connections closed because a newer connection with the same certificate took their slot."})
+	s.tlsFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_tls_handshake_failures_total", Help: "Handshakes that did not complete, by reason: tls (refused certificate or protocol), timeout, other."}, []string{"reason"})
+	for _, r := range []string{"tls", "timeout", "other"} {
+		s.tlsFailures.WithLabelValues(r)
+	}
 	s.timeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_stream_timeouts_total", Help: "Streams cut off by a read deadline."})
 	reads := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_route_reads_total", Help: "Route reads by result."}, []string{"result"})
 	for st, label := range routeResultLabels {
@@ -61,7 +73,7 @@ func newStats(n *Node) *stats {
 		}
 	}
 	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_request_errors_total", Help: "Requests answered with an error, by kind and code."}, []string{"kind", "code"})
-	for _, c := range []prometheus.Collector{s.registrations, s.heartbeats, s.expiries, s.badFrames, s.denied, s.timeouts, reads, lat, s.errors} {
+	for _, c := range []prometheus.Collector{s.registrations, s.heartbeats, s.expiries, s.badFrames, s.denied, s.refused, s.replaced, s.tlsFailures, s.timeouts, reads, lat, s.errors} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() float64) {

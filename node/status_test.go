@@ -22,7 +22,11 @@ func TestStatusPage(t *testing.T) {
 	if _, err := tn.dial(pki.RoleBroker).Register(ctx, reg); err != nil {
 		t.Fatal(err)
 	}
-	base := "http://" + tn.AdminAddr().String()
+	// A loopback admin address serves the page with the probes.
+	if tn.StatusAddr() == nil || tn.StatusAddr().String() != tn.AdminAddr().String() {
+		t.Fatalf("status address %v, want the loopback admin address %v", tn.StatusAddr(), tn.AdminAddr())
+	}
+	base := "http://" + tn.StatusAddr().String()
 	code, page := httpGet(t, base+"/")
 	if code != 200 {
 		t.Fatalf("/ = %d", code)
@@ -62,7 +66,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	if _, err := tn.dial(pki.RoleBroker).Register(ctxT(t), registration("c1", "broker-in-chromium", 0, "10.1.2.3:10911", "t")); err != nil {
 		t.Fatal(err)
 	}
-	url := "http://" + tn.AdminAddr().String() + "/"
+	url := "http://" + tn.StatusAddr().String() + "/"
 	dir := t.TempDir()
 	shot := filepath.Join(dir, "status.png")
 	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -113,4 +117,58 @@ func countPixels(t *testing.T, path string, r, g, b uint8) int {
 		}
 	}
 	return n
+}
+
+// TestStatusOnItsOwnAddress: with a status address of its own, the admin
+// address serves only the probes and metrics, and the status address only
+// the page and /status.json.
+func TestStatusOnItsOwnAddress(t *testing.T) {
+	tn := startNode(t, func(c *Config) {
+		c.AdminAddr = "127.0.0.1:0"
+		c.StatusAddr = "127.0.0.1:0"
+	})
+	if tn.StatusAddr() == nil || tn.StatusAddr().String() == tn.AdminAddr().String() {
+		t.Fatalf("status address %v, want one of its own (admin %v)", tn.StatusAddr(), tn.AdminAddr())
+	}
+	admin, status := "http://"+tn.AdminAddr().String(), "http://"+tn.StatusAddr().String()
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/": 404, "/status.json": 404} {
+		if code, _ := httpGet(t, admin+path); code != want {
+			t.Errorf("admin %s = %d, want %d", path, code, want)
+		}
+	}
+	for path, want := range map[string]int{"/": 200, "/status.json": 200, "/metrics": 404, "/healthz": 404} {
+		if code, _ := httpGet(t, status+path); code != want {
+			t.Errorf("status %s = %d, want %d", path, code, want)
+		}
+	}
+	for _, srv := range tn.admin.servers {
+		if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 {
+			t.Errorf("server %s lacks a timeout: header %s read %s write %s idle %s", srv.Addr,
+				srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
+		}
+	}
+}
+
+// TestStatusPlacement: the page goes where the configuration says, and by
+// default never onto a non-loopback admin address (the shipped manifest
+// binds the admin address to all interfaces for probes and Prometheus).
+func TestStatusPlacement(t *testing.T) {
+	cases := []struct{ admin, status, want string }{
+		{"127.0.0.1:9877", "", "127.0.0.1:9877"},
+		{"localhost:9877", "", "localhost:9877"},
+		{"[::1]:9877", "", "[::1]:9877"},
+		{"0.0.0.0:9877", "", AdminOff},
+		{"[::]:9877", "", AdminOff},
+		{":9877", "", AdminOff},
+		{"10.1.2.3:9877", "", AdminOff},
+		{"0.0.0.0:9877", "127.0.0.1:9878", "127.0.0.1:9878"},
+		{"127.0.0.1:9877", AdminOff, AdminOff},
+		{AdminOff, "", AdminOff},
+		{AdminOff, "127.0.0.1:9878", "127.0.0.1:9878"},
+	}
+	for _, tc := range cases {
+		if got := statusAddr(Config{AdminAddr: tc.admin, StatusAddr: tc.status}); got != tc.want {
+			t.Errorf("admin %q, status %q: page on %q, want %q", tc.admin, tc.status, got, tc.want)
+		}
+	}
 }

@@ -87,7 +87,8 @@ func TestGatewayCommand(t *testing.T) {
 		out, _, code := run(t, env, "route", "TopicTest", "-o", "json")
 		var routes []routeOut
 		return code == 0 && json.Unmarshal([]byte(out), &routes) == nil && len(routes) == 1 &&
-			len(routes[0].Route.Brokers) == 1 && routes[0].Route.Brokers[0].Addrs[0] == "127.0.0.1:10911"
+			len(routes[0].BrokerGroups) == 1 && len(routes[0].BrokerGroups[0].Brokers) == 1 &&
+			routes[0].BrokerGroups[0].Brokers[0].Addr == "127.0.0.1:10911"
 	})
 	req := remoting.NewRequest(remoting.GetRouteInfoByTopic, 2, map[string]string{"topic": "TopicTest"}, nil)
 	route, err := req.Encode()

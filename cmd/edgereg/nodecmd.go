@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgereg/edgereg/node"
+	"github.com/edgereg/edgereg/node/registry"
 )
 
 type nodeFlags struct {
@@ -70,8 +71,8 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.DurationVar(&c.WarmUp, "warm-up", 0, "after start, route misses answer warming-up for this long (default: the heartbeat interval; negative disables)")
 	fs.DurationVar(&c.ExpiryThreshold, "expiry-threshold", node.DefaultExpiryThreshold, "how long a broker may stay silent before it expires")
 	fs.DurationVar(&c.ScanInterval, "scan-interval", node.DefaultScanInterval, "how often expired brokers are looked for")
-	fs.IntVar(&c.MaxConns, "max-conns", node.DefaultMaxConns, "connections in total")
-	fs.IntVar(&c.MaxConnsPerHost, "max-conns-per-host", node.DefaultMaxConnsPerHost, "connections per source IP")
+	fs.IntVar(&c.MaxConns, "max-conns", node.DefaultMaxConns, "connections in total (readers may hold at most 90 %)")
+	fs.IntVar(&c.MaxConnsPerHost, "max-conns-per-host", node.DefaultMaxConnsPerHost, "reader (client, node, anonymous) connections per source IP")
 	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", node.DefaultMaxStreamsPerConn, "concurrent streams per connection")
 	fs.IntVar(&c.MaxRequestLen, "max-request-size", 1<<20, "largest frame a client may send, bytes")
 	fs.IntVar(&c.MaxBrokerFrameLen, "max-broker-frame-size", 16<<20, "largest frame a broker or operator may send, bytes")
@@ -88,6 +89,14 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.VarPF(invertedBool{&c.RemotingKeepBrokersOnClose}, "remoting-unregister-on-close", "",
 		"unregister a remoting broker when the TCP connection it registered on closes, as a NameServer does").NoOptDefVal = "true"
 	fs.IntVar(&c.RemotingMaxFrame, "remoting-max-frame-size", 16<<20, "largest remoting frame, bytes (RocketMQ's default 16 MiB)")
+	// Admission, lease bounds and the status page (issue 10, items 4, 9, 11).
+	fs.StringVar(&c.StatusAddr, "status-addr", "", `HTTP address for the status page and /status.json (default: on the admin address when that is loopback, else off); "off" disables`)
+	fs.IntVar(&c.MaxConnsPerIdentity, "max-conns-per-identity", node.DefaultMaxConnsPerIdentity, "connections per reader certificate; at the limit its oldest is replaced")
+	fs.IntVar(&c.MaxBrokerConnsPerHost, "max-broker-conns-per-host", node.DefaultMaxBrokerConnsPerHost, "broker and operator connections per source IP, apart from readers'")
+	fs.IntVar(&c.MaxHandshakesPerHost, "max-handshakes-per-host", node.DefaultMaxHandshakesPerHost, "handshakes in progress per source IP")
+	fs.IntVar(&c.BrokerWorkers, "broker-workers", 0, "requests of brokers and operators handled at once, apart from --workers (default a quarter of it, at least 2)")
+	fs.DurationVar(&c.MinLeaseTimeout, "min-lease-timeout", registry.DefaultMinThreshold, "shortest heartbeat timeout a broker may ask for")
+	fs.DurationVar(&c.MaxLeaseTimeout, "max-lease-timeout", registry.DefaultMaxThreshold, "longest heartbeat timeout a broker may ask for")
 	fs.StringVar(&nf.logFormat, "log-format", "auto", "log format: auto (colored text on a terminal, JSON otherwise), text or json")
 	fs.StringVar(&nf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&nf.configFile, "config", "", "YAML config file of flag-name: value (flags and EDGEREG_* variables win)")

@@ -110,7 +110,11 @@ func (r *Registry) topicsWhere(match func(sysFlag uint32) bool) []string {
 
 // DeleteTopic removes a topic everywhere or, when clusters are named, only
 // from the broker groups of those clusters. A topic left without queue data
-// disappears.
+// disappears. Each group it was removed from keeps a tombstone, so the
+// group's next full registration does not bring it back while the broker
+// still has it: it returns only after a full registration without it, or
+// an incremental update that names it. Tombstones live as long as their
+// group (a node restart or the group's expiry forgets them).
 func (r *Registry) DeleteTopic(name string, clusters ...string) error {
 	r.mu.Lock()
 	cs, err := r.deleteTopic(name, clusters)
@@ -136,6 +140,10 @@ func (r *Registry) deleteTopic(name string, clusters []string) (*changeSet, erro
 	for _, q := range slices.Clone(t.queues) {
 		if len(clusters) == 0 || slices.Contains(clusters, q.group.cluster) {
 			r.removeQueue(t, q.group, cs)
+			if q.group.deleted == nil {
+				q.group.deleted = make(map[string]struct{})
+			}
+			q.group.deleted[name] = struct{}{}
 		}
 	}
 	return cs, nil

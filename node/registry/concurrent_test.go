@@ -24,7 +24,17 @@ func TestConcurrentOperations(t *testing.T) {
 			g.HeartbeatTimeout = 5 * time.Second
 			var epoch uint64
 			for i := range rounds {
-				switch rng.IntN(5) {
+				switch rng.IntN(6) {
+				case 5:
+					// The address moves to the other group of its cluster
+					// (g0..g5 are in c0..c2 by index mod 3).
+					var n int
+					fmt.Sscanf(g.BrokerName, "g%d", &n)
+					g.BrokerName = fmt.Sprintf("g%d", (n+3)%6)
+					g.DataVersion.Counter = uint64(i)
+					if res, err := r.Register(g); err == nil {
+						epoch = res.Epoch
+					}
 				case 0, 1:
 					g.Topics = topics("shared", fmt.Sprintf("t%d", rng.IntN(20)))
 					g.DataVersion.Counter = uint64(i)

@@ -117,9 +117,9 @@ func (l *lease) setDeadline(threshold time.Duration) {
 }
 
 func (r *Registry) threshold(l *lease) time.Duration {
-	def := l.requested
-	if def <= 0 {
-		def = r.defThreshold
+	def := r.defThreshold
+	if l.requested > 0 {
+		def = min(max(l.requested, r.minThreshold), r.maxThreshold)
 	}
 	if r.thresholds == nil {
 		return def

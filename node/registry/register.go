@@ -18,8 +18,9 @@ type Registration struct {
 	HAAddr     string // where slaves replicate from this broker
 	Zone       string
 	// ActingMaster is the broker's enableActingMaster: when its group has no
-	// master, its lowest-id slave may register topics and is shown as master
-	// for read-only topics.
+	// master, its lowest-id slave is shown as the master (id 0) of its
+	// read-only topics. (The lowest-id slave's topics are served read-only
+	// whenever the group has no master, with or without this flag.)
 	ActingMaster bool
 	DataVersion  wire.DataVersion
 	// Topics is the broker's full topic configuration. From the group's
@@ -27,9 +28,21 @@ type Registration struct {
 	// does not name are removed from the group.
 	Topics []wire.TopicConfig
 	// HeartbeatTimeout is how long the broker asks to stay registered without
-	// a heartbeat; zero means the registry's default.
+	// a heartbeat; zero means the registry's default. It is clamped to the
+	// registry's MinThreshold and MaxThreshold.
 	HeartbeatTimeout time.Duration
+	// MayMove, when set, is asked before Addr is taken out of another broker
+	// group that holds a lease on it (an address is one broker: it leaves
+	// its old group). An error refuses the registration and is returned as
+	// it is. It is called with the registry's locks held: it must be fast
+	// and must not call back into the Registry.
+	MayMove func(fromGroup string) error
 }
+
+// Validate reports the first invalid field of a registration; the error
+// wraps ErrInvalid. Register validates too; callers that must check
+// validity before authorizing call it first.
+func (reg *Registration) Validate() error { return validateRegistration(reg) }
 
 // Lease is what a broker learns when its registration or heartbeat is
 // acknowledged.
@@ -75,7 +88,11 @@ func (r *Registry) register(reg *Registration) (*changeSet, RegisterResult, erro
 	if err := r.checkState(g, reg); err != nil {
 		return nil, RegisterResult{}, err
 	}
+	if err := r.mayMove(key, reg); err != nil {
+		return nil, RegisterResult{}, err
+	}
 	cs := &changeSet{}
+	r.detachFromOtherGroup(key, reg.BrokerName, cs)
 	first := g == nil
 	if first {
 		g = r.addGroup(reg.Cluster, reg.BrokerName)
@@ -95,9 +112,8 @@ func (r *Registry) register(reg *Registration) (*changeSet, RegisterResult, erro
 	old := r.leases[key]
 	configChanged := first || old == nil || old.version != reg.DataVersion
 	isMaster := reg.BrokerID == wire.MasterID
-	isActing := reg.ActingMaster && !isMaster && reg.BrokerID == g.minID()
-	if configChanged && (isMaster || isActing) {
-		r.applyTopics(g, reg.Topics, isActing, cs)
+	if configChanged && (isMaster || g.isPrime(reg.BrokerID)) {
+		r.applyTopics(g, reg.Topics, !isMaster, cs)
 	}
 	l := r.renewLease(key, old, reg)
 	res := RegisterResult{Lease: Lease{Epoch: l.epoch, Deadline: time.Unix(0, l.deadline)}}
@@ -109,6 +125,34 @@ func (r *Registry) register(reg *Registration) (*changeSet, RegisterResult, erro
 		}
 	}
 	return cs, res, nil
+}
+
+// detachFromOtherGroup takes an address that registers under a new broker
+// name out of the group it was in: its lease there ends and the old group
+// loses the member, as if that broker had unregistered. Otherwise the old
+// group would keep a member with no lease behind it, served forever. Who may
+// move an address is decided by the caller (the node checks that the
+// peer may act for the old group too).
+func (r *Registry) detachFromOtherGroup(key leaseKey, name string, cs *changeSet) {
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	if old := r.leases[key]; old != nil && old.brokerName != name {
+		cs.merge(r.removeLease(old))
+	}
+}
+
+// mayMove asks reg.MayMove whether the address may leave the other group
+// that holds its lease.
+func (r *Registry) mayMove(key leaseKey, reg *Registration) error {
+	if reg.MayMove == nil {
+		return nil
+	}
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	if old := r.leases[key]; old != nil && old.brokerName != reg.BrokerName {
+		return reg.MayMove(old.brokerName)
+	}
+	return nil
 }
 
 // checkState refuses a registration that would move a broker id to a new
@@ -176,12 +220,23 @@ func (r *Registry) addGroup(clusterName, name string) *group {
 // applyTopics makes topics the group's full topic set: each is created or
 // updated, and every topic of the group that is not named is removed from
 // it. Generations mark what this registration named, so no set is built.
-func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, acting bool, cs *changeSet) {
+// A topic an operator deleted from the group stays deleted while the
+// broker's full registrations still name it; the first one that omits it
+// ends the tombstone.
+func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, readOnly bool, cs *changeSet) {
 	g.gen++
+	var kept map[string]struct{} // tombstones this registration still names
 	for i := range topics {
 		tc := topics[i]
-		if acting {
-			tc.Perm &^= wire.PermWrite // an acting master serves reads only
+		if _, gone := g.deleted[tc.Name]; gone {
+			if kept == nil {
+				kept = make(map[string]struct{}, len(g.deleted))
+			}
+			kept[tc.Name] = struct{}{}
+			continue
+		}
+		if readOnly {
+			tc.Perm &^= wire.PermWrite // a prime slave serves reads only
 		}
 		t := r.upsertQueue(g, &tc, cs)
 		g.topics[t] = g.gen
@@ -191,6 +246,10 @@ func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, acting bool,
 			r.removeQueue(t, g, cs)
 		}
 	}
+	if len(kept) == 0 {
+		kept = nil
+	}
+	g.deleted = kept
 }
 
 // upsertQueue creates or updates g's queue data in a topic, creating the
@@ -266,7 +325,7 @@ func (r *Registry) updateTopics(u *TopicUpdate) (*changeSet, Lease, error) {
 		return nil, Lease{}, err
 	}
 	g := r.groups[l.brokerName]
-	acting := g.actingMaster && l.brokerID != wire.MasterID && l.brokerID == g.minID()
+	acting := g.isPrime(l.brokerID)
 	if l.brokerID != wire.MasterID && !acting {
 		return nil, Lease{}, wrapf(ErrNotGroupLeader, "broker id %d of %q", l.brokerID, g.name)
 	}
@@ -276,10 +335,12 @@ func (r *Registry) updateTopics(u *TopicUpdate) (*changeSet, Lease, error) {
 		if acting {
 			tc.Perm &^= wire.PermWrite
 		}
+		delete(g.deleted, tc.Name) // created again on the broker
 		t := r.upsertQueue(g, &tc, cs)
 		g.topics[t] = g.gen
 	}
 	for _, name := range u.Remove {
+		delete(g.deleted, name)
 		if t := r.topics[name]; t != nil {
 			r.removeQueue(t, g, cs)
 		}
@@ -352,9 +413,11 @@ func (r *Registry) removeLease(l *lease) *changeSet {
 		return cs
 	}
 	cs.addGroup(g)
-	if id == wire.MasterID && g.actingMaster {
-		// The master is gone: its queues become read-only until it returns,
-		// as RocketMQ's cleanTopicByUnRegisterRequests does.
+	if id == wire.MasterID {
+		// The master is gone: its queues stay readable from the slaves but
+		// become read-only until it returns (RocketMQ's
+		// cleanTopicByUnRegisterRequests, for every group: nobody can
+		// write to a group without a master).
 		r.wipeWrite(g, cs)
 	}
 	return cs

@@ -3,8 +3,8 @@
 // RocketMQ's NameServer (RouteInfoManager) and without its known flaws.
 //
 // What is kept from the NameServer:
-//   - topic configuration is accepted only from a group's master, or from its
-//     lowest-id slave when the group has no master and acting master is on;
+//   - topic configuration is accepted only from a group's master, or, read-only,
+//     from its lowest-id slave when the group has no master (isPrimeSlave);
 //   - one address maps to one broker id (a slave promoted to master moves);
 //   - a re-registration with an unchanged data version only renews the lease;
 //   - a route joins a topic's queue data with the broker data of its groups;
@@ -26,6 +26,7 @@
 package registry
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"slices"
@@ -38,6 +39,12 @@ import (
 // DefaultThreshold is how long a broker may stay silent before it expires
 // when neither its registration nor a Thresholds policy says otherwise.
 const DefaultThreshold = 120 * time.Second
+
+// Bounds on the lease timeout a broker may ask for, when Config sets none.
+const (
+	DefaultMinThreshold = time.Second
+	DefaultMaxThreshold = 10 * time.Minute
+)
 
 // Errors that callers branch on. They are wrapped with context; test with
 // errors.Is.
@@ -93,6 +100,11 @@ type Config struct {
 	// DefaultThreshold applies to brokers that register without a heartbeat
 	// timeout of their own; defaults to DefaultThreshold (120 s).
 	DefaultThreshold time.Duration
+	// MinThreshold and MaxThreshold bound the heartbeat timeout a broker
+	// asks for in its registration; default DefaultMinThreshold and
+	// DefaultMaxThreshold. They do not bound DefaultThreshold or what a
+	// Thresholds policy decides: those are the operator's.
+	MinThreshold, MaxThreshold time.Duration
 	// Thresholds, when set, overrides each broker's threshold.
 	Thresholds Thresholds
 	// Confirmer, when set, decides which due leases are removed; by default
@@ -111,6 +123,8 @@ type Config struct {
 type Registry struct {
 	clock        Clock
 	defThreshold time.Duration
+	minThreshold time.Duration // bounds on what a broker asks for
+	maxThreshold time.Duration
 	thresholds   Thresholds
 	confirmer    ExpiryConfirmer
 	actingMaster bool
@@ -144,6 +158,12 @@ type group struct {
 	// registration that last named it; see applyTopics.
 	topics map[*topic]uint32
 	gen    uint32
+	// deleted holds the topics an operator deleted from this group while
+	// its broker still had them: full registrations that name one are not
+	// allowed to bring it back, until one omits it (the broker dropped it
+	// too) or an incremental update names it (the broker created it
+	// again). See applyTopics.
+	deleted map[string]struct{}
 }
 
 // topic is one topic's queue data, one entry per broker group, sorted by
@@ -167,6 +187,8 @@ func New(cfg Config) *Registry {
 	r := &Registry{
 		clock:        cfg.Clock,
 		defThreshold: cfg.DefaultThreshold,
+		minThreshold: cmp.Or(cfg.MinThreshold, DefaultMinThreshold),
+		maxThreshold: cmp.Or(cfg.MaxThreshold, DefaultMaxThreshold),
 		thresholds:   cfg.Thresholds,
 		confirmer:    cfg.Confirmer,
 		actingMaster: !cfg.NoActingMaster,
@@ -182,6 +204,7 @@ func New(cfg Config) *Registry {
 	if r.defThreshold <= 0 {
 		r.defThreshold = DefaultThreshold
 	}
+	r.maxThreshold = max(r.maxThreshold, r.minThreshold)
 	// Seed epochs from the clock so a node restarted with the same broker
 	// never hands out an epoch that a message from its past life names.
 	r.nextEpoch = uint64(r.clock.Now().UnixNano())
@@ -218,6 +241,13 @@ func (g *group) minID() int64 {
 		}
 	}
 	return min
+}
+
+// isPrime reports whether broker id is the group's prime slave (RocketMQ
+// 5's isPrimeSlave): the lowest id of a group that has no master. Its
+// topics are served read-only while the master is away.
+func (g *group) isPrime(id int64) bool {
+	return id != wire.MasterID && id == g.minID()
 }
 
 // idOf returns the broker id that addr has in the group.

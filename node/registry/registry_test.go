@@ -618,7 +618,7 @@ func TestRouteCache(t *testing.T) {
 
 // checkInvariants verifies what must hold after any sequence of operations:
 // every route names existing groups, every group has a cluster and members,
-// and every lease belongs to a member.
+// every member has a lease, and every lease belongs to a member.
 func checkInvariants(t testing.TB, r *Registry) {
 	t.Helper()
 	r.mu.RLock()
@@ -649,6 +649,17 @@ func checkInvariants(t testing.TB, r *Registry) {
 		for tp := range g.topics {
 			if r.topics[tp.name] != tp {
 				t.Errorf("group %s holds deleted topic %s", name, tp.name)
+			}
+			if _, gone := g.deleted[tp.name]; gone {
+				t.Errorf("group %s serves topic %s and holds its tombstone", name, tp.name)
+			}
+		}
+	}
+	for name, g := range r.groups {
+		for id, addr := range g.addrs {
+			l := r.leases[leaseKey{g.cluster, addr}]
+			if l == nil || l.brokerName != name || l.brokerID != id {
+				t.Errorf("member %d %s of group %s has no lease of its own (lease %+v)", id, addr, name, l)
 			}
 		}
 	}

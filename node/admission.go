@@ -1,0 +1,351 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// QUIC application error codes for connections closed by admission.
+const (
+	codeTooManyConns quic.ApplicationErrorCode = 0x12
+	codeReplaced     quic.ApplicationErrorCode = 0x13
+)
+
+// Reasons a connection is refused, as the refusal metric labels them.
+const (
+	refusedMaxConns    = "max_conns"           // the node's total, before the handshake
+	refusedHandshakes  = "handshakes_per_host" // handshakes in progress from one IP
+	refusedPerHost     = "conns_per_host"      // established connections of a class from one IP
+	refusedClientShare = "client_share"        // clients may hold at most 90 % of MaxConns
+	refusedNoIdentity  = "no_identity"         // the certificate carries no usable identity
+)
+
+// The classes of peers, each with a per-host budget of its own.
+const (
+	brokerClass connClass = iota // brokers and operators
+	userClass                    // clients, nodes, anonymous peers
+)
+
+// connClass separates the peers whose connections keep the registry alive
+// (brokers and operators) from the ones that read it (clients, nodes,
+// anonymous peers), so a flood of readers never takes a broker's place.
+type connClass uint8
+
+func (c connClass) String() string {
+	if c == brokerClass {
+		return "broker"
+	}
+	return "client"
+}
+
+func classOf(p peer) connClass {
+	if !p.anonymous && (p.Role == pki.RoleBroker || p.Role == pki.RoleOperator) {
+		return brokerClass
+	}
+	return userClass
+}
+
+// admission bounds connections in three steps:
+//
+//  1. before the handshake (quic.Transport.ConnContext), by the node's total
+//     and by handshakes in progress per source IP, so refusing is cheap;
+//  2. once the certificate is known, by established connections per source
+//     IP for each class (brokers and operators have a budget of their own),
+//     and for readers by connections per identity (a certificate; an
+//     anonymous peer has none);
+//  3. an identity over its own limit, or on a full host where it already has
+//     connections, replaces its least recently active connection instead of
+//     being refused: a broker that restarts reconnects at once, and the dead
+//     connection of its previous life does not hold a slot until the idle
+//     timeout. An identity can only ever push out its own connections.
+//
+// Lock: mu guards every count; it is never held while calling into quic-go
+// or logging.
+type admission struct {
+	max, clientMax, handshakesPerHost int
+	perHost                           [2]int // by class
+	perIdentity                       int    // readers only; brokers are bounded per host
+
+	mu          sync.Mutex
+	total       int
+	clients     int                    // established reader connections
+	handshaking map[string]int         // source IP -> handshakes in progress
+	hosts       [2]map[string]int      // by class: source IP -> established
+	idents      map[string][]*admitted // identity -> its established connections
+
+	onRefuse  func(reason string, a *admitted, p *peer)
+	onReplace func(victim *admitted)
+	onFailure func(a *admitted, cause error)
+}
+
+// admitted is one connection that passed the first step.
+type admitted struct {
+	host        string
+	remote      string
+	class       connClass
+	ident       string // "" for an anonymous peer
+	qc          *quic.Conn
+	established bool // handshake done and seen by serveConn; guarded by admission.mu
+	released    bool // the connection ended; guarded by admission.mu
+	counted     bool // held in hosts and idents; guarded by admission.mu
+	last        atomic.Int64
+}
+
+// touch records activity (a request), for choosing which of an identity's
+// connections to replace. Safe on nil.
+func (a *admitted) touch(now time.Time) {
+	if a != nil {
+		a.last.Store(now.UnixNano())
+	}
+}
+
+type admittedKey struct{}
+
+func newAdmission(cfg Config) *admission {
+	return &admission{
+		max:               cfg.MaxConns,
+		clientMax:         cfg.MaxConns - cfg.MaxConns/10,
+		handshakesPerHost: cfg.MaxHandshakesPerHost,
+		perHost:           [2]int{brokerClass: cfg.MaxBrokerConnsPerHost, userClass: cfg.MaxConnsPerHost},
+		perIdentity:       cfg.MaxConnsPerIdentity,
+		handshaking:       make(map[string]int),
+		hosts:             [2]map[string]int{make(map[string]int), make(map[string]int)},
+		idents:            make(map[string][]*admitted),
+	}
+}
+
+var errTooManyConns = errors.New("connection limit reached")
+
+// admit is the first step, before the handshake.
+func (ad *admission) admit(ctx context.Context, info *quic.ClientInfo) (context.Context, error) {
+	a := &admitted{host: hostOfAddr(info.RemoteAddr), remote: info.RemoteAddr.String()}
+	ad.mu.Lock()
+	reason := ""
+	switch {
+	case ad.total >= ad.max:
+		reason = refusedMaxConns
+	case ad.handshaking[a.host] >= ad.handshakesPerHost:
+		reason = refusedHandshakes
+	default:
+		ad.total++
+		ad.handshaking[a.host]++
+	}
+	ad.mu.Unlock()
+	if reason != "" {
+		ad.refuse(reason, a, nil)
+		return nil, errTooManyConns
+	}
+	context.AfterFunc(ctx, func() { ad.release(a, context.Cause(ctx)) })
+	return context.WithValue(ctx, admittedKey{}, a), nil
+}
+
+func hostOfAddr(addr net.Addr) string {
+	if ua, ok := addr.(*net.UDPAddr); ok {
+		return ua.IP.String()
+	}
+	return hostOf(addr.String())
+}
+
+// release runs when a connection ends, however it ends.
+func (ad *admission) release(a *admitted, cause error) {
+	ad.mu.Lock()
+	ad.total--
+	a.released = true
+	failed := !a.established
+	if failed {
+		ad.doneHandshaking(a)
+	}
+	ad.uncount(a)
+	ad.mu.Unlock()
+	if failed && ad.onFailure != nil {
+		ad.onFailure(a, cause) // the handshake never completed
+	}
+}
+
+// settle marks a connection whose handshake completed but that will not be
+// established (its certificate carries no usable identity).
+func (ad *admission) settle(qc *quic.Conn) {
+	a, _ := qc.Context().Value(admittedKey{}).(*admitted)
+	if a == nil {
+		return
+	}
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	if !a.released && !a.established {
+		a.established = true
+		ad.doneHandshaking(a)
+	}
+}
+
+func (ad *admission) doneHandshaking(a *admitted) {
+	if ad.handshaking[a.host]--; ad.handshaking[a.host] <= 0 {
+		delete(ad.handshaking, a.host)
+	}
+}
+
+// establish is the second and third steps, once the peer's identity is
+// known. It returns false when the connection must be refused; the caller
+// closes it. A replaced connection is closed here.
+func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
+	a, _ := qc.Context().Value(admittedKey{}).(*admitted)
+	if a == nil { // not admitted by this node's transport (cannot happen)
+		return nil, true
+	}
+	class, ident := classOf(*p), identityKey(qc, p)
+	a.touch(time.Now()) // wall clock, as handle's touches: only the order matters
+	ad.mu.Lock()
+	if a.released || a.established { // closed meanwhile; release has run
+		ad.mu.Unlock()
+		return a, false
+	}
+	a.qc, a.class, a.ident = qc, class, ident
+	a.established = true
+	ad.doneHandshaking(a)
+	victim, reason := ad.place(a)
+	if reason == "" {
+		if victim != nil {
+			ad.uncount(victim)
+		}
+		ad.countLocked(a)
+	}
+	ad.mu.Unlock()
+	if victim != nil {
+		victim.qc.CloseWithError(codeReplaced, "replaced by a newer connection with the same certificate")
+		if ad.onReplace != nil {
+			ad.onReplace(victim)
+		}
+	}
+	if reason != "" {
+		ad.refuse(reason, a, p)
+		return a, false
+	}
+	return a, true
+}
+
+// place decides, with mu held, whether a fits and which of its identity's
+// connections it replaces. One replacement is always enough: the victim is
+// of a's identity, so of its class, and on a's host when the host is full.
+// Nothing is replaced for a connection that is refused anyway.
+func (ad *admission) place(a *admitted) (victim *admitted, reason string) {
+	mine := ad.idents[a.ident] // none for an anonymous peer
+	hostFull := ad.hosts[a.class][a.host] >= ad.perHost[a.class]
+	identFull := a.ident != "" && a.class == userClass && len(mine) >= ad.perIdentity
+	shareFull := a.class == userClass && ad.clients >= ad.clientMax
+	switch {
+	case hostFull:
+		if victim = oldest(mine, a.host); victim == nil {
+			return nil, refusedPerHost
+		}
+	case identFull:
+		victim = oldest(mine, "")
+	}
+	if shareFull && victim == nil {
+		return nil, refusedClientShare
+	}
+	return victim, ""
+}
+
+func (ad *admission) countLocked(a *admitted) {
+	a.counted = true
+	ad.hosts[a.class][a.host]++
+	if a.class == userClass {
+		ad.clients++
+	}
+	if a.ident != "" {
+		ad.idents[a.ident] = append(ad.idents[a.ident], a)
+	}
+}
+
+func (ad *admission) uncount(a *admitted) {
+	if !a.counted {
+		return
+	}
+	a.counted = false
+	if ad.hosts[a.class][a.host]--; ad.hosts[a.class][a.host] <= 0 {
+		delete(ad.hosts[a.class], a.host)
+	}
+	if a.class == userClass {
+		ad.clients--
+	}
+	if a.ident == "" {
+		return
+	}
+	list := ad.idents[a.ident]
+	for i, c := range list {
+		if c == a {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(ad.idents, a.ident)
+	} else {
+		ad.idents[a.ident] = list
+	}
+}
+
+// oldest returns the least recently active connection of list, on host
+// when host is set.
+func oldest(list []*admitted, host string) *admitted {
+	var o *admitted
+	for _, c := range list {
+		if host != "" && c.host != host {
+			continue
+		}
+		if o == nil || c.last.Load() < o.last.Load() {
+			o = c
+		}
+	}
+	return o
+}
+
+// identityKey names the certificate a peer presented (its SHA-256), or ""
+// for an anonymous peer.
+func identityKey(qc *quic.Conn, p *peer) string {
+	if p.anonymous {
+		return ""
+	}
+	chains := qc.ConnectionState().TLS.VerifiedChains
+	if len(chains) == 0 || len(chains[0]) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256(chains[0][0].Raw)
+	return hex.EncodeToString(sum[:16])
+}
+
+func (ad *admission) refuse(reason string, a *admitted, p *peer) {
+	if ad.onRefuse != nil {
+		ad.onRefuse(reason, a, p)
+	}
+}
+
+// limitedLog logs at most a burst and then a steady rate of one kind of
+// event, and says how many it left out, so a flood of refusals cannot
+// flood the log.
+type limitedLog struct {
+	log        *slog.Logger
+	allow      func() bool
+	suppressed atomic.Int64
+}
+
+func (l *limitedLog) Warn(msg string, args ...any) {
+	if !l.allow() {
+		l.suppressed.Add(1)
+		return
+	}
+	if n := l.suppressed.Swap(0); n > 0 {
+		args = append(args, "suppressed_since_last", n)
+	}
+	l.log.Warn(msg, args...)
+}

@@ -1,0 +1,355 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// metricValue sums a metric family's samples whose labels include every
+// "name=value" given.
+func metricValue(t testing.TB, tn *testNode, name string, labels ...string) float64 {
+	t.Helper()
+	fams, err := tn.stats.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for _, kv := range labels {
+				k, v, _ := strings.Cut(kv, "=")
+				if have[k] != v {
+					continue metrics
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// waitMetric polls until a metric reaches at least want (connections are
+// admitted by the node after the client's handshake returns).
+func waitMetric(t testing.TB, tn *testNode, want float64, name string, labels ...string) float64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v := metricValue(t, tn, name, labels...)
+		if v >= want || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// dialOnce connects, reads a route and closes; it reports whether both
+// worked.
+func dialOnce(tn *testNode, conf *tls.Config, topic string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds a hang, not a speed
+	defer cancel()
+	c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: conf})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, _, err = c.Route(ctx, topic, wire.ClientAttrs{})
+	return err
+}
+
+// TestAttackerOnSameIPCannotLockOutClients: an attacker holding a client
+// certificate opens connection after connection from the legitimate
+// client's IP while the legitimate client reconnects and reads. Before
+// per-identity limits the attacker took every per-host slot and the
+// legitimate client's reconnects were refused.
+func TestAttackerOnSameIPCannotLockOutClients(t *testing.T) {
+	tn := startNode(t, func(c *Config) {
+		c.MaxConnsPerHost = 8
+		c.MaxConnsPerIdentity = 4
+	})
+	ctx := ctxT(t)
+	if _, err := tn.dial(pki.RoleBroker).Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t")); err != nil {
+		t.Fatal(err)
+	}
+	legit := tn.tlsFor(pki.RoleClient, "legit")
+	attacker := tn.tlsFor(pki.RoleClient, "attacker")
+	// The attacker dials in a loop and keeps every connection it gets.
+	stop := make(chan struct{})
+	var opened atomic.Int64
+	var attack sync.WaitGroup
+	attack.Go(func() {
+		var held []*quic.Conn
+		defer func() {
+			for _, qc := range held {
+				qc.CloseWithError(0, "")
+			}
+		}()
+		for len(held) < 500 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			dctx, cancel := context.WithTimeout(ctx, time.Second)
+			qc, err := quic.DialAddr(dctx, tn.Addr().String(), attacker, nil)
+			cancel()
+			if err == nil {
+				held = append(held, qc)
+				opened.Add(1)
+			}
+		}
+	})
+	// Let the attacker fill the host before the legitimate client starts.
+	waitMetric(t, tn, 8, "edgereg_connections_replaced_total")
+	const rounds = 30
+	ok := 0
+	for i := range rounds {
+		if err := dialOnce(tn, legit, "t"); err == nil {
+			ok++
+		} else {
+			t.Logf("round %d: legitimate reconnect and read failed: %v", i, err)
+		}
+	}
+	close(stop)
+	attack.Wait()
+	t.Logf("legitimate reconnect-and-read success: %d/%d (%.0f %%); attacker connections opened %d, replaced %v, refused %v",
+		ok, rounds, 100*float64(ok)/rounds, opened.Load(),
+		metricValue(t, tn, "edgereg_connections_replaced_total"), metricValue(t, tn, "edgereg_connections_refused_total"))
+	if ok != rounds {
+		t.Errorf("legitimate client succeeded %d of %d times, want every time", ok, rounds)
+	}
+}
+
+// TestClientsCannotStarveBrokers: readers holding every worker do not delay
+// a broker's registration and heartbeat or an operator's leases: brokers
+// and operators have workers of their own.
+func TestClientsCannotStarveBrokers(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.Workers = 2 })
+	broker, op := tn.dial(pki.RoleBroker), tn.dial(pki.RoleOperator)
+	for range cap(tn.workers) { // every reader worker is busy
+		tn.workers <- struct{}{}
+	}
+	defer func() {
+		for range cap(tn.workers) {
+			<-tn.workers
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	ack, err := broker.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t"))
+	if err != nil {
+		t.Fatalf("registration while readers hold every worker: %v", err)
+	}
+	if _, err := broker.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: ack.Lease.Epoch, DataVersion: wire.DataVersion{Counter: 1}}); err != nil {
+		t.Fatalf("heartbeat while readers hold every worker: %v", err)
+	}
+	if _, err := op.Leases(ctx); err != nil {
+		t.Fatalf("operator leases while readers hold every worker: %v", err)
+	}
+}
+
+// flapper is one broker slot that restarts: each life dials from a fresh
+// UDP socket, registers, heartbeats, and dies by closing its socket without
+// a word, as kill -9 would, leaving the node a connection that looks alive
+// until its idle timeout.
+type flapper struct {
+	tn      *testNode
+	conf    *tls.Config
+	addr    string
+	refused atomic.Int64
+	lives   atomic.Int64
+}
+
+// live runs one life of beats heartbeats; with until set, it goes on
+// heartbeating until until is closed (and then dies like the others).
+func (f *flapper) live(ctx context.Context, beats int, until <-chan struct{}) error {
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return err
+	}
+	defer udp.Close() // the crash: no CONNECTION_CLOSE is ever sent
+	tr := &quic.Transport{Conn: udp}
+	c, err := client.Dial(ctx, f.tn.Addr().String(), client.Config{TLS: f.conf, Transport: tr})
+	if err != nil {
+		return err
+	}
+	reg := registration("c1", "g-"+f.addr, 0, f.addr, "t")
+	reg.HeartbeatTimeoutMs = 5000 // generous: a loaded machine must not make an expiry
+	ack, err := c.Register(ctx, reg)
+	if err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		if i >= beats {
+			if until == nil {
+				break
+			}
+			select {
+			case <-until:
+				until = nil
+				continue
+			default:
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		if _, err := c.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: f.addr, Epoch: ack.Lease.Epoch, DataVersion: reg.DataVersion}); err != nil {
+			return err
+		}
+	}
+	f.lives.Add(1)
+	return nil
+}
+
+// TestFlappingBrokersNeitherRefusedNorExpired: 20 broker slots on one IP
+// restart 6 times each: 120 connections against the host's budget of 40,
+// while every dead one still looks alive. Before, dead connections held
+// their slots until the idle timeout and restarts were refused (so leases
+// ran out); now each restart replaces a dead connection of its certificate.
+func TestFlappingBrokersNeitherRefusedNorExpired(t *testing.T) {
+	tn := startNode(t, func(c *Config) {
+		c.MaxConnsPerHost = 40       // the budget before per-class limits
+		c.MaxBrokerConnsPerHost = 40 // brokers' own budget
+		c.ScanInterval = 50 * time.Millisecond
+	})
+	conf := tn.tlsFor(pki.RoleBroker, "flapping-brokers") // one certificate for every broker
+	op := tn.dial(pki.RoleOperator)
+	const slots, restarts = 20, 6
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg, lastLives sync.WaitGroup
+	var failures atomic.Int64
+	// Each slot's last life heartbeats until every slot has reached its
+	// last life, so no lease runs out merely because its slot finished
+	// early: any expiry is a broker that could not get back in.
+	allLast := make(chan struct{})
+	lastLives.Add(slots)
+	go func() { lastLives.Wait(); close(allLast) }()
+	fl := make([]*flapper, slots)
+	for i := range slots {
+		fl[i] = &flapper{tn: tn, conf: conf, addr: fmt.Sprintf("10.0.1.%d:10911", i)}
+		wg.Go(func() {
+			for life := range restarts {
+				var until <-chan struct{}
+				if life == restarts-1 {
+					lastLives.Done()
+					until = allLast
+				}
+				if err := fl[i].live(ctx, 10, until); err != nil {
+					failures.Add(1)
+					t.Logf("slot %d: %v", i, err)
+				}
+			}
+		})
+	}
+	leasesOK := 0
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(100 * time.Millisecond):
+			if _, err := op.Leases(ctx); err == nil {
+				leasesOK++
+			} else {
+				t.Errorf("operator leases during the flapping: %v", err)
+			}
+		}
+	}
+	refused := metricValue(t, tn, "edgereg_connections_refused_total")
+	expired := metricValue(t, tn, "edgereg_expiries_total")
+	lives := 0
+	for _, f := range fl {
+		lives += int(f.lives.Load())
+	}
+	t.Logf("broker lives %d/%d, failed %d, connections refused %v, replaced %v, expiries %v, operator leases served %d",
+		lives, slots*restarts, failures.Load(), refused, metricValue(t, tn, "edgereg_connections_replaced_total"), expired, leasesOK)
+	if failures.Load() != 0 || refused != 0 || expired != 0 {
+		t.Errorf("flapping brokers: %d failed lives, %v refusals, %v expiries; want none", failures.Load(), refused, expired)
+	}
+}
+
+// TestAdmissionPlace checks the admission rules on their own, without
+// sockets: who is refused, who replaces whom, and that nothing is replaced
+// for a connection that is refused anyway.
+func TestAdmissionPlace(t *testing.T) {
+	ad := newAdmission(Config{MaxConns: 20, MaxConnsPerHost: 2, MaxBrokerConnsPerHost: 3, MaxConnsPerIdentity: 2}.WithDefaults())
+	seq := int64(0)
+	conn := func(host, ident string, class connClass) *admitted {
+		seq++
+		a := &admitted{host: host, ident: ident, class: class}
+		a.last.Store(seq) // later connections are more recently active
+		return a
+	}
+	admit := func(a *admitted) (*admitted, string) {
+		v, reason := ad.place(a)
+		if reason == "" {
+			if v != nil {
+				ad.uncount(v)
+			}
+			ad.countLocked(a)
+		}
+		return v, reason
+	}
+	// Identity X fills its limit on two hosts.
+	x1, x2 := conn("h1", "X", userClass), conn("h2", "X", userClass)
+	admit(x1)
+	admit(x2)
+	// Another reader fills h1.
+	admit(conn("h1", "Y", userClass))
+	// X on full h1 replaces its own connection there, not the one on h2.
+	if v, reason := admit(conn("h1", "X", userClass)); reason != "" || v != x1 {
+		t.Fatalf("X on full h1: victim %v, reason %q; want x1 replaced", v, reason)
+	}
+	// Z has nothing on full h1: refused, nothing replaced.
+	if v, reason := admit(conn("h1", "Z", userClass)); reason != refusedPerHost || v != nil {
+		t.Fatalf("Z on full h1: victim %v, reason %q; want refused", v, reason)
+	}
+	// X at its identity limit on a free host replaces its oldest anywhere.
+	if v, reason := admit(conn("h3", "X", userClass)); reason != "" || v != x2 {
+		t.Fatalf("X at its limit on h3: victim %v, reason %q; want x2 replaced", v, reason)
+	}
+	// Anonymous peers have no identity: refused on a full host.
+	admit(conn("h4", "", userClass))
+	admit(conn("h4", "", userClass))
+	if v, reason := admit(conn("h4", "", userClass)); reason != refusedPerHost || v != nil {
+		t.Fatalf("anonymous on full h4: victim %v, reason %q", v, reason)
+	}
+	// Brokers on h1 have their own budget: readers filling h1 leave it free.
+	for i := range 3 {
+		if _, reason := admit(conn("h1", fmt.Sprint("B", i), brokerClass)); reason != "" {
+			t.Fatalf("broker %d on h1 refused: %s", i, reason)
+		}
+	}
+	if _, reason := admit(conn("h1", "B9", brokerClass)); reason != refusedPerHost {
+		t.Fatalf("fourth broker identity on h1: %q, want refused", reason)
+	}
+	if ad.clients != 5 || ad.hosts[userClass]["h1"] != 2 || len(ad.idents["X"]) != 2 {
+		t.Fatalf("counts: clients %d, h1 readers %d, X %d", ad.clients, ad.hosts[userClass]["h1"], len(ad.idents["X"]))
+	}
+}

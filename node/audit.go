@@ -1,0 +1,92 @@
+package node
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"golang.org/x/time/rate"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// Rate of each kind of security warning in the log: a burst, then one a
+// second; the next line that gets through says how many were left out.
+const (
+	warnBurst = 10
+	warnEvery = time.Second
+)
+
+// warnings are the node's rate-limited security logs.
+type warnings struct {
+	refused, tls, denied limitedLog
+}
+
+func newWarnings(log *slog.Logger) *warnings {
+	mk := func() limitedLog {
+		return limitedLog{log: log, allow: rate.NewLimiter(rate.Every(warnEvery), warnBurst).Allow}
+	}
+	return &warnings{refused: mk(), tls: mk(), denied: mk()}
+}
+
+// peerAttrs names a peer in logs: role, certificate name, remote address.
+func (p peer) attrs() []any {
+	return []any{"peer_role", p.role(), "peer", p.Name, "remote", p.remote}
+}
+
+// connRefused counts and logs a refused connection. p is nil before the
+// handshake, when only the address is known.
+func (n *Node) connRefused(reason string, a *admitted, p *peer) {
+	n.stats.refused.WithLabelValues(reason).Inc()
+	args := []any{"reason", reason, "remote", a.remote}
+	if p != nil {
+		args = append(p.attrs()[:4], args...)
+	}
+	n.warn.refused.Warn("connection refused", args...)
+}
+
+// connReplaced counts a connection that a newer one with the same
+// certificate took the slot of.
+func (n *Node) connReplaced(v *admitted) {
+	n.stats.replaced.Inc()
+	n.log.Debug("connection replaced by a newer one with the same certificate", "remote", v.remote)
+}
+
+// handshakeFailed counts and logs a connection whose handshake did not
+// complete; cause is why quic-go closed it.
+func (n *Node) handshakeFailed(a *admitted, cause error) {
+	if n.closing.Load() {
+		return
+	}
+	reason := "other"
+	var te *quic.TransportError
+	var ht *quic.HandshakeTimeoutError
+	var it *quic.IdleTimeoutError
+	switch {
+	case errors.As(cause, &te) && te.ErrorCode.IsCryptoError():
+		reason = "tls"
+	case errors.As(cause, &ht), errors.As(cause, &it):
+		reason = "timeout"
+	}
+	n.stats.tlsFailures.WithLabelValues(reason).Inc()
+	n.warn.tls.Warn("TLS handshake failed", "reason", reason, "remote", a.remote, "err", errString(cause))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// denied counts and logs a request refused as not authorized.
+func (n *Node) denied(cs *connState, t wire.Type, err *wire.Error) {
+	n.stats.denied.WithLabelValues(cs.peer.role(), t.String()).Inc()
+	n.warn.denied.Warn("request denied", append(cs.peer.attrs(), "kind", t.String(), "err", err.Message)...)
+}
+
+// audit logs a change an operator made, with who made it.
+func (n *Node) audit(cs *connState, msg string, args ...any) {
+	n.log.Info(msg, append(args, cs.peer.attrs()...)...)
+}
