@@ -45,6 +45,8 @@ import (
 const (
 	DefaultRefreshInterval = 30 * time.Second
 	DefaultRequestTimeout  = 3 * time.Second
+	// DefaultFanout is how many nodes a read asks at once.
+	DefaultFanout = 2
 	// MaxTopicsPerRequest is the most topics one get-routes or watch
 	// request names (the node's limit); a refresh of more topics is split.
 	MaxTopicsPerRequest = 10_000
@@ -91,6 +93,23 @@ type Config struct {
 	// Transport, when set, is the QUIC transport to dial nodes from (see
 	// client.Config.Transport); tests use it for a simulated network.
 	Transport *quic.Transport
+	// Fanout is how many nodes every read, refresh and watch asks at once;
+	// their answers are merged (PROTOCOL.md 9.1), so a node cut off from
+	// some brokers cannot hide them. Default DefaultFanout (2); 1 asks one
+	// node at a time, as clients before it did. More than the node list
+	// holds asks every node.
+	Fanout int
+	// MergeWait is how long a read waits for the other nodes asked once
+	// the first has answered with a route for every topic; what has not
+	// arrived by then is not merged. Default: as long as the first answer
+	// took, so a read takes at most twice the fastest node's time and a
+	// slow or dead node never holds it up.
+	MergeWait time.Duration
+	// OnConnState, when set, is told each change of the connection state
+	// to a node: connected, failed (tried again later) or refused for good
+	// (ErrRefused). It is called from the client's goroutines and must not
+	// block or call back into the Client.
+	OnConnState func(ConnEvent)
 }
 
 func (c Config) withDefaults() Config {
@@ -102,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NodeRefreshInterval <= 0 {
 		c.NodeRefreshInterval = nodes.DefaultRefreshInterval
+	}
+	if c.Fanout <= 0 {
+		c.Fanout = DefaultFanout
 	}
 	c.Backoff = c.Backoff.WithDefaults()
 	if c.Logger == nil {
