@@ -12,6 +12,9 @@ import (
 	"github.com/edgereg/edgereg/wire/client"
 )
 
+// errEnded marks a subscription whose refusal was delivered.
+var errEnded = errors.New("watch ended")
+
 // Update is the state of a watched topic, pushed by a node.
 type Update struct {
 	Topic string
@@ -21,6 +24,11 @@ type Update struct {
 	Version uint64
 	// Gone reports that no broker holds the topic any more.
 	Gone bool
+	// Err, when set, ends the watch: every node refused this client for
+	// good (it matches ErrRefused; for instance a certificate from another
+	// CA). It is the last update; the channel closes after it. Topic is
+	// empty.
+	Err error
 }
 
 // Watch subscribes to route changes of topics and returns the channel that
@@ -40,7 +48,11 @@ type Update struct {
 // catches up to the latest route of every topic. The watch lasts until ctx
 // ends or the client closes; the channel is then closed, and topics no
 // other watch names are unwatched on the node. Watch returns at once: the
-// subscription is made, and remade, in the background.
+// subscription is made, and remade, in the background. Failures that
+// retrying can fix (a node down, a lost stream) are retried with backoff;
+// a refusal by every node (ErrRefused) is delivered as an Update with Err
+// set, and the channel closes. Config.OnConnState tells every change of a
+// node's connection state meanwhile.
 func (c *Client) Watch(ctx context.Context, topics ...string) (<-chan Update, error) {
 	if len(topics) == 0 {
 		return nil, fmt.Errorf("%w: watch names no topic", ErrInvalidTopic)
@@ -82,7 +94,21 @@ type subscription struct {
 	mu      sync.Mutex
 	pending map[string]Update // latest undelivered state per topic
 	order   []string          // topics of pending, oldest first
+	err     error             // the refusal that ends the watch
 	wake    chan struct{}
+}
+
+// fail ends the subscription with err, once what is pending is delivered.
+func (s *subscription) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (s *subscription) push(u Update) {
@@ -102,6 +128,11 @@ func (s *subscription) next() (Update, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.order) == 0 {
+		if s.err != nil {
+			u := Update{Err: s.err}
+			s.err = errEnded
+			return u, true
+		}
 		return Update{}, false
 	}
 	t := s.order[0]
@@ -118,6 +149,9 @@ func (s *subscription) deliver() {
 	defer s.hub.remove(s)
 	for {
 		u, ok := s.next()
+		if u.Err == errEnded {
+			return
+		}
 		if !ok {
 			select {
 			case <-s.wake:
@@ -227,6 +261,11 @@ func (h *watchHub) run() {
 			}
 		}
 		st, err := h.connect()
+		if errors.Is(err, ErrRefused) {
+			c.log.Error("every node refused this client: ending the watches", "err", err)
+			h.refuse(err)
+			continue
+		}
 		if err == nil {
 			if h.serve(st) {
 				failures = 0
@@ -262,6 +301,22 @@ func (st *stream) call(c *Client, t wire.Type, req, resp any) error {
 	return st.pipe.Call(ctx, t, req, resp)
 }
 
+// refuse ends every subscription with err.
+func (h *watchHub) refuse(err error) {
+	h.mu.Lock()
+	subs := make(map[*subscription]struct{})
+	for _, wt := range h.topics {
+		for s := range wt.subs {
+			subs[s] = struct{}{}
+		}
+	}
+	h.mu.Unlock()
+	for s := range subs {
+		s.fail(err)
+		h.remove(s) // its topics are not watched again
+	}
+}
+
 // connect opens a stream to the first candidate node that answers a ping
 // on it and is not warming up; a warming-up node is used only when no
 // other answers.
@@ -273,9 +328,13 @@ func (h *watchHub) connect() (*stream, error) {
 	}
 	var warming *stream
 	var errs []error
+	refused := 0
 	for _, n := range cands {
 		st, warm, err := h.open(n)
 		if err != nil {
+			if permanent(err) {
+				refused++
+			}
 			errs = append(errs, fmt.Errorf("%s: %w", n.addr, err))
 			continue
 		}
@@ -293,6 +352,9 @@ func (h *watchHub) connect() (*stream, error) {
 	}
 	if warming != nil {
 		return warming, nil
+	}
+	if refused == len(cands) {
+		return nil, fmt.Errorf("%w: no node opened a watch stream: %w", ErrRefused, errors.Join(errs...))
 	}
 	return nil, fmt.Errorf("no node opened a watch stream: %w", errors.Join(errs...))
 }
