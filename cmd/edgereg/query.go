@@ -152,12 +152,13 @@ func printRoute(tw io.Writer, r routeOut) {
 }
 
 func newClustersCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var allNodes bool
+	cmd := &cobra.Command{
 		Use:   "clusters",
 		Short: "List clusters, their broker groups and brokers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) { return c.ClusterInfo(ctx) },
+			return g.readOneOrAll(cmd, allNodes, func(c *client.Conn, ctx contextT) (any, error) { return c.ClusterInfo(ctx) },
 				func(tw *tabwriter.Writer, v any) {
 					ci := v.(wire.ClusterInfo)
 					fmt.Fprintln(tw, "CLUSTER\tBROKER\tBROKER ID\tADDRESS\tZONE")
@@ -166,9 +167,11 @@ func newClustersCmd(g *globals) *cobra.Command {
 							printGroup(tw, cl, ci.Groups[group])
 						}
 					}
-				})
+				}, clusterKeys)
 		},
 	}
+	cmd.Flags().BoolVar(&allNodes, "all-nodes", false, "ask every node and show where they differ")
+	return cmd
 }
 
 func printGroup(tw io.Writer, cluster string, bd wire.BrokerData) {
@@ -184,6 +187,7 @@ func printGroup(tw io.Writer, cluster string, bd wire.BrokerData) {
 
 func newTopicsCmd(g *globals) *cobra.Command {
 	var cluster, kind string
+	var allNodes bool
 	cmd := &cobra.Command{
 		Use:   "topics",
 		Short: "List topics",
@@ -193,14 +197,15 @@ func newTopicsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) { return c.Topics(ctx, q) },
+			return g.readOneOrAll(cmd, allNodes, func(c *client.Conn, ctx contextT) (any, error) { return c.Topics(ctx, q) },
 				func(tw *tabwriter.Writer, v any) {
 					for _, t := range v.([]string) {
 						fmt.Fprintln(tw, t)
 					}
-				})
+				}, topicKeys)
 		},
 	}
+	cmd.Flags().BoolVar(&allNodes, "all-nodes", false, "ask every node and show where they differ")
 	cmd.Flags().StringVar(&cluster, "cluster", "", "only topics of this cluster")
 	cmd.Flags().StringVar(&kind, "kind", "all", "which list: all, system, unit, unit-sub, unit-sub-only")
 	return cmd
@@ -267,18 +272,21 @@ func newPermCmd(g *globals) *cobra.Command {
 }
 
 func newLeasesCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var allNodes bool
+	cmd := &cobra.Command{
 		Use:   "leases",
 		Short: "List the live brokers of a node with their lease deadlines",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) { return c.Leases(ctx) }, func(tw *tabwriter.Writer, v any) {
+			return g.readOneOrAll(cmd, allNodes, func(c *client.Conn, ctx contextT) (any, error) { return c.Leases(ctx) }, func(tw *tabwriter.Writer, v any) {
 				fmt.Fprintln(tw, "CLUSTER\tBROKER\tBROKER ID\tADDRESS\tEPOCH\tLAST HEARTBEAT\tDEADLINE")
 				for _, l := range v.([]wire.LeaseInfo) {
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", l.Cluster, l.BrokerName, l.BrokerID, l.Addr, l.Epoch,
 						time.UnixMilli(l.LastHeartbeatMs).Format(time.RFC3339), time.UnixMilli(l.DeadlineMs).Format(time.RFC3339))
 				}
-			})
+			}, leaseKeys)
 		},
 	}
+	cmd.Flags().BoolVar(&allNodes, "all-nodes", false, "ask every node and show where they differ")
+	return cmd
 }
