@@ -4,9 +4,20 @@
 // over between nodes, and watches topics so changes are pushed within one
 // round trip instead of waiting for the next poll.
 //
+// # Merged reads
+//
+// Nodes share nothing, so one node's answer can lack brokers that node is
+// cut off from. Every read and refresh asks Fanout nodes (default 2) at
+// once and merges their answers by the rule of PROTOCOL.md section 9.1: a
+// group any asked node holds a live lease for stays; not-found is returned
+// only when every ready node that answered says so; the merged route's
+// version is that of its bytes, so "not modified" works across nodes. The
+// read returns MergeWait after the first answer (by default as long as
+// that answer took) when every topic has a route by then.
+//
 // # Failover
 //
-// A query goes to the node that answered last; on an error, a timeout
+// A query goes first to the node that answered last; on an error, a timeout
 // (RequestTimeout) or a "warming up" answer (a node that restarted recently
 // and may not know every broker yet) it goes to the next node of the list.
 // Nodes that failed recently are tried last. The node list comes from a
