@@ -1,0 +1,106 @@
+package routeclient
+
+import (
+	"testing"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+func testRoute(groups ...string) (*wire.Route, uint64) {
+	r := &wire.Route{}
+	for _, g := range groups {
+		r.Queues = append(r.Queues, wire.QueueData{BrokerName: g, ReadQueues: 4, WriteQueues: 4, Perm: 6})
+		r.Brokers = append(r.Brokers, wire.BrokerData{Cluster: "c", Name: g, Addrs: map[int64]string{0: g + ":10911"}})
+	}
+	b, err := wire.Marshal(r)
+	if err != nil {
+		panic(err)
+	}
+	return r, wire.RouteVersion(b)
+}
+
+func names(r wire.Route) []string {
+	var out []string
+	for _, q := range r.Queues {
+		out = append(out, q.BrokerName)
+	}
+	return out
+}
+
+func fresh(age, deadlineIn int64, groups ...string) map[string]wire.GroupFreshness {
+	m := make(map[string]wire.GroupFreshness)
+	for _, g := range groups {
+		m[g] = wire.GroupFreshness{BrokerName: g, AgeMs: age, DeadlineInMs: deadlineIn}
+	}
+	return m
+}
+
+func TestMergeRule(t *testing.T) {
+	full, fullV := testRoute("a", "b", "c")
+	part, partV := testRoute("a", "b")
+	onlyC, _ := testRoute("c")
+
+	// A partitioned node lacks c; the other holds it live: c stays, and
+	// the merged route is byte-equal to the full one (same version).
+	a := topicAnswers{views: []view{
+		{route: part, version: partV, fresh: fresh(1000, 119000, "a", "b"), ready: true, order: 0},
+		{route: full, version: fullV, fresh: fresh(2000, 118000, "a", "b", "c"), ready: true, order: 1},
+	}}
+	m := a.merge("t", 0)
+	if m.status != wire.StatusOK || m.version != fullV || len(m.route.Queues) != 3 {
+		t.Errorf("partition: %+v, want the full route (version %x)", m, fullV)
+	}
+	// Named the full version: not modified, though one node differs.
+	if m := a.merge("t", fullV); m.status != wire.StatusNotModified || m.version != fullV {
+		t.Errorf("partition, full version named: %+v, want not-modified", m)
+	}
+	// Two partial views that together make the whole: the union, versioned
+	// like the node-built route.
+	a = topicAnswers{views: []view{
+		{route: part, version: partV, ready: true, order: 0},
+		{route: onlyC, version: 7, ready: true, order: 1},
+	}}
+	if m := a.merge("t", 0); m.version != fullV || len(names(m.route)) != 3 {
+		t.Errorf("union of a+b and c: %v (version %x), want a, b, c (version %x)", names(m.route), m.version, fullV)
+	}
+	// c held only past its deadline (held back by an expiry policy) while
+	// a ready node lacks it: gone.
+	a = topicAnswers{views: []view{
+		{route: part, version: partV, fresh: fresh(1000, 119000, "a", "b"), ready: true, order: 0},
+		{route: full, version: fullV, fresh: map[string]wire.GroupFreshness{
+			"a": {BrokerName: "a", AgeMs: 1000, DeadlineInMs: 119000}, "b": {BrokerName: "b", AgeMs: 1000, DeadlineInMs: 119000},
+			"c": {BrokerName: "c", AgeMs: 130000, DeadlineInMs: -10000}}, ready: true, order: 1},
+	}}
+	if m := a.merge("t", 0); m.version != partV {
+		t.Errorf("held-back group: %v, want a, b", names(m.route))
+	}
+	// ...but when every ready node holds it back, it stays (the nodes'
+	// expiry policy decided so).
+	a.views[0] = a.views[1]
+	a.views[0].order = 0
+	if m := a.merge("t", 0); m.version != fullV {
+		t.Errorf("held back everywhere: %v, want a, b, c", names(m.route))
+	}
+	// A group's data comes from the node that heard from it last.
+	newer, _ := testRoute("a", "b", "c")
+	newer.Queues[2].WriteQueues = 8
+	a = topicAnswers{views: []view{
+		{route: full, version: fullV, fresh: fresh(5000, 115000, "a", "b", "c"), ready: true, order: 0},
+		{route: newer, version: 9, fresh: fresh(100, 119900, "a", "b", "c"), ready: true, order: 1},
+	}}
+	if m := a.merge("t", 0); m.route.Queues[2].WriteQueues != 8 {
+		t.Errorf("freshest source: %+v, want c's data from the node that heard from it last", m.route.Queues[2])
+	}
+	// Not found: final only with no route from anyone; warming nodes say
+	// nothing.
+	if m := (&topicAnswers{readyNotFound: 1, warming: 1}).merge("t", 0); m.status != wire.StatusNotFound {
+		t.Errorf("ready not-found and warming: %+v, want not-found", m)
+	}
+	if m := (&topicAnswers{warming: 2}).merge("t", 0); m.status != wire.StatusWarmingUp {
+		t.Errorf("only warming: %+v, want warming-up", m)
+	}
+	a = topicAnswers{readyNotFound: 1, views: []view{{route: full, version: fullV, ready: false, order: 1}}}
+	if m := a.merge("t", 0); m.status != wire.StatusOK || m.version != fullV {
+		t.Errorf("not-found from a ready node, a route from a warming one: %+v, want the route", m)
+	}
+}
