@@ -58,6 +58,10 @@ const (
 	DefaultRequestTimeout  = 3 * time.Second
 	// DefaultFanout is how many nodes a read asks at once.
 	DefaultFanout = 2
+	// MinMergeWait is the least a read waits for the other nodes asked
+	// after the first answer (unless Config.MergeWait says otherwise), so
+	// jitter of a few milliseconds does not drop an answer from the merge.
+	MinMergeWait = 50 * time.Millisecond
 	// MaxTopicsPerRequest is the most topics one get-routes or watch
 	// request names (the node's limit); a refresh of more topics is split.
 	MaxTopicsPerRequest = 10_000
@@ -113,8 +117,9 @@ type Config struct {
 	// MergeWait is how long a read waits for the other nodes asked once
 	// the first has answered with a route for every topic; what has not
 	// arrived by then is not merged. Default: as long as the first answer
-	// took, so a read takes at most twice the fastest node's time and a
-	// slow or dead node never holds it up.
+	// took, and at least MinMergeWait, so a slow or dead node never holds
+	// a read up by more than that. When every asked node answers, the read
+	// returns at once.
 	MergeWait time.Duration
 	// OnConnState, when set, is told each change of the connection state
 	// to a node: connected, failed (tried again later) or refused for good

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/edgereg/edgereg/wire"
 )
@@ -17,10 +18,14 @@ import (
 
 // view is one node's answer for one topic that carried a route: the route
 // it sent, or the route the client named when it answered not-modified.
+// A node's ages are relative to its answer, so the merge turns them into
+// times (arrival minus age) before comparing answers that arrived at
+// different times, as a watch's pushes do.
 type view struct {
 	route   *wire.Route
 	version uint64
 	fresh   map[string]wire.GroupFreshness // nil from older nodes
+	at      time.Time                      // when the answer arrived: ages count back from it
 	ready   bool                           // past its warm-up
 	order   int                            // the order the node was asked in
 }
@@ -45,7 +50,7 @@ type merged struct {
 type candidate struct {
 	queue   wire.QueueData
 	broker  wire.BrokerData
-	age     int64 // AgeMs of the source; MaxInt64 when it gave none
+	heard   int64 // when the source last heard from the group, Unix ms by this client's clock; MinInt64 when it gave no freshness
 	order   int
 	live    bool // some holder reports its lease running (or gave no freshness)
 	holders int  // ready nodes whose route holds it
@@ -74,21 +79,21 @@ func (a *topicAnswers) merge(topic string, named uint64) merged {
 			if i >= len(v.route.Brokers) {
 				break // malformed: the arrays are parallel
 			}
-			age, live := int64(math.MaxInt64), true
+			heard, live := int64(math.MinInt64), true
 			if f, ok := v.fresh[q.BrokerName]; ok {
-				age, live = f.AgeMs, f.DeadlineInMs > 0
+				heard, live = v.at.UnixMilli()-f.AgeMs, f.DeadlineInMs > 0
 			}
 			c := groups[q.BrokerName]
 			if c == nil {
-				c = &candidate{age: math.MaxInt64, order: math.MaxInt}
+				c = &candidate{heard: math.MinInt64, order: math.MaxInt}
 				groups[q.BrokerName] = c
 			}
 			if v.ready {
 				c.holders++
 			}
 			c.live = c.live || live
-			if age < c.age || (age == c.age && v.order < c.order) {
-				c.queue, c.broker, c.age, c.order = q, v.route.Brokers[i], age, v.order
+			if heard > c.heard || (heard == c.heard && v.order < c.order) {
+				c.queue, c.broker, c.heard, c.order = q, v.route.Brokers[i], heard, v.order
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package routeclient
 
 import (
 	"testing"
+	"time"
 
 	"github.com/edgereg/edgereg/wire"
 )
@@ -81,12 +82,15 @@ func TestMergeRule(t *testing.T) {
 	if m := a.merge("t", 0); m.version != fullV {
 		t.Errorf("held back everywhere: %v, want a, b, c", names(m.route))
 	}
-	// A group's data comes from the node that heard from it last.
+	// A group's data comes from the node that heard from it last, by
+	// arrival time minus age: an answer that arrived later with a larger
+	// age can still be the fresher.
 	newer, _ := testRoute("a", "b", "c")
 	newer.Queues[2].WriteQueues = 8
+	now := time.Now()
 	a = topicAnswers{views: []view{
-		{route: full, version: fullV, fresh: fresh(5000, 115000, "a", "b", "c"), ready: true, order: 0},
-		{route: newer, version: 9, fresh: fresh(100, 119900, "a", "b", "c"), ready: true, order: 1},
+		{route: full, version: fullV, fresh: fresh(100, 115000, "a", "b", "c"), at: now.Add(-10 * time.Second), ready: true, order: 0},
+		{route: newer, version: 9, fresh: fresh(5000, 119900, "a", "b", "c"), at: now, ready: true, order: 1},
 	}}
 	if m := a.merge("t", 0); m.route.Queues[2].WriteQueues != 8 {
 		t.Errorf("freshest source: %+v, want c's data from the node that heard from it last", m.route.Queues[2])

@@ -23,7 +23,9 @@ func TestReadsMergeTwoNodes(t *testing.T) {
 		register(t, tn, "b1", "10.0.0.1:10911", 4, "t1")
 	}
 	register(t, tns[1], "b2", "10.0.0.2:10911", 4, "t1", "only-on-1")
-	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), nil)
+	// Wait for both answers whatever the dial times: the test is about
+	// the merge, not the hedge.
+	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), func(cfg *routeclient.Config) { cfg.MergeWait = time.Minute })
 	ctx := ctxT(t)
 
 	route, version, err := c.Route(ctx, "t1")
@@ -90,4 +92,38 @@ func TestSilentNodeDoesNotHoldUpReads(t *testing.T) {
 		}
 		rcancel()
 	}
+}
+
+// TestWatchMergesTwoNodes: a watch keeps a stream to each of two nodes and
+// delivers the merged route: a group the first node lacks is there, a
+// change on either node arrives, and a group leaves only when it leaves
+// both.
+func TestWatchMergesTwoNodes(t *testing.T) {
+	ca := newTestCA(t)
+	tns := sortedNodes(t, ca, 2, nil)
+	for _, tn := range tns {
+		register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+	}
+	register(t, tns[1], "b2", "10.0.0.2:10911", 4, "orders") // tns[0] is cut off from b2
+	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), nil)
+	ch, err := c.Watch(ctxT(t), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, ch, "both groups", func(u routeclient.Update) bool { return len(u.Route.Brokers) == 2 })
+	waitFor(t, "a stream to each node", func() bool { return c.Stats().WatchStreams == 2 })
+	// b1 scales out, as both nodes see.
+	for _, tn := range tns {
+		register(t, tn, "b1", "10.0.0.1:10911", 8, "orders")
+	}
+	u := until(t, ch, "b1 with 8 write queues", func(u routeclient.Update) bool {
+		return len(u.Route.Queues) == 2 && u.Route.Queues[0].WriteQueues == 8
+	})
+	e, err := tns[1].Node().Registry().Route("orders")
+	if err != nil || u.Version != e.Version {
+		t.Errorf("merged version %x, the full node's %x (%v)", u.Version, e.Version, err)
+	}
+	// b2 leaves the only node that had it: gone from the merged route.
+	unregister(t, tns[1], "10.0.0.2:10911")
+	until(t, ch, "b2 gone", func(u routeclient.Update) bool { return len(u.Route.Brokers) == 1 })
 }

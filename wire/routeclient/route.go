@@ -127,6 +127,7 @@ type reply struct {
 	idx   []int
 	rs    wire.Routes
 	err   error
+	at    time.Time // when it arrived
 }
 
 // query asks Fanout nodes at once and merges their answers per topic
@@ -159,7 +160,7 @@ func (c *Client) query(ctx context.Context, held []heldRoute, sent *atomic.Uint6
 		}
 		go func() {
 			rs, err := c.ask(qctx, n, req, sent)
-			replies <- reply{node: n, order: order, idx: idx, rs: rs, err: err}
+			replies <- reply{node: n, order: order, idx: idx, rs: rs, err: err, at: time.Now()}
 		}()
 	}
 	all := make([]int, len(held))
@@ -190,7 +191,7 @@ wait:
 			if grace == nil && len(got) == 1 {
 				wait := c.cfg.MergeWait
 				if wait <= 0 {
-					wait = max(time.Since(start), time.Millisecond)
+					wait = max(time.Since(start), MinMergeWait)
 				}
 				t := time.NewTimer(wait)
 				defer t.Stop()
@@ -296,10 +297,10 @@ func mergeReplies(held []heldRoute, got []reply) []merged {
 				if err != nil {
 					continue // an undecodable route says nothing
 				}
-				a.views = append(a.views, view{route: &route, version: v, fresh: fresh, ready: ready, order: r.order})
+				a.views = append(a.views, view{route: &route, version: v, fresh: fresh, at: r.at, ready: ready, order: r.order})
 			case wire.StatusNotModified:
 				if res.Version == held[i].tv.Version && res.Version != 0 {
-					a.views = append(a.views, view{route: &held[i].route, version: res.Version, fresh: fresh, ready: ready, order: r.order})
+					a.views = append(a.views, view{route: &held[i].route, version: res.Version, fresh: fresh, at: r.at, ready: ready, order: r.order})
 				}
 			case wire.StatusNotFound:
 				if ready {
