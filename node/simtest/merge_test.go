@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -41,6 +42,34 @@ func TestMergedReadsThroughPartition(t *testing.T) {
 		sc := s.startClientOf(0, s.nodeAddrs(), clientRefresh) // node 0 first
 		s.clients = append(s.clients, sc)
 		c := sc.c
+		// A second client watches the shared topic and the cut-off
+		// brokers' topics, node 0 first too.
+		wc := s.startClientOf(1, s.nodeAddrs(), clientRefresh)
+		s.clients = append(s.clients, wc)
+		watched := []string{sharedTopic}
+		for i := range nCut {
+			watched = append(watched, brokerTopic(i))
+		}
+		wctx, wcancel := context.WithCancel(context.Background())
+		updates, err := wc.c.Watch(wctx, watched...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type seen struct {
+			at time.Time
+			u  routeclient.Update
+		}
+		var wmu sync.Mutex
+		var pushed []seen
+		watchDone := make(chan struct{})
+		go func() {
+			defer close(watchDone)
+			for u := range updates {
+				wmu.Lock()
+				pushed = append(pushed, seen{time.Now(), u})
+				wmu.Unlock()
+			}
+		}()
 
 		var topics []string
 		for i := range nBrokers {
@@ -148,6 +177,30 @@ func TestMergedReadsThroughPartition(t *testing.T) {
 			round("restart")
 			time.Sleep(5 * time.Second)
 		}
+
+		wcancel()
+		<-watchDone
+		// The watch: every update before the death names every group, no
+		// watched topic is ever gone, and the last update of the shared
+		// topic has lost the killed broker.
+		var lastShared routeclient.Update
+		for _, p := range pushed {
+			switch {
+			case p.u.Err != nil:
+				t.Errorf("watch at %s: %v", p.at.Format(time.TimeOnly), p.u.Err)
+			case p.u.Gone:
+				t.Errorf("watch at %s: %s gone, its broker is live", p.at.Format(time.TimeOnly), p.u.Topic)
+			case p.u.Topic == sharedTopic && p.at.Before(killedAt) && len(p.u.Route.Brokers) != nBrokers:
+				t.Errorf("watch at %s: %s names %d groups before any broker died", p.at.Format(time.TimeOnly), sharedTopic, len(p.u.Route.Brokers))
+			case p.u.Topic == sharedTopic:
+				lastShared = p.u
+			}
+		}
+		if len(lastShared.Route.Brokers) != nBrokers-1 {
+			t.Errorf("the watch's last route of %s names %d groups, want %d", sharedTopic, len(lastShared.Route.Brokers), nBrokers-1)
+		}
+		ws := wc.c.Stats()
+		t.Logf("watching client: %d updates, %d events on %d streams", len(pushed), ws.Events, ws.WatchStreams)
 
 		st := c.Stats()
 		requests := st.Queries + st.Refreshes
