@@ -269,7 +269,7 @@ func (g *globals) readOneOrAll(cmd *cobra.Command, all bool, fn func(*client.Con
 	if !all {
 		return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) {
 			v, err := fn(c, ctx)
-			if err == nil && g.output != "json" {
+			if err == nil && (g.output == "table" || g.output == "") {
 				fmt.Fprintf(cmd.ErrOrStderr(), "answered by %s\n", c.Addr())
 			}
 			return v, err

@@ -161,21 +161,23 @@ func (c Config) withDefaults() Config {
 type Stats struct {
 	// CacheHits counts Route calls answered from the cache.
 	CacheHits uint64
-	// Queries counts get-routes requests sent for Route calls, failovers
-	// included.
+	// Queries counts get-routes requests sent for Route calls, one per
+	// node asked, failovers included.
 	Queries uint64
-	// Failovers counts requests that went to another node after an error,
-	// a timeout or a warming-up answer.
+	// Failovers counts requests that went to a node beyond the Fanout
+	// asked first, after an error, a timeout or a warming-up answer.
 	Failovers uint64
 	// StaleServed counts Route calls answered with an old cached route
 	// because no node answered.
 	StaleServed uint64
-	// Refreshes counts get-routes requests sent by refreshes.
+	// Refreshes counts get-routes requests sent by refreshes, one per
+	// node asked.
 	Refreshes uint64
 	// NotModified and Updated count topics a refresh found unchanged or
 	// changed.
 	NotModified, Updated uint64
-	// WatchStreams counts watch streams opened: one, plus one per resume.
+	// WatchStreams counts watch streams opened: one per node watched (up
+	// to Fanout), plus one per resume.
 	WatchStreams uint64
 	// Events counts route events pushed on watch streams.
 	Events uint64
