@@ -1,12 +1,14 @@
 package routeclient_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/edgereg/edgereg/wire/nodes"
+	"github.com/edgereg/edgereg/wire/pki"
 	"github.com/edgereg/edgereg/wire/routeclient"
 )
 
@@ -60,5 +62,43 @@ func TestWatchWithForeignCADeliversTheRefusal(t *testing.T) {
 	defer mu.Unlock()
 	if len(states) == 0 || states[0].State != routeclient.StateRefused || states[0].Node != tn.Addr() {
 		t.Errorf("connection states %+v, want %s refused", states, tn.Addr())
+	}
+}
+
+// The node refuses a client certificate from another CA (the client trusts
+// the node): Route says so with ErrRefused rather than "no node answered"
+// alone, and OnConnState reports it, while a node that accepts the client
+// keeps serving it.
+func TestNodeRefusingTheCertificateIsReported(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+	foreign := newTestCA(t)
+	certPEM, keyPEM, err := foreign.Local().Issue(pki.RoleClient, "stranger", nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var states []routeclient.ConnEvent
+	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) {
+		cfg.TLS = pki.ClientConfig(&cert, ca.Local().CAPool, "localhost")
+		cfg.OnConnState = func(e routeclient.ConnEvent) {
+			mu.Lock()
+			states = append(states, e)
+			mu.Unlock()
+		}
+	})
+	_, _, err = c.Route(ctxT(t), "orders")
+	if !errors.Is(err, routeclient.ErrRefused) {
+		t.Fatalf("route with a certificate the node does not trust: %v, want ErrRefused", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(states) == 0 || states[len(states)-1].State != routeclient.StateRefused {
+		t.Errorf("connection states %+v, want refused", states)
 	}
 }
