@@ -119,7 +119,8 @@ type Config struct {
 	// arrived by then is not merged. Default: as long as the first answer
 	// took, and at least MinMergeWait, so a slow or dead node never holds
 	// a read up by more than that. When every asked node answers, the read
-	// returns at once.
+	// returns at once. An answer that arrives later is still merged into
+	// the cached route (Stats.LateMerged), so the next read sees it.
 	MergeWait time.Duration
 	// OnConnState, when set, is told each change of the connection state
 	// to a node: connected, failed (tried again later) or refused for good
@@ -181,12 +182,15 @@ type Stats struct {
 	WatchStreams uint64
 	// Events counts route events pushed on watch streams.
 	Events uint64
+	// LateMerged counts cached routes changed by an answer that arrived
+	// after its read had returned on MergeWait.
+	LateMerged uint64
 }
 
 type counters struct {
 	cacheHits, queries, failovers, staleServed    atomic.Uint64
 	refreshes, notModified, updated, watchStreams atomic.Uint64
-	events                                        atomic.Uint64
+	events, lateMerged                            atomic.Uint64
 }
 
 // entry is one cached route.
@@ -306,7 +310,7 @@ func (c *Client) Stats() Stats {
 		CacheHits: s.cacheHits.Load(), Queries: s.queries.Load(), Failovers: s.failovers.Load(),
 		StaleServed: s.staleServed.Load(), Refreshes: s.refreshes.Load(),
 		NotModified: s.notModified.Load(), Updated: s.updated.Load(),
-		WatchStreams: s.watchStreams.Load(), Events: s.events.Load(),
+		WatchStreams: s.watchStreams.Load(), Events: s.events.Load(), LateMerged: s.lateMerged.Load(),
 	}
 }
 

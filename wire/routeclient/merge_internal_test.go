@@ -108,3 +108,39 @@ func TestMergeRule(t *testing.T) {
 		t.Errorf("not-found from a ready node, a route from a warming one: %+v, want the route", m)
 	}
 }
+
+// TestAbsorbLate: an answer that arrives after its read returned on
+// MergeWait is merged with the answers the read used, and fixes the cached
+// route the read stored, unless a newer route replaced it meanwhile.
+func TestAbsorbLate(t *testing.T) {
+	part, partV := testRoute("a", "b")
+	full, fullV := testRoute("a", "b", "c")
+	partBody, _ := wire.Marshal(part)
+	fullBody, _ := wire.Marshal(full)
+	for _, replaced := range []bool{false, true} {
+		c := &Client{cache: make(map[string]*entry)}
+		held := []heldRoute{{tv: wire.TopicVersion{Topic: "t"}}}
+		got := []reply{{order: 0, idx: []int{0}, at: time.Now(), rs: wire.Routes{
+			Results: []wire.RouteResult{{Topic: "t", Status: wire.StatusOK, Version: partV, Route: partBody}}}}}
+		first := mergeReplies(held, got)
+		c.cache["t"] = &entry{route: first[0].route, version: first[0].version}
+		if replaced {
+			c.cache["t"] = &entry{version: 42} // a watch pushed a newer route meanwhile
+		}
+		replies := make(chan reply, 1)
+		replies <- reply{order: 1, idx: []int{0}, at: time.Now(), rs: wire.Routes{
+			Results: []wire.RouteResult{{Topic: "t", Status: wire.StatusOK, Version: fullV, Route: fullBody}}}}
+		done := make(chan struct{})
+		if !c.absorbLate(held, got, first, replies, 1, func() { close(done) }) {
+			t.Fatal("absorbLate did not take over")
+		}
+		c.wg.Wait()
+		<-done
+		switch e := c.cache["t"]; {
+		case replaced && e.version != 42:
+			t.Errorf("a newer cached route was overwritten by a late answer: %+v", e)
+		case !replaced && (e.version != fullV || len(e.route.Queues) != 3):
+			t.Errorf("after the late answer the cache holds %v (version %x), want a, b, c (%x)", names(e.route), e.version, fullV)
+		}
+	}
+}

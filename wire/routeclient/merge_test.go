@@ -127,3 +127,31 @@ func TestWatchMergesTwoNodes(t *testing.T) {
 	unregister(t, tns[1], "10.0.0.2:10911")
 	until(t, ch, "b2 gone", func(u routeclient.Update) bool { return len(u.Route.Brokers) == 1 })
 }
+
+// TestLateAnswersReachTheCache: a read that returns on its first answer
+// (MergeWait of a nanosecond) may miss a group only the slower node holds;
+// that node's answer, arriving later, still fixes the cached route. (On
+// loopback both answers often arrive together; TestAbsorbLate forces the
+// late case.)
+func TestLateAnswersReachTheCache(t *testing.T) {
+	ca := newTestCA(t)
+	tns := sortedNodes(t, ca, 2, nil)
+	for _, tn := range tns {
+		register(t, tn, "b1", "10.0.0.1:10911", 4, "t1")
+	}
+	register(t, tns[1], "b2", "10.0.0.2:10911", 4, "t1")
+	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), func(cfg *routeclient.Config) { cfg.MergeWait = time.Nanosecond })
+	ctx := ctxT(t)
+	route, _, err := c.Route(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first read: %d groups", len(route.Brokers))
+	waitFor(t, "the cached route to name both groups", func() bool {
+		route, _, err := c.Route(ctx, "t1") // from the cache: no query
+		return err == nil && len(route.Brokers) == 2
+	})
+	if st := c.Stats(); st.Queries != 2 {
+		t.Errorf("stats %+v: want one read to each node and nothing more", st)
+	}
+}

@@ -143,8 +143,19 @@ func (c *Client) query(ctx context.Context, held []heldRoute, sent *atomic.Uint6
 	if err != nil {
 		return nil, err
 	}
-	qctx, cancel := context.WithCancel(ctx)
-	defer cancel() // abandons the asks still in flight; they end promptly
+	// The asks run under the client's context, cancelled with the
+	// caller's unless the query returns early on MergeWait: the answers
+	// still on their way are then merged into the cache when they arrive
+	// (absorbLate). Each ask is bounded by RequestTimeout.
+	qctx, cancel := context.WithCancel(c.ctx)
+	stopFollowing := context.AfterFunc(ctx, cancel)
+	detached := false
+	defer func() {
+		if !detached {
+			stopFollowing()
+			cancel() // abandons the asks still in flight; they end promptly
+		}
+	}()
 	replies := make(chan reply, len(cands))
 	next, inflight := 0, 0
 	launch := func(idx []int) {
@@ -216,7 +227,53 @@ wait:
 		return nil, noAnswer(errs)
 	}
 	c.prefer(got)
-	return mergeReplies(held, got), nil
+	ms := mergeReplies(held, got)
+	if inflight > 0 && ctx.Err() == nil && stopFollowing() {
+		detached = c.absorbLate(held, got, ms, replies, inflight, cancel)
+	}
+	return ms, nil
+}
+
+// absorbLate waits, in the background, for the answers of a query that
+// returned on MergeWait, merges them with those it returned, and updates
+// the cached routes it returned if the merge changed them. It reports
+// whether it took over cancel (false once the client is closing).
+func (c *Client) absorbLate(held []heldRoute, got []reply, first []merged, replies <-chan reply, inflight int, cancel context.CancelFunc) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		all := slices.Clone(got)
+		for ; inflight > 0; inflight-- {
+			if r := <-replies; r.err == nil {
+				all = append(all, r)
+			}
+		}
+		if len(all) == len(got) {
+			return
+		}
+		late := mergeReplies(held, all)
+		now := time.Now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i := range late {
+			l := &late[i]
+			if (l.status != wire.StatusOK && l.status != wire.StatusNotModified) || l.version == first[i].version {
+				continue
+			}
+			if e := c.cache[l.topic]; e != nil && e.version == first[i].version {
+				e.route, e.version, e.checked = l.route, l.version, now
+				c.stats.lateMerged.Add(1)
+			}
+		}
+	}()
+	return true
 }
 
 // noAnswer is the error of a query no node answered; it matches ErrRefused
