@@ -202,7 +202,7 @@ func newTopicsCmd(g *globals) *cobra.Command {
 					for _, t := range v.([]string) {
 						fmt.Fprintln(tw, t)
 					}
-				}, topicKeys)
+				}, topicKeys(q))
 		},
 	}
 	cmd.Flags().BoolVar(&allNodes, "all-nodes", false, "ask every node and show where they differ")

@@ -262,10 +262,11 @@ func findDrift(ns []nodeStatus, tolerance int) []drift {
 
 // readOneOrAll runs a read on the first node that answers and says on
 // stderr which node that was; with all, it runs it on every node, prints
-// each node's answer and the rows some nodes have and others lack (rows
-// are what keys returns for a value).
+// each node's answer and the rows some nodes have and others lack. keys
+// reads a node's rows itself (one more request per node), so it does not
+// depend on the shape fn gives the output.
 func (g *globals) readOneOrAll(cmd *cobra.Command, all bool, fn func(*client.Conn, contextT) (any, error),
-	table func(*tabwriter.Writer, any), keys func(any) []string) error {
+	table func(*tabwriter.Writer, any), keys func(*client.Conn, contextT) ([]string, error)) error {
 	if !all {
 		return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) {
 			v, err := fn(c, ctx)
@@ -295,9 +296,14 @@ func (g *globals) readOneOrAll(cmd *cobra.Command, all bool, fn func(*client.Con
 		Differences []string `json:"differences"`
 	}
 	out := allOut{Nodes: make([]perNode, len(addrs)), Differences: []string{}}
+	rows := make([][]string, len(addrs))
 	errs := g.onEach(ctx, addrs, func(i int, c *client.Conn) error {
 		v, err := fn(c, ctx)
 		out.Nodes[i].Value = v
+		if err != nil {
+			return err
+		}
+		rows[i], err = keys(c, ctx)
 		return err
 	})
 	failed := 0
@@ -311,7 +317,7 @@ func (g *globals) readOneOrAll(cmd *cobra.Command, all bool, fn func(*client.Con
 			continue
 		}
 		answered = append(answered, addr)
-		for _, k := range keys(out.Nodes[i].Value) {
+		for _, k := range rows[i] {
 			holders[k] = append(holders[k], addr)
 		}
 	}
@@ -347,16 +353,17 @@ func (g *globals) readOneOrAll(cmd *cobra.Command, all bool, fn func(*client.Con
 }
 
 // Rows compared by --all-nodes.
-func leaseKeys(v any) []string {
+func leaseKeys(c *client.Conn, ctx contextT) ([]string, error) {
+	ls, err := c.Leases(ctx)
 	var out []string
-	for _, l := range v.([]wire.LeaseInfo) {
+	for _, l := range ls {
 		out = append(out, fmt.Sprintf("broker %s/%s/%d %s", l.Cluster, l.BrokerName, l.BrokerID, l.Addr))
 	}
-	return out
+	return out, err
 }
 
-func clusterKeys(v any) []string {
-	ci := v.(wire.ClusterInfo)
+func clusterKeys(c *client.Conn, ctx contextT) ([]string, error) {
+	ci, err := c.ClusterInfo(ctx)
 	var out []string
 	for cl, groups := range ci.Clusters {
 		for _, g := range groups {
@@ -365,13 +372,16 @@ func clusterKeys(v any) []string {
 			}
 		}
 	}
-	return out
+	return out, err
 }
 
-func topicKeys(v any) []string {
-	var out []string
-	for _, t := range v.([]string) {
-		out = append(out, "topic "+t)
+func topicKeys(q wire.TopicsQuery) func(*client.Conn, contextT) ([]string, error) {
+	return func(c *client.Conn, ctx contextT) ([]string, error) {
+		ts, err := c.Topics(ctx, q)
+		var out []string
+		for _, t := range ts {
+			out = append(out, "topic "+t)
+		}
+		return out, err
 	}
-	return out
 }
