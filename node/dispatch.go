@@ -146,6 +146,8 @@ func (n *Node) dispatchAdmin(cs *connState, f *wire.Frame) (any, error) {
 		})
 	case wire.TypeLeases:
 		return n.leases(), nil
+	case wire.TypeNodeInfo:
+		return n.nodeInfo(), nil // node/info.go
 	}
 	return n.dispatchPolicy(f)
 }
@@ -261,6 +263,7 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 	for i, tv := range q.Topics {
 		out.Results[i] = n.routeResult(tv, cs.peer.ip, q.Client)
 	}
+	n.describeRoutes(&out) // freshness: node/info.go
 	return &out, nil
 }
 

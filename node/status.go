@@ -32,6 +32,7 @@ type Status struct {
 	Clusters    []StatusCluster `json:"clusters"`
 	Topics      []StatusTopic   `json:"topics"`
 	TopicCount  int             `json:"topic_count"`
+	LeaseCount  int             `json:"lease_count"` // as node-info and edgereg status show it
 	Policies    []PolicyStatus  `json:"policies"`
 }
 
@@ -106,7 +107,7 @@ func (n *Node) Status() Status {
 	st := Status{
 		NodeID: n.id, Version: Version, Commit: Build().Commit, Addr: n.Addr().String(), Started: n.started.UTC(), Now: now.UTC(),
 		WarmingUp: n.WarmingUp(), Connections: n.stats.conns.Load(), TopicCount: n.reg.TopicCount(),
-		Policies: n.statusPolicies(),
+		Policies: n.statusPolicies(), LeaseCount: n.reg.LeaseCount(),
 	}
 	leases := make(map[string]wire.LeaseInfo)
 	for _, l := range n.leases().Leases {
@@ -197,7 +198,8 @@ th,td{border:1px solid #d0d7de;padding:4px 10px;text-align:left} th{background:#
 </style></head><body>
 <h1>edgereg node <code>{{.NodeID}}</code></h1>
 <div class="meta">{{.Addr}} &middot; version {{.Version}} &middot; up since {{.Started.Format "2006-01-02 15:04:05 MST"}} &middot;
-{{.Connections}} connections &middot; {{if .WarmingUp}}<span class="warm">warming up</span>{{else}}ready{{end}}</div>
+{{.Connections}} connections &middot; {{.LeaseCount}} leases &middot; {{if .WarmingUp}}<span class="warm">warming up</span>{{else}}ready{{end}}
+&middot; <a href="/status.json">status.json</a> (the facts <code>edgereg status</code> compares across nodes)</div>
 <h2>Brokers</h2>
 {{if .Clusters}}<table><tr><th>cluster</th><th>broker group</th><th>zone</th><th>id</th><th>address</th><th>lease</th><th>last heartbeat</th><th>expires in</th></tr>
 {{range $c := .Clusters}}{{range $g := $c.Groups}}{{range $b := $g.Brokers}}<tr><td>{{$c.Name}}</td><td>{{$g.Name}}</td><td>{{$g.Zone}}</td><td>{{$b.ID}}</td><td>{{$b.Addr}}</td>

@@ -237,7 +237,7 @@ func (wt *watcher) flush() bool {
 			}
 			res.Status = wire.StatusNotFound
 		}
-		body, err := wire.Marshal(&wire.RouteEvent{Result: res})
+		body, err := wire.Marshal(wt.n.routeEvent(res)) // with freshness: node/info.go
 		if err != nil {
 			continue
 		}

@@ -526,7 +526,7 @@ func TestProtocolNumbers(t *testing.T) {
 	types := map[Type]string{
 		1: "register", 2: "update-topics", 3: "heartbeat", 4: "unregister",
 		10: "get-routes", 11: "cluster-info", 12: "topics", 13: "broker-member-group",
-		14: "watch", 15: "route-event", 16: "unwatch", 17: "ping",
+		14: "watch", 15: "route-event", 16: "unwatch", 17: "ping", 18: "node-info",
 		20: "delete-topic", 21: "wipe-write-perm", 22: "add-write-perm", 23: "kv-put",
 		24: "kv-get", 25: "kv-delete", 26: "kv-list", 27: "leases",
 		30: "policy-push", 31: "policy-list", 32: "policy-rollback", 33: "policy-remove", 34: "policy-test",
@@ -539,7 +539,7 @@ func TestProtocolNumbers(t *testing.T) {
 			t.Errorf("type %d is %q (known %v), want %q", typ, typ, typ.Known(), name)
 		}
 	}
-	for _, typ := range []Type{0, 5, 9, 18, 19, 28, 65535} {
+	for _, typ := range []Type{0, 5, 9, 19, 28, 35, 65535} {
 		if typ.Known() || typ.String() != "unknown" {
 			t.Errorf("type %d is known as %q", typ, typ)
 		}

@@ -23,6 +23,7 @@ const (
 	TypeRouteEvent        Type = 15 // pushed by the node on a watch stream, ID 0
 	TypeUnwatch           Type = 16 // Unwatch -> WatchAck
 	TypePing              Type = 17 // (no body) -> Pong
+	TypeNodeInfo          Type = 18 // (no body) -> NodeInfo (role operator)
 
 	// Administration (role operator).
 	TypeDeleteTopic   Type = 20 // DeleteTopic -> (no body)
@@ -46,7 +47,7 @@ var typeNames = map[Type]string{
 	TypeRegister: "register", TypeUpdateTopics: "update-topics", TypeHeartbeat: "heartbeat",
 	TypeUnregister: "unregister", TypeGetRoutes: "get-routes", TypeClusterInfo: "cluster-info",
 	TypeTopics: "topics", TypeBrokerMemberGroup: "broker-member-group", TypeWatch: "watch",
-	TypeRouteEvent: "route-event", TypeUnwatch: "unwatch", TypePing: "ping",
+	TypeRouteEvent: "route-event", TypeUnwatch: "unwatch", TypePing: "ping", TypeNodeInfo: "node-info",
 	TypeDeleteTopic: "delete-topic", TypeWipeWritePerm: "wipe-write-perm",
 	TypeAddWritePerm: "add-write-perm", TypeKVPut: "kv-put", TypeKVGet: "kv-get",
 	TypeKVDelete: "kv-delete", TypeKVList: "kv-list", TypeLeases: "leases",
@@ -192,6 +193,37 @@ type RouteResult struct {
 // Routes answers GetRoutes, one result per topic asked, in order.
 type Routes struct {
 	Results []RouteResult `cbor:"1,keyasint"`
+	// Groups says how fresh the node's knowledge is of every broker group
+	// named by a route of this answer (not-modified ones included), sorted
+	// by broker name. Absent from older nodes. It is outside the routes'
+	// bytes, so it never changes a route's version.
+	Groups []GroupFreshness `cbor:"2,keyasint,omitempty"`
+	// Node is the answering node's own state; absent from older nodes.
+	Node NodeState `cbor:"3,keyasint,omitempty"`
+}
+
+// GroupFreshness is how fresh a node's knowledge of one broker group is,
+// measured by the node when it answered. Durations are relative, so they
+// need no clock agreement between nodes and clients.
+type GroupFreshness struct {
+	BrokerName string `cbor:"1,keyasint"`
+	// AgeMs is how long ago the node last heard from any member of the
+	// group (register, update-topics or heartbeat), in milliseconds.
+	AgeMs int64 `cbor:"2,keyasint,omitempty"`
+	// DeadlineInMs is how long until the group's last lease runs out, in
+	// milliseconds; 0 or less means every member is past its deadline and
+	// the node holds it back (an expiry policy delayed its removal).
+	DeadlineInMs int64 `cbor:"3,keyasint,omitempty"`
+}
+
+// NodeState is what a route answer says about the node that gave it.
+type NodeState struct {
+	NodeID string `cbor:"1,keyasint,omitempty"`
+	// StartedMs is when the node started, in Unix milliseconds.
+	StartedMs int64 `cbor:"2,keyasint,omitempty"`
+	// WarmingUp: the node is within its warm-up window, so brokers may not
+	// have registered with it yet and what it lacks proves nothing.
+	WarmingUp bool `cbor:"3,keyasint,omitempty"`
 }
 
 // TopicsKind selects a topic list.
@@ -246,6 +278,9 @@ type WatchAck struct {
 // OK with the route) or it is gone (StatusNotFound).
 type RouteEvent struct {
 	Result RouteResult `cbor:"1,keyasint"`
+	// Groups and Node are as in Routes, for this event's route.
+	Groups []GroupFreshness `cbor:"2,keyasint,omitempty"`
+	Node   NodeState        `cbor:"3,keyasint,omitempty"`
 }
 
 // Pong answers a ping with facts about the node.
@@ -255,6 +290,24 @@ type Pong struct {
 	StartedMs int64  `cbor:"2,keyasint"`
 	WarmingUp bool   `cbor:"3,keyasint,omitempty"`
 	Version   string `cbor:"4,keyasint,omitempty"`
+}
+
+// NodeInfo answers node-info: what an operator compares across nodes.
+type NodeInfo struct {
+	NodeID string `cbor:"1,keyasint"`
+	// StartedMs and NowMs are Unix milliseconds by the node's clock.
+	StartedMs int64  `cbor:"2,keyasint"`
+	NowMs     int64  `cbor:"3,keyasint"`
+	WarmingUp bool   `cbor:"4,keyasint,omitempty"`
+	Version   string `cbor:"5,keyasint,omitempty"`
+	// Leases, Topics and Connections count live brokers, topics and open
+	// QUIC connections.
+	Leases      int `cbor:"6,keyasint,omitempty"`
+	Topics      int `cbor:"7,keyasint,omitempty"`
+	Connections int `cbor:"8,keyasint,omitempty"`
+	// Policies maps each hook with an active module to the module's
+	// SHA-256 (hex); a hook with the built-in behaviour is absent.
+	Policies map[string]string `cbor:"9,keyasint,omitempty"`
 }
 
 // DeleteTopic deletes a topic everywhere, or only from the named clusters.

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -76,6 +78,18 @@ type ClusterInfo struct {
 	Clusters map[string][]string `cbor:"1,keyasint"`
 	// Groups maps a broker group name to its broker data.
 	Groups map[string]BrokerData `cbor:"2,keyasint"`
+}
+
+// RouteVersion is the version of a route's encoded bytes (PROTOCOL.md
+// section 9): the first 8 bytes of their SHA-256, big-endian, never 0. A
+// client that builds a route from several nodes' answers versions it the
+// same way, so a node whose route is equal answers "not modified".
+func RouteVersion(body []byte) uint64 {
+	sum := sha256.Sum256(body)
+	if v := binary.BigEndian.Uint64(sum[:8]); v != 0 {
+		return v
+	}
+	return 1
 }
 
 // PermString shows permission bits as RocketMQ users read them: "rw-" for

@@ -61,6 +61,9 @@ var vectorTypes = map[string]func() any{
 	"WatchAck":         factory[WatchAck](),
 	"RouteEvent":       factory[RouteEvent](),
 	"Pong":             factory[Pong](),
+	"GroupFreshness":   factory[GroupFreshness](),
+	"NodeState":        factory[NodeState](),
+	"NodeInfo":         factory[NodeInfo](),
 	"DeleteTopic":      factory[DeleteTopic](),
 	"PermRequest":      factory[PermRequest](),
 	"PermResult":       factory[PermResult](),
@@ -100,6 +103,7 @@ var messageBodies = map[Type]bodies{
 	TypeRouteEvent:        {nil, factory[RouteEvent]()}, // pushed by the node only
 	TypeUnwatch:           {factory[Unwatch](), factory[WatchAck]()},
 	TypePing:              {nil, factory[Pong]()},
+	TypeNodeInfo:          {nil, factory[NodeInfo]()},
 	TypeDeleteTopic:       {factory[DeleteTopic](), nil},
 	TypeWipeWritePerm:     {factory[PermRequest](), factory[PermResult]()},
 	TypeAddWritePerm:      {factory[PermRequest](), factory[PermResult]()},
@@ -259,6 +263,13 @@ func vectorTable(tb testing.TB) []vector {
 		DeadlineMs: 1735689760000, ThresholdMs: 120000,
 	}
 	leases := LeaseList{Leases: []LeaseInfo{leaseA, leaseB}}
+	freshA := GroupFreshness{BrokerName: "broker-a", AgeMs: 4200, DeadlineInMs: 85800}
+	freshB := GroupFreshness{BrokerName: "broker-b", AgeMs: 131000, DeadlineInMs: -11000}
+	nodeState := NodeState{NodeID: "node-7f3a", StartedMs: 1735689000000}
+	routesFresh := Routes{Results: routes.Results, Groups: []GroupFreshness{freshA, freshB}, Node: nodeState}
+	eventFresh := RouteEvent{Result: event.Result, Groups: []GroupFreshness{freshA}, Node: nodeState}
+	nodeInfo := NodeInfo{NodeID: "node-7f3a", StartedMs: 1735689000000, NowMs: 1735689630000, Version: "v0.1.0",
+		Leases: 2, Topics: 2, Connections: 14, Policies: map[string]string{"route": policyInfo.Hash}}
 	staleEpoch := Error{Code: CodeStaleEpoch, Message: "epoch 6, current 7"}
 
 	vs := []vector{
@@ -301,6 +312,12 @@ func vectorTable(tb testing.TB) []vector {
 		{"unwatch", "Unwatch (type 16) of one topic.", &unwatch},
 		{"route-event", "RouteEvent (type 15, pushed with id 0): OrderTopic's route changed; the new route and version.", &event},
 		{"route-event-not-found", "RouteEvent: OrderTopic is gone (status not-found, no route, no version).", &eventGone},
+		{"group-freshness", "GroupFreshness: the node last heard from a member of broker-a 4.2 s ago and its lease runs 85.8 s more.", &freshA},
+		{"group-freshness-held-back", "GroupFreshness of a group past its deadline (DeadlineInMs negative, a CBOR negative integer): the node's expiry policy holds it back.", &freshB},
+		{"node-state", "NodeState: the answering node's id and start time; WarmingUp false is omitted.", &nodeState},
+		{"routes-fresh", "Routes with freshness (keys 2 and 3): the results of routes.json, how fresh the node's knowledge of each broker group named is, and the node's state. Older clients ignore keys 2 and 3; the routes' bytes and versions are those of routes.json.", &routesFresh},
+		{"route-event-fresh", "RouteEvent with freshness (keys 2 and 3) of its route's broker group and the node's state; key 1 as in route-event.json.", &eventFresh},
+		{"node-info", "NodeInfo (type 18 response): identity, clock, counts and the active policy module of each hook.", &nodeInfo},
 		{"pong", "Pong (type 17 response): node id, start time in Unix milliseconds, warming-up flag, software version.", &pong},
 		{"delete-topic", "DeleteTopic (type 20) from one cluster only.", &deleteTopic},
 		{"delete-topic-everywhere", "DeleteTopic (type 20) everywhere: no clusters (key 2 omitted).", &DeleteTopic{Topic: "OldTopic"}},
@@ -342,6 +359,7 @@ func vectorTable(tb testing.TB) []vector {
 		{TypeRouteEvent, nil, &event, "", "body: route-event.json; pushed by the node with id 0 (omitted)", 0, true},
 		{TypeUnwatch, &unwatch, &unwatchAck, "body: unwatch.json", "body: WatchAck{Watching: 1}", 10, false},
 		{TypePing, nil, &pong, "no body", "body: pong.json", 11, false},
+		{TypeNodeInfo, nil, &nodeInfo, "no body", "body: node-info.json", 25, false},
 		{TypeDeleteTopic, &deleteTopic, nil, "body: delete-topic.json", "no body", 12, false},
 		{TypeWipeWritePerm, &permReq, &permRes, "body: perm-request.json", "body: perm-result.json", 13, false},
 		{TypeAddWritePerm, &permReq, &permRes, "body: perm-request.json", "body: perm-result.json", 14, false},
@@ -381,6 +399,8 @@ func vectorTable(tb testing.TB) []vector {
 			newFrame(tb, TypeGetRoutes, 20, &getRoutes)},
 		vector{"frame-get-routes-response-many", "get-routes response frame (type 10, id 20); body: routes.json. Hex includes the 4-byte length prefix.",
 			newFrame(tb, TypeGetRoutes, 20, &routes)},
+		vector{"frame-get-routes-response-fresh", "get-routes response frame (type 10, id 20) from a node that reports freshness; body: routes-fresh.json. Hex includes the 4-byte length prefix.",
+			newFrame(tb, TypeGetRoutes, 20, &routesFresh)},
 		vector{"frame-heartbeat-error", "heartbeat error response (type 3, id 3): code 8 stale epoch; no body. Hex includes the 4-byte length prefix.",
 			&Frame{Type: TypeHeartbeat, ID: 3, Error: &staleEpoch}},
 		vector{"frame-heartbeat-error-lease-not-found", "heartbeat error response (type 3, id 21): code 7 lease not found, so the broker must register in full. Hex includes the 4-byte length prefix.",

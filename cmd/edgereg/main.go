@@ -196,6 +196,8 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 		newPolicyCmd(g),
 		newCertCmd(g),
 		newBenchCmd(g),
+		newStatusCmd(g), // status.go
+		newPingCmd(g),   // ping.go
 	)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	registerCompletions(root)

@@ -187,12 +187,13 @@ func printRoute(tw io.Writer, r routeOut) {
 }
 
 func newClustersCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var allNodes bool
+	cmd := &cobra.Command{
 		Use:   "clusters",
 		Short: "List clusters, their broker groups and brokers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) {
+			return g.readOneOrAll(cmd, allNodes, func(c *client.Conn, ctx contextT) (any, error) {
 				ci, err := c.ClusterInfo(ctx)
 				return newClustersOut(ci), err
 			}, func(tw *tabwriter.Writer, v any) {
@@ -204,13 +205,16 @@ func newClustersCmd(g *globals) *cobra.Command {
 						}
 					}
 				}
-			})
+			}, clusterKeys)
 		},
 	}
+	cmd.Flags().BoolVar(&allNodes, "all-nodes", false, "ask every node and show where they differ")
+	return cmd
 }
 
 func newTopicsCmd(g *globals) *cobra.Command {
 	var cluster, kind string
+	var allNodes bool
 	cmd := &cobra.Command{
 		Use:   "topics",
 		Short: "List topics",
@@ -220,14 +224,15 @@ func newTopicsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) { return c.Topics(ctx, q) },
+			return g.readOneOrAll(cmd, allNodes, func(c *client.Conn, ctx contextT) (any, error) { return c.Topics(ctx, q) },
 				func(tw *tabwriter.Writer, v any) {
 					for _, t := range v.([]string) {
 						fmt.Fprintln(tw, t)
 					}
-				})
+				}, topicKeys(q))
 		},
 	}
+	cmd.Flags().BoolVar(&allNodes, "all-nodes", false, "ask every node and show where they differ")
 	cmd.Flags().StringVar(&cluster, "cluster", "", "only topics of this cluster")
 	cmd.Flags().StringVar(&kind, "kind", "all", "which list: all, system, unit, unit-sub, unit-sub-only")
 	cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions(topicKinds, cobra.ShellCompDirectiveNoFileComp))
@@ -299,12 +304,13 @@ func newPermCmd(g *globals) *cobra.Command {
 }
 
 func newLeasesCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var allNodes bool
+	cmd := &cobra.Command{
 		Use:   "leases",
 		Short: "List the live brokers of a node with their lease deadlines",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) {
+			return g.readOneOrAll(cmd, allNodes, func(c *client.Conn, ctx contextT) (any, error) {
 				ls, err := c.Leases(ctx)
 				out := make([]leaseOut, 0, len(ls))
 				for _, l := range ls {
@@ -317,7 +323,9 @@ func newLeasesCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Cluster, l.BrokerName, l.BrokerID, l.Addr, l.Epoch,
 						l.LastHeartbeat.Format(time.RFC3339), l.Deadline.Format(time.RFC3339))
 				}
-			})
+			}, leaseKeys)
 		},
 	}
+	cmd.Flags().BoolVar(&allNodes, "all-nodes", false, "ask every node and show where they differ")
+	return cmd
 }

@@ -4,9 +4,20 @@
 // over between nodes, and watches topics so changes are pushed within one
 // round trip instead of waiting for the next poll.
 //
+// # Merged reads
+//
+// Nodes share nothing, so one node's answer can lack brokers that node is
+// cut off from. Every read and refresh asks Fanout nodes (default 2) at
+// once and merges their answers by the rule of PROTOCOL.md section 9.1: a
+// group any asked node holds a live lease for stays; not-found is returned
+// only when every ready node that answered says so; the merged route's
+// version is that of its bytes, so "not modified" works across nodes. The
+// read returns MergeWait after the first answer (by default as long as
+// that answer took) when every topic has a route by then.
+//
 // # Failover
 //
-// A query goes to the node that answered last; on an error, a timeout
+// A query goes first to the node that answered last; on an error, a timeout
 // (RequestTimeout) or a "warming up" answer (a node that restarted recently
 // and may not know every broker yet) it goes to the next node of the list.
 // Nodes that failed recently are tried last. The node list comes from a
@@ -45,6 +56,12 @@ import (
 const (
 	DefaultRefreshInterval = 30 * time.Second
 	DefaultRequestTimeout  = 3 * time.Second
+	// DefaultFanout is how many nodes a read asks at once.
+	DefaultFanout = 2
+	// MinMergeWait is the least a read waits for the other nodes asked
+	// after the first answer (unless Config.MergeWait says otherwise), so
+	// jitter of a few milliseconds does not drop an answer from the merge.
+	MinMergeWait = 50 * time.Millisecond
 	// MaxTopicsPerRequest is the most topics one get-routes or watch
 	// request names (the node's limit); a refresh of more topics is split.
 	MaxTopicsPerRequest = 10_000
@@ -91,6 +108,25 @@ type Config struct {
 	// Transport, when set, is the QUIC transport to dial nodes from (see
 	// client.Config.Transport); tests use it for a simulated network.
 	Transport *quic.Transport
+	// Fanout is how many nodes every read, refresh and watch asks at once;
+	// their answers are merged (PROTOCOL.md 9.1), so a node cut off from
+	// some brokers cannot hide them. Default DefaultFanout (2); 1 asks one
+	// node at a time, as clients before it did. More than the node list
+	// holds asks every node.
+	Fanout int
+	// MergeWait is how long a read waits for the other nodes asked once
+	// the first has answered with a route for every topic; what has not
+	// arrived by then is not merged. Default: as long as the first answer
+	// took, and at least MinMergeWait, so a slow or dead node never holds
+	// a read up by more than that. When every asked node answers, the read
+	// returns at once. An answer that arrives later is still merged into
+	// the cached route (Stats.LateMerged), so the next read sees it.
+	MergeWait time.Duration
+	// OnConnState, when set, is told each change of the connection state
+	// to a node: connected, failed (tried again later) or refused for good
+	// (ErrRefused). It is called from the client's goroutines and must not
+	// block or call back into the Client.
+	OnConnState func(ConnEvent)
 }
 
 func (c Config) withDefaults() Config {
@@ -102,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NodeRefreshInterval <= 0 {
 		c.NodeRefreshInterval = nodes.DefaultRefreshInterval
+	}
+	if c.Fanout <= 0 {
+		c.Fanout = DefaultFanout
 	}
 	c.Backoff = c.Backoff.WithDefaults()
 	if c.Logger == nil {
@@ -123,30 +162,35 @@ func (c Config) withDefaults() Config {
 type Stats struct {
 	// CacheHits counts Route calls answered from the cache.
 	CacheHits uint64
-	// Queries counts get-routes requests sent for Route calls, failovers
-	// included.
+	// Queries counts get-routes requests sent for Route calls, one per
+	// node asked, failovers included.
 	Queries uint64
-	// Failovers counts requests that went to another node after an error,
-	// a timeout or a warming-up answer.
+	// Failovers counts requests that went to a node beyond the Fanout
+	// asked first, after an error, a timeout or a warming-up answer.
 	Failovers uint64
 	// StaleServed counts Route calls answered with an old cached route
 	// because no node answered.
 	StaleServed uint64
-	// Refreshes counts get-routes requests sent by refreshes.
+	// Refreshes counts get-routes requests sent by refreshes, one per
+	// node asked.
 	Refreshes uint64
 	// NotModified and Updated count topics a refresh found unchanged or
 	// changed.
 	NotModified, Updated uint64
-	// WatchStreams counts watch streams opened: one, plus one per resume.
+	// WatchStreams counts watch streams opened: one per node watched (up
+	// to Fanout), plus one per resume.
 	WatchStreams uint64
 	// Events counts route events pushed on watch streams.
 	Events uint64
+	// LateMerged counts cached routes changed by an answer that arrived
+	// after its read had returned on MergeWait.
+	LateMerged uint64
 }
 
 type counters struct {
 	cacheHits, queries, failovers, staleServed    atomic.Uint64
 	refreshes, notModified, updated, watchStreams atomic.Uint64
-	events                                        atomic.Uint64
+	events, lateMerged                            atomic.Uint64
 }
 
 // entry is one cached route.
@@ -266,7 +310,7 @@ func (c *Client) Stats() Stats {
 		CacheHits: s.cacheHits.Load(), Queries: s.queries.Load(), Failovers: s.failovers.Load(),
 		StaleServed: s.staleServed.Load(), Refreshes: s.refreshes.Load(),
 		NotModified: s.notModified.Load(), Updated: s.updated.Load(),
-		WatchStreams: s.watchStreams.Load(), Events: s.events.Load(),
+		WatchStreams: s.watchStreams.Load(), Events: s.events.Load(), LateMerged: s.lateMerged.Load(),
 	}
 }
 

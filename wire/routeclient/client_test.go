@@ -175,7 +175,9 @@ func TestRouteFailsOver(t *testing.T) {
 	}
 	t.Cleanup(func() { hole.Close() })
 	list := nodes.NewList(append([]string{hole.LocalAddr().String()}, addrsOf(tns)...)...)
-	c := newClient(t, ca, list, func(cfg *routeclient.Config) { cfg.RequestTimeout = 300 * time.Millisecond })
+	// One node at a time, so every failover shows (with a fan-out of 2 a
+	// read is answered by whichever asked node answers).
+	c := newClient(t, ca, list, func(cfg *routeclient.Config) { cfg.RequestTimeout, cfg.Fanout = 300*time.Millisecond, 1 })
 	ctx := ctxT(t)
 
 	tns[0].Stop() // down before the first query
@@ -210,7 +212,7 @@ func TestWarmingUpAnswersFailOver(t *testing.T) {
 	ca := newTestCA(t)
 	tns := sortedNodes(t, ca, 2, func(cfg *node.Config) { cfg.WarmUp = time.Hour })
 	register(t, tns[1], "b1", "10.0.0.1:10911", 4, "orders") // the first node does not know it yet
-	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), nil)
+	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), func(cfg *routeclient.Config) { cfg.Fanout = 1 })
 	ctx := ctxT(t)
 	route, _, err := c.Route(ctx, "orders")
 	if err != nil || len(route.Brokers) != 1 {

@@ -36,6 +36,7 @@ type node struct {
 	health   sync.Mutex
 	failures int
 	retryAt  time.Time
+	state    ConnState // last reported to Config.OnConnState
 }
 
 func newNode(c *Client, addr string) *node {
@@ -73,9 +74,16 @@ func (n *node) get(ctx context.Context) (*client.Conn, error) {
 		if n.ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %w", n.addr, errNodeGone)
 		}
+		if ctx.Err() == nil {
+			n.report(err)
+		}
+		if permanent(err) {
+			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+		}
 		return nil, err
 	}
 	n.conn = conn
+	n.report(nil)
 	return conn, nil
 }
 

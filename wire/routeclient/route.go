@@ -14,11 +14,14 @@ import (
 )
 
 // Route returns a topic's route and its version. It is served from the
-// cache while fresh; otherwise a node is asked, failing over to the next
-// one on an error, a timeout or a warming-up answer. A topic no broker
-// holds is an error matching wire.ErrNotFound (wire.ErrWarmingUp when every
-// node that answered is warming up). The returned route is shared with the
-// cache: treat it as read-only.
+// cache while fresh; otherwise Fanout nodes are asked at once and their
+// answers merged (see the package documentation), failing over to the
+// next node on an error, a timeout or a warming-up answer. A topic no
+// broker holds is an error matching wire.ErrNotFound, returned only when
+// every ready node that answered says so (wire.ErrWarmingUp when every node
+// that answered is warming up); ErrRefused when every node refused this
+// client's credentials. The returned route is shared with the cache: treat
+// it as read-only.
 func (c *Client) Route(ctx context.Context, topic string) (wire.Route, uint64, error) {
 	if err := validTopic(topic); err != nil {
 		return wire.Route{}, 0, err
@@ -71,46 +74,29 @@ func (c *Client) freshLocked(e *entry) bool {
 // lookup asks the nodes for one topic, naming the cached version if any.
 func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, error) {
 	c.mu.Lock()
-	var have uint64
+	req := heldRoute{tv: wire.TopicVersion{Topic: topic}}
 	if e := c.cache[topic]; e != nil {
-		have = e.version
+		req.tv.Version, req.route = e.version, e.route
 	}
 	c.mu.Unlock()
-	rs, err := c.query(ctx, []wire.TopicVersion{{Topic: topic, Version: have}}, &c.stats.queries)
+	ms, err := c.query(ctx, []heldRoute{req}, &c.stats.queries)
 	if err != nil {
 		return c.staleOr(topic, fmt.Errorf("route of %s: %w", topic, err))
 	}
-	res := &rs[0]
-	switch res.Status {
-	case wire.StatusNotModified:
+	m := &ms[0]
+	switch m.status {
+	case wire.StatusOK, wire.StatusNotModified:
 		c.mu.Lock()
-		e := c.cache[topic]
-		if e != nil && e.version == res.Version {
-			e.checked = time.Now()
-			route := e.route
-			c.mu.Unlock()
-			return route, res.Version, nil
-		}
+		c.cache[topic] = &entry{route: m.route, version: m.version, checked: time.Now()}
 		c.mu.Unlock()
-		// The entry went away meanwhile: ask for the whole route.
-		rs, err = c.query(ctx, []wire.TopicVersion{{Topic: topic}}, &c.stats.queries)
-		if err != nil {
-			return c.staleOr(topic, fmt.Errorf("route of %s: %w", topic, err))
-		}
-		res = &rs[0]
-	case wire.StatusWarmingUp:
-		return c.staleOr(topic, wire.Errorf(wire.CodeWarmingUp, "topic %s not found yet: every node that answered is warming up", topic))
-	}
-	route, version, err := client.DecodeResult(res)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case err == nil && res.Status == wire.StatusOK:
-		c.cache[topic] = &entry{route: route, version: version, checked: time.Now()}
-	case errors.Is(err, wire.ErrNotFound):
+		return m.route, m.version, nil
+	case wire.StatusNotFound:
+		c.mu.Lock()
 		delete(c.cache, topic)
+		c.mu.Unlock()
+		return wire.Route{}, 0, wire.Errorf(wire.CodeNotFound, "topic %s not found: every ready node that answered (%d) says so", topic, m.answers)
 	}
-	return route, version, err
+	return c.staleOr(topic, wire.Errorf(wire.CodeWarmingUp, "topic %s not found yet: every node that answered is warming up", topic))
 }
 
 // staleOr serves the cached route of topic, however old, when no node
@@ -127,60 +113,269 @@ func (c *Client) staleOr(topic string, err error) (wire.Route, uint64, error) {
 	return e.route, e.version, nil
 }
 
-// query asks the candidate nodes in turn until every topic has an answer.
-// A topic a node answers "warming up" is asked of the next node; the last
-// node's answer stands. It fails only when no node answered at all.
-func (c *Client) query(ctx context.Context, tvs []wire.TopicVersion, sent *atomic.Uint64) ([]wire.RouteResult, error) {
+// heldRoute is one topic to ask about: the version named and the route of
+// that version, which a node answering not-modified confirms.
+type heldRoute struct {
+	tv    wire.TopicVersion
+	route wire.Route
+}
+
+// reply is one node's answer to a query, for the topics idx of the query.
+type reply struct {
+	node  *node
+	order int
+	idx   []int
+	rs    wire.Routes
+	err   error
+	at    time.Time // when it arrived
+}
+
+// query asks Fanout nodes at once and merges their answers per topic
+// (merge.go). A node that fails is replaced by the next candidate; a topic
+// that only warming-up nodes answered is asked of the next candidate. It
+// returns once every asked node answered, or MergeWait after the first
+// answer when every topic has a route by then (a topic that has only
+// not-found answers waits for the other nodes asked: not-found is final
+// only when every ready node answering says so). It fails only when no
+// node answered.
+func (c *Client) query(ctx context.Context, held []heldRoute, sent *atomic.Uint64) ([]merged, error) {
 	cands, err := c.candidates(ctx)
 	if err != nil {
 		return nil, err
 	}
-	results := make([]wire.RouteResult, len(tvs))
-	todo := make([]int, len(tvs))
-	for i := range todo {
-		todo[i] = i
-	}
-	var errs []error
-	answered := false
-	for i, n := range cands {
-		if len(todo) == 0 {
-			break
+	// The asks run under the client's context, cancelled with the
+	// caller's unless the query returns early on MergeWait: the answers
+	// still on their way are then merged into the cache when they arrive
+	// (absorbLate). Each ask is bounded by RequestTimeout.
+	qctx, cancel := context.WithCancel(c.ctx)
+	stopFollowing := context.AfterFunc(ctx, cancel)
+	detached := false
+	defer func() {
+		if !detached {
+			stopFollowing()
+			cancel() // abandons the asks still in flight; they end promptly
 		}
-		if ctx.Err() != nil {
-			errs = append(errs, ctx.Err())
-			break
-		}
-		if i > 0 {
+	}()
+	replies := make(chan reply, len(cands))
+	next, inflight := 0, 0
+	launch := func(idx []int) {
+		n, order := cands[next], next
+		next++
+		inflight++
+		if order > 0 && order >= c.cfg.Fanout {
 			c.stats.failovers.Add(1)
 		}
-		req := make([]wire.TopicVersion, len(todo))
-		for j, idx := range todo {
-			req[j] = tvs[idx]
+		req := make([]wire.TopicVersion, len(idx))
+		for j, i := range idx {
+			req[j] = held[i].tv
 		}
-		rs, err := c.ask(ctx, n, req, sent)
-		if err != nil {
-			errs = append(errs, err)
-			c.log.Debug("node did not answer: trying the next", "node", n.addr, "err", err)
-			continue
+		go func() {
+			rs, err := c.ask(qctx, n, req, sent)
+			replies <- reply{node: n, order: order, idx: idx, rs: rs, err: err, at: time.Now()}
+		}()
+	}
+	all := make([]int, len(held))
+	for i := range all {
+		all[i] = i
+	}
+	for next < min(c.cfg.Fanout, len(cands)) {
+		launch(all)
+	}
+	start := time.Now()
+	var got []reply
+	var errs []error
+	var grace <-chan time.Time
+wait:
+	for inflight > 0 {
+		select {
+		case r := <-replies:
+			inflight--
+			if r.err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", r.node.addr, r.err))
+				c.log.Debug("node did not answer: trying the next", "node", r.node.addr, "err", r.err)
+				if next < len(cands) && ctx.Err() == nil {
+					launch(r.idx)
+				}
+				break
+			}
+			got = append(got, r)
+			if grace == nil && len(got) == 1 {
+				wait := c.cfg.MergeWait
+				if wait <= 0 {
+					wait = max(time.Since(start), MinMergeWait)
+				}
+				t := time.NewTimer(wait)
+				defer t.Stop()
+				grace = t.C
+			}
+		case <-grace:
+			grace = nil
+			if allRouted(held, got) {
+				break wait
+			}
+		case <-ctx.Done():
+			errs = append(errs, ctx.Err())
+			break wait
 		}
-		answered = true
-		last := i == len(cands)-1
-		var again []int
-		for j, idx := range todo {
-			results[idx] = rs.Results[j]
-			if rs.Results[j].Status == wire.StatusWarmingUp && !last {
-				again = append(again, idx)
+		if inflight == 0 && next < len(cands) && ctx.Err() == nil {
+			if need := unsettled(held, got); len(need) > 0 {
+				launch(need)
 			}
 		}
-		if len(again) < len(todo) {
-			c.setPreferred(n)
+	}
+	if len(got) == 0 {
+		return nil, noAnswer(errs)
+	}
+	c.prefer(got)
+	ms := mergeReplies(held, got)
+	if inflight > 0 && ctx.Err() == nil && stopFollowing() {
+		detached = c.absorbLate(held, got, ms, replies, inflight, cancel)
+	}
+	return ms, nil
+}
+
+// absorbLate waits, in the background, for the answers of a query that
+// returned on MergeWait, merges them with those it returned, and updates
+// the cached routes it returned if the merge changed them. It reports
+// whether it took over cancel (false once the client is closing).
+func (c *Client) absorbLate(held []heldRoute, got []reply, first []merged, replies <-chan reply, inflight int, cancel context.CancelFunc) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		all := slices.Clone(got)
+		for ; inflight > 0; inflight-- {
+			if r := <-replies; r.err == nil {
+				all = append(all, r)
+			}
 		}
-		todo = again
+		if len(all) == len(got) {
+			return
+		}
+		late := mergeReplies(held, all)
+		now := time.Now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i := range late {
+			l := &late[i]
+			if (l.status != wire.StatusOK && l.status != wire.StatusNotModified) || l.version == first[i].version {
+				continue
+			}
+			if e := c.cache[l.topic]; e != nil && e.version == first[i].version {
+				e.route, e.version, e.checked = l.route, l.version, now
+				c.stats.lateMerged.Add(1)
+			}
+		}
+	}()
+	return true
+}
+
+// noAnswer is the error of a query no node answered; it matches ErrRefused
+// when every node refused this client for good.
+func noAnswer(errs []error) error {
+	err := fmt.Errorf("no node answered: %w", errors.Join(errs...))
+	refused := len(errs) > 0
+	for _, e := range errs {
+		refused = refused && permanent(e)
 	}
-	if !answered {
-		return nil, fmt.Errorf("no node answered: %w", errors.Join(errs...))
+	if refused {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	return results, nil
+	return err
+}
+
+// prefer makes the first node that answered ready the one asked first
+// next time.
+func (c *Client) prefer(got []reply) {
+	best := -1
+	for i, r := range got {
+		if !r.rs.Node.WarmingUp && (best < 0 || r.order < got[best].order) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		c.setPreferred(got[best].node)
+	}
+}
+
+// allRouted reports whether some answer carries a route for every topic.
+func allRouted(held []heldRoute, got []reply) bool {
+	routed := make([]bool, len(held))
+	for _, r := range got {
+		for j, i := range r.idx {
+			if s := r.rs.Results[j].Status; s == wire.StatusOK || s == wire.StatusNotModified {
+				routed[i] = true
+			}
+		}
+	}
+	return !slices.Contains(routed, false)
+}
+
+// unsettled returns the topics no ready node has answered.
+func unsettled(held []heldRoute, got []reply) []int {
+	settled := make([]bool, len(held))
+	for _, r := range got {
+		if r.rs.Node.WarmingUp {
+			continue
+		}
+		for j, i := range r.idx {
+			if r.rs.Results[j].Status != wire.StatusWarmingUp {
+				settled[i] = true
+			}
+		}
+	}
+	var out []int
+	for i, ok := range settled {
+		if !ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// mergeReplies merges the answers per topic.
+func mergeReplies(held []heldRoute, got []reply) []merged {
+	answers := make([]topicAnswers, len(held))
+	for _, r := range got {
+		fresh := freshnessOf(r.rs.Groups)
+		ready := !r.rs.Node.WarmingUp
+		for j, i := range r.idx {
+			res := &r.rs.Results[j]
+			a := &answers[i]
+			switch res.Status {
+			case wire.StatusOK:
+				route, v, err := client.DecodeResult(res)
+				if err != nil {
+					continue // an undecodable route says nothing
+				}
+				a.views = append(a.views, view{route: &route, version: v, fresh: fresh, at: r.at, ready: ready, order: r.order})
+			case wire.StatusNotModified:
+				if res.Version == held[i].tv.Version && res.Version != 0 {
+					a.views = append(a.views, view{route: &held[i].route, version: res.Version, fresh: fresh, at: r.at, ready: ready, order: r.order})
+				}
+			case wire.StatusNotFound:
+				if ready {
+					a.readyNotFound++
+				} else {
+					a.warming++
+				}
+			case wire.StatusWarmingUp:
+				a.warming++
+			}
+		}
+	}
+	out := make([]merged, len(held))
+	for i := range answers {
+		slices.SortFunc(answers[i].views, func(a, b view) int { return a.order - b.order })
+		out[i] = answers[i].merge(held[i].tv.Topic, held[i].tv.Version)
+	}
+	return out
 }
 
 // ask sends one get-routes request to one node.
@@ -200,15 +395,21 @@ func (c *Client) ask(ctx context.Context, n *node, req []wire.TopicVersion, sent
 	switch {
 	case err == nil:
 		n.succeeded()
+		n.report(nil)
 		return rs, nil
 	case ctx.Err() != nil:
 		// The caller gave up: says nothing about the node.
+	case permanent(err):
+		n.report(err)
+		return wire.Routes{}, fmt.Errorf("%w: %w", ErrRefused, err)
 	case errors.As(err, &we):
 		if errors.Is(err, wire.ErrUnavailable) || errors.Is(err, wire.ErrOverloaded) {
 			n.failed()
+			n.report(err)
 		}
 	default:
 		n.failed()
+		n.report(err)
 	}
 	return wire.Routes{}, err
 }
@@ -223,27 +424,27 @@ func (c *Client) Refresh(ctx context.Context) error {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	tvs := make([]wire.TopicVersion, 0, len(c.cache))
+	held := make([]heldRoute, 0, len(c.cache))
 	for t, e := range c.cache {
-		tvs = append(tvs, wire.TopicVersion{Topic: t, Version: e.version})
+		held = append(held, heldRoute{tv: wire.TopicVersion{Topic: t, Version: e.version}, route: e.route})
 	}
 	c.mu.Unlock()
-	slices.SortFunc(tvs, func(a, b wire.TopicVersion) int { return strings.Compare(a.Topic, b.Topic) })
+	slices.SortFunc(held, func(a, b heldRoute) int { return strings.Compare(a.tv.Topic, b.tv.Topic) })
 	var errs []error
-	for len(tvs) > 0 {
+	for len(held) > 0 {
 		n, size := 0, 0
-		for n < len(tvs) && n < MaxTopicsPerRequest && size < maxRequestBytes {
-			size += len(tvs[n].Topic) + 12 // name, version and CBOR framing
+		for n < len(held) && n < MaxTopicsPerRequest && size < maxRequestBytes {
+			size += len(held[n].tv.Topic) + 12 // name, version and CBOR framing
 			n++
 		}
-		batch := tvs[:n]
-		tvs = tvs[n:]
-		rs, err := c.query(ctx, batch, &c.stats.refreshes)
+		batch := held[:n]
+		held = held[n:]
+		ms, err := c.query(ctx, batch, &c.stats.refreshes)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		c.applyRefresh(rs)
+		c.applyRefresh(batch, ms)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("refresh routes: %w", errors.Join(errs...))
@@ -251,45 +452,27 @@ func (c *Client) Refresh(ctx context.Context) error {
 	return nil
 }
 
-func (c *Client) applyRefresh(rs []wire.RouteResult) {
-	type decoded struct {
-		route   wire.Route
-		version uint64
-	}
-	routes := make(map[string]decoded)
-	for i := range rs {
-		if rs[i].Status != wire.StatusOK {
-			continue
-		}
-		route, v, err := client.DecodeResult(&rs[i])
-		if err != nil {
-			c.log.Warn("refresh: undecodable route", "topic", rs[i].Topic, "err", err)
-			continue
-		}
-		routes[rs[i].Topic] = decoded{route, v}
-	}
+// applyRefresh records a refresh's merged answers in the cache. An entry
+// that changed meanwhile (a watch pushed a newer route) is left alone.
+func (c *Client) applyRefresh(batch []heldRoute, ms []merged) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i := range rs {
-		r := &rs[i]
-		e := c.cache[r.Topic]
-		if e == nil {
-			continue // forgotten meanwhile
+	for i := range ms {
+		m := &ms[i]
+		e := c.cache[m.topic]
+		if e == nil || e.version != batch[i].tv.Version {
+			continue // forgotten or replaced meanwhile
 		}
-		switch r.Status {
+		switch m.status {
 		case wire.StatusNotModified:
-			if e.version == r.Version {
-				e.checked = now
-				c.stats.notModified.Add(1)
-			}
+			e.checked = now
+			c.stats.notModified.Add(1)
 		case wire.StatusOK:
-			if d, ok := routes[r.Topic]; ok {
-				e.route, e.version, e.checked = d.route, d.version, now
-				c.stats.updated.Add(1)
-			}
+			e.route, e.version, e.checked = m.route, m.version, now
+			c.stats.updated.Add(1)
 		case wire.StatusNotFound:
-			delete(c.cache, r.Topic) // no broker holds it any more
+			delete(c.cache, m.topic) // no ready node holds it any more
 		}
 	}
 }

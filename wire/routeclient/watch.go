@@ -12,6 +12,9 @@ import (
 	"github.com/edgereg/edgereg/wire/client"
 )
 
+// errEnded marks a subscription whose refusal was delivered.
+var errEnded = errors.New("watch ended")
+
 // Update is the state of a watched topic, pushed by a node.
 type Update struct {
 	Topic string
@@ -21,6 +24,11 @@ type Update struct {
 	Version uint64
 	// Gone reports that no broker holds the topic any more.
 	Gone bool
+	// Err, when set, ends the watch: every node refused this client for
+	// good (it matches ErrRefused; for instance a certificate from another
+	// CA). It is the last update; the channel closes after it. Topic is
+	// empty.
+	Err error
 }
 
 // Watch subscribes to route changes of topics and returns the channel that
@@ -28,19 +36,25 @@ type Update struct {
 // the cache) that route is delivered first; then every change a node
 // pushes, within one round trip of the change on that node.
 //
-// All watches of a Client share one long-lived stream to one node. When
-// the stream or its connection is lost, or its node leaves the list, the
-// client opens a stream to a node (the same or another; a node that says
-// it is warming up is used only when no other answers) and watches again,
-// naming the version it holds of every topic: the node pushes whatever
-// differs, so nothing is missed.
+// All watches of a Client share Fanout long-lived streams, each to another
+// node, and every update is the merge of what those nodes pushed (the rule
+// of Route), so a node cut off from some brokers cannot hide them. When a
+// stream or its connection is lost, or its node leaves the list, the
+// client opens a stream to a node no other stream uses (the same or
+// another; a node that says it is warming up is used only when no other
+// answers) and watches again, naming the version it holds of every topic:
+// the node pushes whatever differs, so nothing is missed.
 //
 // Updates are state, not a log: if the receiver falls behind, the pending
 // update of a topic is replaced by a newer one, so the channel always
 // catches up to the latest route of every topic. The watch lasts until ctx
 // ends or the client closes; the channel is then closed, and topics no
 // other watch names are unwatched on the node. Watch returns at once: the
-// subscription is made, and remade, in the background.
+// subscription is made, and remade, in the background. Failures that
+// retrying can fix (a node down, a lost stream) are retried with backoff;
+// a refusal by every node (ErrRefused) is delivered as an Update with Err
+// set, and the channel closes. Config.OnConnState tells every change of a
+// node's connection state meanwhile.
 func (c *Client) Watch(ctx context.Context, topics ...string) (<-chan Update, error) {
 	if len(topics) == 0 {
 		return nil, fmt.Errorf("%w: watch names no topic", ErrInvalidTopic)
@@ -82,7 +96,21 @@ type subscription struct {
 	mu      sync.Mutex
 	pending map[string]Update // latest undelivered state per topic
 	order   []string          // topics of pending, oldest first
+	err     error             // the refusal that ends the watch
 	wake    chan struct{}
+}
+
+// fail ends the subscription with err, once what is pending is delivered.
+func (s *subscription) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (s *subscription) push(u Update) {
@@ -102,6 +130,11 @@ func (s *subscription) next() (Update, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.order) == 0 {
+		if s.err != nil {
+			u := Update{Err: s.err}
+			s.err = errEnded
+			return u, true
+		}
 		return Update{}, false
 	}
 	t := s.order[0]
@@ -118,6 +151,9 @@ func (s *subscription) deliver() {
 	defer s.hub.remove(s)
 	for {
 		u, ok := s.next()
+		if u.Err == errEnded {
+			return
+		}
 		if !ok {
 			select {
 			case <-s.wake:
@@ -138,32 +174,55 @@ func (s *subscription) deliver() {
 	}
 }
 
-// watchHub holds every watched topic of a Client and keeps one watch
-// stream subscribed to all of them. Lock order: watchHub.mu before
+// watchHub holds every watched topic of a Client and keeps Fanout watch
+// streams, each to another node, subscribed to all of them (a slot per
+// stream). Each stream's pushes update that node's view of a topic; the
+// views are merged by the rule of PROTOCOL.md 9.1, and subscribers get the
+// merged route whenever it changes. Lock order: watchHub.mu before
 // Client.mu.
 type watchHub struct {
-	c    *Client
-	wake chan struct{} // the topic set changed
+	c     *Client
+	slots int
+	wakes []chan struct{} // per slot: the topic set changed
 
 	mu     sync.Mutex
 	topics map[string]*watchedTopic
+	inUse  map[*node]int // node -> the slot whose stream is on it
 }
 
 type watchedTopic struct {
-	version uint64  // the version held (0: none), named when watching again
-	last    *Update // the latest state, for subscriptions that join later
-	fresh   bool    // added since the stream last subscribed it
+	version uint64  // the merged version held (0: none), named when watching again
+	last    *Update // the latest merged state, for subscriptions that join later
+	fresh   []bool  // per slot: added since that slot's stream last subscribed it
+	views   []slotView
 	subs    map[*subscription]struct{}
 }
 
+// slotView is what one slot's node last said about a topic.
+type slotView struct {
+	known   bool
+	gone    bool
+	route   wire.Route
+	version uint64
+	fresh   map[string]wire.GroupFreshness
+	at      time.Time
+	ready   bool
+}
+
 func newWatchHub(c *Client) *watchHub {
-	return &watchHub{c: c, wake: make(chan struct{}, 1), topics: make(map[string]*watchedTopic)}
+	h := &watchHub{c: c, slots: c.cfg.Fanout, topics: make(map[string]*watchedTopic), inUse: make(map[*node]int)}
+	for range h.slots {
+		h.wakes = append(h.wakes, make(chan struct{}, 1))
+	}
+	return h
 }
 
 func (h *watchHub) signal() {
-	select {
-	case h.wake <- struct{}{}:
-	default:
+	for _, w := range h.wakes {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -172,7 +231,10 @@ func (h *watchHub) add(s *subscription) {
 	for _, t := range s.topics {
 		wt := h.topics[t]
 		if wt == nil {
-			wt = &watchedTopic{fresh: true, subs: make(map[*subscription]struct{})}
+			wt = &watchedTopic{fresh: make([]bool, h.slots), views: make([]slotView, h.slots), subs: make(map[*subscription]struct{})}
+			for i := range wt.fresh {
+				wt.fresh[i] = true
+			}
 			if e, ok := h.c.cached(t); ok {
 				wt.version = e.version
 				wt.last = &Update{Topic: t, Route: e.route, Version: e.version}
@@ -212,9 +274,17 @@ func (h *watchHub) watching() []string {
 	return out
 }
 
-// run keeps a watch stream open while any topic is watched, until the
-// client closes. It is owned by the Client.
+// run keeps a watch stream per slot open while any topic is watched,
+// until the client closes. It is owned by the Client.
 func (h *watchHub) run() {
+	var wg sync.WaitGroup
+	for slot := range h.slots {
+		wg.Go(func() { h.runSlot(slot) })
+	}
+	wg.Wait()
+}
+
+func (h *watchHub) runSlot(slot int) {
 	c := h.c
 	failures := 0
 	for {
@@ -222,20 +292,31 @@ func (h *watchHub) run() {
 			select {
 			case <-c.ctx.Done():
 				return
-			case <-h.wake:
+			case <-h.wakes[slot]:
 				continue
 			}
 		}
-		st, err := h.connect()
-		if err == nil {
-			if h.serve(st) {
+		st, err := h.connect(slot)
+		switch {
+		case errors.Is(err, ErrRefused):
+			c.log.Error("every node refused this client: ending the watches", "err", err)
+			h.refuse(err)
+			continue
+		case errors.Is(err, errNoSpareNode):
+			// Fewer nodes than slots, or the others are taken: look again
+			// after a backoff, as after a failure.
+			failures = min(failures+1, 8)
+		case err == nil:
+			ok := h.serve(slot, st)
+			h.release(st.node)
+			if ok {
 				failures = 0
 			} else {
 				failures++
 			}
-		} else if c.ctx.Err() == nil {
+		case c.ctx.Err() == nil:
 			failures++
-			c.log.Warn("cannot open a watch stream: retrying", "failures", failures, "err", err)
+			c.log.Warn("cannot open a watch stream: retrying", "slot", slot, "failures", failures, "err", err)
 		}
 		t := time.NewTimer(c.cfg.Backoff.Delay(max(failures-1, 0)))
 		select {
@@ -246,6 +327,9 @@ func (h *watchHub) run() {
 		}
 	}
 }
+
+// errNoSpareNode: every listed node already carries another slot's stream.
+var errNoSpareNode = errors.New("no node without a watch stream")
 
 // stream is one watch stream.
 type stream struct {
@@ -262,10 +346,44 @@ func (st *stream) call(c *Client, t wire.Type, req, resp any) error {
 	return st.pipe.Call(ctx, t, req, resp)
 }
 
-// connect opens a stream to the first candidate node that answers a ping
-// on it and is not warming up; a warming-up node is used only when no
-// other answers.
-func (h *watchHub) connect() (*stream, error) {
+// refuse ends every subscription with err.
+func (h *watchHub) refuse(err error) {
+	h.mu.Lock()
+	subs := make(map[*subscription]struct{})
+	for _, wt := range h.topics {
+		for s := range wt.subs {
+			subs[s] = struct{}{}
+		}
+	}
+	h.mu.Unlock()
+	for s := range subs {
+		s.fail(err)
+		h.remove(s) // its topics are not watched again
+	}
+}
+
+// claim reserves n for slot unless another slot's stream is on it.
+func (h *watchHub) claim(n *node, slot int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s, ok := h.inUse[n]; ok && s != slot {
+		return false
+	}
+	h.inUse[n] = slot
+	return true
+}
+
+func (h *watchHub) release(n *node) {
+	h.mu.Lock()
+	delete(h.inUse, n)
+	h.mu.Unlock()
+}
+
+// connect opens a stream for slot to the first candidate node that no
+// other slot uses, answers a ping on it and is not warming up; a
+// warming-up node is used only when no other answers. The result matches
+// ErrRefused only when every listed node refused this client.
+func (h *watchHub) connect(slot int) (*stream, error) {
 	c := h.c
 	cands, err := c.candidates(c.ctx)
 	if err != nil {
@@ -273,15 +391,25 @@ func (h *watchHub) connect() (*stream, error) {
 	}
 	var warming *stream
 	var errs []error
+	refused, tried := 0, 0
 	for _, n := range cands {
+		if !h.claim(n, slot) {
+			continue
+		}
+		tried++
 		st, warm, err := h.open(n)
 		if err != nil {
+			h.release(n)
+			if permanent(err) {
+				refused++
+			}
 			errs = append(errs, fmt.Errorf("%s: %w", n.addr, err))
 			continue
 		}
 		if !warm {
 			if warming != nil {
 				warming.pipe.Close()
+				h.release(warming.node)
 			}
 			return st, nil
 		}
@@ -289,10 +417,17 @@ func (h *watchHub) connect() (*stream, error) {
 			warming = st
 		} else {
 			st.pipe.Close()
+			h.release(n)
 		}
 	}
 	if warming != nil {
 		return warming, nil
+	}
+	if tried == 0 {
+		return nil, errNoSpareNode
+	}
+	if refused == len(cands) {
+		return nil, fmt.Errorf("%w: no node opened a watch stream: %w", ErrRefused, errors.Join(errs...))
 	}
 	return nil, fmt.Errorf("no node opened a watch stream: %w", errors.Join(errs...))
 }
@@ -318,6 +453,7 @@ func (h *watchHub) open(n *node) (*stream, bool, error) {
 	if err := st.call(c, wire.TypePing, nil, &pong); err != nil {
 		pipe.Close()
 		n.failed()
+		n.report(err)
 		return nil, false, err
 	}
 	return st, pong.WarmingUp, nil
@@ -327,28 +463,29 @@ func (h *watchHub) open(n *node) (*stream, bool, error) {
 // step with the topic set, pinging every RefreshInterval, until the stream
 // ends, its node leaves the list, no topic is left, or the client closes.
 // It reports whether the subscription was made.
-func (h *watchHub) serve(st *stream) bool {
+func (h *watchHub) serve(slot int, st *stream) bool {
 	c := h.c
 	c.stats.watchStreams.Add(1)
 	readerDone := make(chan struct{})
 	go func() { // owned by serve, which waits for it
 		defer close(readerDone)
 		for f := range st.pipe.Events() {
-			h.apply(f)
+			h.apply(slot, f)
 		}
 	}()
 	defer func() {
 		st.pipe.Close()
 		<-readerDone
+		h.forget(slot)
 	}()
 	sent := make(map[string]bool)
-	if err := h.sync(st, sent); err != nil {
+	if err := h.sync(slot, st, sent); err != nil {
 		if c.ctx.Err() == nil {
 			c.log.Warn("watch refused: retrying", "node", st.node.addr, "err", err)
 		}
 		return false
 	}
-	c.log.Debug("watching routes", "node", st.node.addr, "topics", len(sent))
+	c.log.Debug("watching routes", "node", st.node.addr, "slot", slot, "topics", len(sent))
 	ping := time.NewTicker(c.cfg.RefreshInterval)
 	defer ping.Stop()
 	for {
@@ -361,10 +498,11 @@ func (h *watchHub) serve(st *stream) bool {
 			if c.ctx.Err() == nil {
 				c.log.Info("watch stream ended: resuming", "node", st.node.addr, "err", st.pipe.Err())
 				st.node.failed()
+				st.node.report(st.pipe.Err())
 			}
 			return true
-		case <-h.wake:
-			if err := h.sync(st, sent); err != nil {
+		case <-h.wakes[slot]:
+			if err := h.sync(slot, st, sent); err != nil {
 				if c.ctx.Err() == nil {
 					c.log.Warn("watch update failed: resuming on a new stream", "node", st.node.addr, "err", err)
 				}
@@ -378,6 +516,7 @@ func (h *watchHub) serve(st *stream) bool {
 				if c.ctx.Err() == nil {
 					c.log.Info("watch stream silent: resuming", "node", st.node.addr, "err", err)
 					st.node.failed()
+					st.node.report(err)
 				}
 				return true
 			}
@@ -386,17 +525,23 @@ func (h *watchHub) serve(st *stream) bool {
 	}
 }
 
-// sync sends a watch for every topic not yet subscribed on the stream
-// (naming the version held) and an unwatch for every topic no longer
-// watched. sent is the stream's subscribed set.
-func (h *watchHub) sync(st *stream, sent map[string]bool) error {
+// sync sends a watch for every topic not yet subscribed on the slot's
+// stream (naming the merged version held) and an unwatch for every topic
+// no longer watched. sent is the stream's subscribed set. A topic it
+// subscribes starts with the view "the node holds the route named": the
+// node pushes only what differs.
+func (h *watchHub) sync(slot int, st *stream, sent map[string]bool) error {
 	c := h.c
 	h.mu.Lock()
 	var add []wire.TopicVersion
 	for t, wt := range h.topics {
-		if !sent[t] || wt.fresh {
+		if !sent[t] || wt.fresh[slot] {
 			add = append(add, wire.TopicVersion{Topic: t, Version: wt.version})
-			wt.fresh = false
+			wt.fresh[slot] = false
+			wt.views[slot] = slotView{}
+			if wt.last != nil && !wt.last.Gone {
+				wt.views[slot] = slotView{known: true, route: wt.last.Route, version: wt.last.Version, ready: true}
+			}
 		}
 	}
 	var remove []string
@@ -409,7 +554,7 @@ func (h *watchHub) sync(st *stream, sent map[string]bool) error {
 	for len(add) > 0 {
 		n := min(len(add), MaxTopicsPerRequest)
 		if err := st.call(c, wire.TypeWatch, &wire.Watch{Topics: add[:n], Client: c.cfg.Attrs}, nil); err != nil {
-			h.refresh(add) // subscribe them on the next stream
+			h.refresh(slot, add) // subscribe them on the next stream
 			return fmt.Errorf("watch on %s: %w", st.node.addr, err)
 		}
 		for _, tv := range add[:n] {
@@ -430,20 +575,31 @@ func (h *watchHub) sync(st *stream, sent map[string]bool) error {
 	return nil
 }
 
-// refresh marks topics to be subscribed again.
-func (h *watchHub) refresh(tvs []wire.TopicVersion) {
+// forget drops what slot's node said: a node the client no longer hears
+// from is no witness. The next stream of the slot starts afresh.
+func (h *watchHub) forget(slot int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, wt := range h.topics {
+		wt.views[slot] = slotView{}
+	}
+}
+
+// refresh marks topics to be subscribed again on slot's next stream.
+func (h *watchHub) refresh(slot int, tvs []wire.TopicVersion) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, tv := range tvs {
 		if wt := h.topics[tv.Topic]; wt != nil {
-			wt.fresh = true
+			wt.fresh[slot] = true
 		}
 	}
 }
 
-// apply delivers one pushed route event to the subscriptions of its topic
-// and to the route cache.
-func (h *watchHub) apply(f *wire.Frame) {
+// apply records one pushed route event as its slot's view of the topic,
+// merges the views, and delivers the merged state to the topic's
+// subscriptions and the route cache when it changed.
+func (h *watchHub) apply(slot int, f *wire.Frame) {
 	c := h.c
 	if f.Type != wire.TypeRouteEvent {
 		return
@@ -454,26 +610,32 @@ func (h *watchHub) apply(f *wire.Frame) {
 		return
 	}
 	res := &ev.Result
-	u := Update{Topic: res.Topic}
+	v := slotView{known: true, fresh: freshnessOf(ev.Groups), at: time.Now(), ready: !ev.Node.WarmingUp}
 	switch res.Status {
 	case wire.StatusOK:
-		route, v, err := client.DecodeResult(res)
+		route, version, err := client.DecodeResult(res)
 		if err != nil {
 			c.log.Warn("undecodable route event", "topic", res.Topic, "err", err)
 			return
 		}
-		u.Route, u.Version = route, v
+		v.route, v.version = route, version
 	case wire.StatusNotFound:
-		u.Gone = true
+		v.gone = true
 	default:
 		return
 	}
 	c.stats.events.Add(1)
 	h.mu.Lock()
-	wt := h.topics[u.Topic]
-	if wt == nil || (wt.last != nil && wt.last.Gone == u.Gone && wt.last.Version == u.Version) {
+	wt := h.topics[res.Topic]
+	if wt == nil {
 		h.mu.Unlock()
-		return // no longer watched, or nothing new
+		return // no longer watched
+	}
+	wt.views[slot] = v
+	u, ok := wt.merged(res.Topic)
+	if !ok || (wt.last != nil && wt.last.Gone == u.Gone && wt.last.Version == u.Version) {
+		h.mu.Unlock()
+		return // nothing new
 	}
 	wt.version, wt.last = u.Version, &u
 	for s := range wt.subs {
@@ -481,6 +643,34 @@ func (h *watchHub) apply(f *wire.Frame) {
 	}
 	h.mu.Unlock()
 	c.cacheEvent(&u)
+}
+
+// merged is the topic's state by the merge rule over the slots' views.
+func (wt *watchedTopic) merged(topic string) (Update, bool) {
+	var a topicAnswers
+	for i := range wt.views {
+		v := &wt.views[i]
+		switch {
+		case !v.known:
+		case v.gone && v.ready:
+			a.readyNotFound++
+		case v.gone:
+			a.warming++
+		default:
+			a.views = append(a.views, view{route: &v.route, version: v.version, fresh: v.fresh, at: v.at, ready: v.ready, order: i})
+		}
+	}
+	if len(a.views) == 0 && a.readyNotFound == 0 {
+		return Update{}, false
+	}
+	m := a.merge(topic, 0)
+	if m.status == wire.StatusNotFound {
+		return Update{Topic: topic, Gone: true}, true
+	}
+	if m.status != wire.StatusOK {
+		return Update{}, false
+	}
+	return Update{Topic: topic, Route: m.route, Version: m.version}, true
 }
 
 // touch marks cached routes as confirmed now.

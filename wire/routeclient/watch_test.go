@@ -136,7 +136,9 @@ func TestWatchSwitchesNodeWithoutMissingAChange(t *testing.T) {
 	for _, tn := range tns {
 		register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
 	}
-	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), nil)
+	// One stream, so that it has to switch (with a fan-out of 2 the other
+	// node's stream carries the change; TestWatchMergesTwoNodes).
+	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), func(cfg *routeclient.Config) { cfg.Fanout = 1 })
 	ch, err := c.Watch(ctxT(t), "orders")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,105 @@
+package node
+
+import (
+	"github.com/edgereg/edgereg/wire"
+)
+
+// This file holds what a node says about itself and about how fresh its
+// knowledge is: the freshness carried by route answers and pushes (so a
+// client reading from several nodes can tell one node's partition from a
+// broker's death, PROTOCOL.md section 9.1), and the node-info request
+// operators compare across nodes.
+
+// nodeState is the node's own state as route answers carry it.
+func (n *Node) nodeState() wire.NodeState {
+	return wire.NodeState{NodeID: n.id, StartedMs: n.started.UnixMilli(), WarmingUp: n.WarmingUp()}
+}
+
+// describeRoutes adds to a get-routes answer the freshness of every broker
+// group its routes name (not-modified ones too) and the node's state. The
+// routes' bytes, hence their versions, are untouched.
+func (n *Node) describeRoutes(out *wire.Routes) {
+	var topics, groups []string
+	for i := range out.Results {
+		r := &out.Results[i]
+		if r.Status != wire.StatusOK && r.Status != wire.StatusNotModified {
+			continue
+		}
+		e, err := n.reg.Route(r.Topic)
+		switch {
+		case err != nil:
+		case r.Version == e.Version:
+			topics = append(topics, r.Topic)
+		case r.Status == wire.StatusOK:
+			// A route policy filtered this route for the client: name
+			// only the groups it shows, never one it hides.
+			groups = append(groups, routeGroups(r.Route)...)
+		}
+		// A filtered not-modified route is not described: the node would
+		// have to run the policy again to know its groups.
+	}
+	out.Groups = n.freshness(topics, groups)
+	out.Node = n.nodeState()
+}
+
+// routeEvent is the push for one route result, with the freshness of its
+// route's groups and the node's state.
+func (n *Node) routeEvent(res wire.RouteResult) *wire.RouteEvent {
+	ev := &wire.RouteEvent{Result: res, Node: n.nodeState()}
+	if res.Status == wire.StatusOK {
+		ev.Groups = n.freshness(nil, routeGroups(res.Route))
+	}
+	return ev
+}
+
+func routeGroups(body []byte) []string {
+	var route wire.Route
+	if wire.Unmarshal(body, &route) != nil {
+		return nil
+	}
+	names := make([]string, len(route.Queues))
+	for i, q := range route.Queues {
+		names[i] = q.BrokerName
+	}
+	return names
+}
+
+// freshness converts the registry's freshness to the wire's relative
+// durations, measured now by the node's clock.
+func (n *Node) freshness(topics, groups []string) []wire.GroupFreshness {
+	if len(topics) == 0 && len(groups) == 0 {
+		return nil
+	}
+	now := n.cfg.Clock.Now()
+	fs := n.reg.Freshness(topics, groups)
+	out := make([]wire.GroupFreshness, 0, len(fs))
+	for _, f := range fs {
+		if f.LastHeard.IsZero() {
+			continue // no lease behind it: say nothing rather than "fresh"
+		}
+		out = append(out, wire.GroupFreshness{
+			BrokerName:   f.Name,
+			AgeMs:        max(now.Sub(f.LastHeard).Milliseconds(), 0),
+			DeadlineInMs: f.Deadline.Sub(now).Milliseconds(),
+		})
+	}
+	return out
+}
+
+// nodeInfo answers node-info.
+func (n *Node) nodeInfo() wire.NodeInfo {
+	info := wire.NodeInfo{
+		NodeID: n.id, StartedMs: n.started.UnixMilli(), NowMs: n.cfg.Clock.Now().UnixMilli(),
+		WarmingUp: n.WarmingUp(), Version: Version,
+		Leases: n.reg.LeaseCount(), Topics: n.reg.TopicCount(), Connections: int(n.stats.conns.Load()),
+	}
+	for _, p := range n.policyList().Policies {
+		if p.Hash != "" {
+			if info.Policies == nil {
+				info.Policies = make(map[string]string)
+			}
+			info.Policies[p.Hook] = p.Hash
+		}
+	}
+	return info
+}

@@ -1,0 +1,73 @@
+package node
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// TestRouteAnswersCarryFreshness: get-routes says how fresh the node's
+// knowledge of every group named is (not-modified topics included) and the
+// node's state, while versions stay those of the route bytes alone.
+func TestRouteAnswersCarryFreshness(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	broker := tn.dial(pki.RoleBroker)
+	reader := tn.dial(pki.RoleClient)
+	for _, r := range []*wire.Register{
+		registration("c1", "b1", 0, "10.0.0.1:10911", "orders"),
+		registration("c1", "b2", 0, "10.0.0.2:10911", "pay"),
+	} {
+		if _, err := broker.Register(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := reader.GetRoutes(ctx, &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: "orders"}, {Topic: "nope"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rs.Results[0]
+	if res.Status != wire.StatusOK || res.Version != wire.RouteVersion(res.Route) {
+		t.Fatalf("result %+v: version is not the route bytes' version", res)
+	}
+	if len(rs.Groups) != 1 || rs.Groups[0].BrokerName != "b1" || rs.Groups[0].AgeMs > 5000 ||
+		rs.Groups[0].DeadlineInMs <= 0 {
+		t.Errorf("freshness %+v, want b1 alone, heard from recently, lease running", rs.Groups)
+	}
+	if rs.Node.NodeID != tn.Node.ID() || rs.Node.StartedMs == 0 || rs.Node.WarmingUp != tn.Node.WarmingUp() {
+		t.Errorf("node state %+v", rs.Node)
+	}
+	// Not modified: no route bytes, but the groups are still described.
+	rs, err = reader.GetRoutes(ctx, &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: "orders", Version: res.Version}, {Topic: "pay"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.Results[0].Status != wire.StatusNotModified || len(rs.Groups) != 2 ||
+		rs.Groups[0].BrokerName != "b1" || rs.Groups[1].BrokerName != "b2" {
+		t.Errorf("not-modified poll: %+v, groups %+v", rs.Results, rs.Groups)
+	}
+}
+
+// TestNodeInfo: operators get node-info; clients are refused.
+func TestNodeInfo(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	op := tn.dial(pki.RoleOperator)
+	if _, err := op.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:10911", "orders", "pay")); err != nil {
+		t.Fatal(err)
+	}
+	var info wire.NodeInfo
+	if err := op.Call(ctx, wire.TypeNodeInfo, nil, &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.NodeID != tn.Node.ID() || info.Leases != 1 || info.Topics != 2 || info.Connections < 1 ||
+		info.Version != Version || info.NowMs < info.StartedMs || len(info.Policies) != 0 {
+		t.Errorf("node info %+v", info)
+	}
+	err := tn.dial(pki.RoleClient).Call(ctx, wire.TypeNodeInfo, nil, &info)
+	if !errors.Is(err, wire.ErrNotAuthorized) {
+		t.Errorf("node-info from a client: %v, want not authorized", err)
+	}
+}

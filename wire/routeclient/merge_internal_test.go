@@ -1,0 +1,146 @@
+package routeclient
+
+import (
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+func testRoute(groups ...string) (*wire.Route, uint64) {
+	r := &wire.Route{}
+	for _, g := range groups {
+		r.Queues = append(r.Queues, wire.QueueData{BrokerName: g, ReadQueues: 4, WriteQueues: 4, Perm: 6})
+		r.Brokers = append(r.Brokers, wire.BrokerData{Cluster: "c", Name: g, Addrs: map[int64]string{0: g + ":10911"}})
+	}
+	b, err := wire.Marshal(r)
+	if err != nil {
+		panic(err)
+	}
+	return r, wire.RouteVersion(b)
+}
+
+func names(r wire.Route) []string {
+	var out []string
+	for _, q := range r.Queues {
+		out = append(out, q.BrokerName)
+	}
+	return out
+}
+
+func fresh(age, deadlineIn int64, groups ...string) map[string]wire.GroupFreshness {
+	m := make(map[string]wire.GroupFreshness)
+	for _, g := range groups {
+		m[g] = wire.GroupFreshness{BrokerName: g, AgeMs: age, DeadlineInMs: deadlineIn}
+	}
+	return m
+}
+
+func TestMergeRule(t *testing.T) {
+	full, fullV := testRoute("a", "b", "c")
+	part, partV := testRoute("a", "b")
+	onlyC, _ := testRoute("c")
+
+	// A partitioned node lacks c; the other holds it live: c stays, and
+	// the merged route is byte-equal to the full one (same version).
+	a := topicAnswers{views: []view{
+		{route: part, version: partV, fresh: fresh(1000, 119000, "a", "b"), ready: true, order: 0},
+		{route: full, version: fullV, fresh: fresh(2000, 118000, "a", "b", "c"), ready: true, order: 1},
+	}}
+	m := a.merge("t", 0)
+	if m.status != wire.StatusOK || m.version != fullV || len(m.route.Queues) != 3 {
+		t.Errorf("partition: %+v, want the full route (version %x)", m, fullV)
+	}
+	// Named the full version: not modified, though one node differs.
+	if m := a.merge("t", fullV); m.status != wire.StatusNotModified || m.version != fullV {
+		t.Errorf("partition, full version named: %+v, want not-modified", m)
+	}
+	// Two partial views that together make the whole: the union, versioned
+	// like the node-built route.
+	a = topicAnswers{views: []view{
+		{route: part, version: partV, ready: true, order: 0},
+		{route: onlyC, version: 7, ready: true, order: 1},
+	}}
+	if m := a.merge("t", 0); m.version != fullV || len(names(m.route)) != 3 {
+		t.Errorf("union of a+b and c: %v (version %x), want a, b, c (version %x)", names(m.route), m.version, fullV)
+	}
+	// c held only past its deadline (held back by an expiry policy) while
+	// a ready node lacks it: gone.
+	a = topicAnswers{views: []view{
+		{route: part, version: partV, fresh: fresh(1000, 119000, "a", "b"), ready: true, order: 0},
+		{route: full, version: fullV, fresh: map[string]wire.GroupFreshness{
+			"a": {BrokerName: "a", AgeMs: 1000, DeadlineInMs: 119000}, "b": {BrokerName: "b", AgeMs: 1000, DeadlineInMs: 119000},
+			"c": {BrokerName: "c", AgeMs: 130000, DeadlineInMs: -10000}}, ready: true, order: 1},
+	}}
+	if m := a.merge("t", 0); m.version != partV {
+		t.Errorf("held-back group: %v, want a, b", names(m.route))
+	}
+	// ...but when every ready node holds it back, it stays (the nodes'
+	// expiry policy decided so).
+	a.views[0] = a.views[1]
+	a.views[0].order = 0
+	if m := a.merge("t", 0); m.version != fullV {
+		t.Errorf("held back everywhere: %v, want a, b, c", names(m.route))
+	}
+	// A group's data comes from the node that heard from it last, by
+	// arrival time minus age: an answer that arrived later with a larger
+	// age can still be the fresher.
+	newer, _ := testRoute("a", "b", "c")
+	newer.Queues[2].WriteQueues = 8
+	now := time.Now()
+	a = topicAnswers{views: []view{
+		{route: full, version: fullV, fresh: fresh(100, 115000, "a", "b", "c"), at: now.Add(-10 * time.Second), ready: true, order: 0},
+		{route: newer, version: 9, fresh: fresh(5000, 119900, "a", "b", "c"), at: now, ready: true, order: 1},
+	}}
+	if m := a.merge("t", 0); m.route.Queues[2].WriteQueues != 8 {
+		t.Errorf("freshest source: %+v, want c's data from the node that heard from it last", m.route.Queues[2])
+	}
+	// Not found: final only with no route from anyone; warming nodes say
+	// nothing.
+	if m := (&topicAnswers{readyNotFound: 1, warming: 1}).merge("t", 0); m.status != wire.StatusNotFound {
+		t.Errorf("ready not-found and warming: %+v, want not-found", m)
+	}
+	if m := (&topicAnswers{warming: 2}).merge("t", 0); m.status != wire.StatusWarmingUp {
+		t.Errorf("only warming: %+v, want warming-up", m)
+	}
+	a = topicAnswers{readyNotFound: 1, views: []view{{route: full, version: fullV, ready: false, order: 1}}}
+	if m := a.merge("t", 0); m.status != wire.StatusOK || m.version != fullV {
+		t.Errorf("not-found from a ready node, a route from a warming one: %+v, want the route", m)
+	}
+}
+
+// TestAbsorbLate: an answer that arrives after its read returned on
+// MergeWait is merged with the answers the read used, and fixes the cached
+// route the read stored, unless a newer route replaced it meanwhile.
+func TestAbsorbLate(t *testing.T) {
+	part, partV := testRoute("a", "b")
+	full, fullV := testRoute("a", "b", "c")
+	partBody, _ := wire.Marshal(part)
+	fullBody, _ := wire.Marshal(full)
+	for _, replaced := range []bool{false, true} {
+		c := &Client{cache: make(map[string]*entry)}
+		held := []heldRoute{{tv: wire.TopicVersion{Topic: "t"}}}
+		got := []reply{{order: 0, idx: []int{0}, at: time.Now(), rs: wire.Routes{
+			Results: []wire.RouteResult{{Topic: "t", Status: wire.StatusOK, Version: partV, Route: partBody}}}}}
+		first := mergeReplies(held, got)
+		c.cache["t"] = &entry{route: first[0].route, version: first[0].version}
+		if replaced {
+			c.cache["t"] = &entry{version: 42} // a watch pushed a newer route meanwhile
+		}
+		replies := make(chan reply, 1)
+		replies <- reply{order: 1, idx: []int{0}, at: time.Now(), rs: wire.Routes{
+			Results: []wire.RouteResult{{Topic: "t", Status: wire.StatusOK, Version: fullV, Route: fullBody}}}}
+		done := make(chan struct{})
+		if !c.absorbLate(held, got, first, replies, 1, func() { close(done) }) {
+			t.Fatal("absorbLate did not take over")
+		}
+		c.wg.Wait()
+		<-done
+		switch e := c.cache["t"]; {
+		case replaced && e.version != 42:
+			t.Errorf("a newer cached route was overwritten by a late answer: %+v", e)
+		case !replaced && (e.version != fullV || len(e.route.Queues) != 3):
+			t.Errorf("after the late answer the cache holds %v (version %x), want a, b, c (%x)", names(e.route), e.version, fullV)
+		}
+	}
+}
