@@ -284,3 +284,47 @@ func TestServerIdleTimeout(t *testing.T) {
 	}
 	waitFor(t, func() bool { return s.Stats().Conns == 0 })
 }
+
+// TestServerFrameTimeout: a frame that starts and never finishes is cut off,
+// so a trickling peer cannot hold its buffer.
+func TestServerFrameTimeout(t *testing.T) {
+	s, addr := startServer(t, echo(nil), Limits{FrameTimeout: 100 * time.Millisecond})
+	c := dial(t, addr)
+	if _, err := c.nc.Write([]byte{0, 0, 1, 0, 0}); err != nil { // 256 bytes declared, 1 sent
+		t.Fatal(err)
+	}
+	if _, err := ReadCommand(c.br, 0); err == nil {
+		t.Fatal("a stalled frame got an answer")
+	}
+	waitFor(t, func() bool { return s.Stats().Conns == 0 })
+}
+
+// TestServerInFlightPerConn: with one request in flight allowed per
+// connection, a pipelined second one waits for the first, while another
+// connection is served.
+func TestServerInFlightPerConn(t *testing.T) {
+	release := make(chan struct{})
+	var running atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, p net.Addr, req *Command) *Command {
+		running.Add(1)
+		defer running.Add(-1)
+		return echo(release)(ctx, p, req)
+	})
+	_, addr := startServer(t, h, Limits{MaxInFlightPerConn: 1})
+	a, b := dial(t, addr), dial(t, addr)
+	a.send(NewRequest(998, 1, nil, nil))
+	a.send(NewRequest(105, 2, nil, nil))
+	waitFor(t, func() bool { return running.Load() == 1 })
+	b.send(NewRequest(105, 3, nil, nil))
+	if r := b.recv(); r.Opaque != 3 {
+		t.Fatalf("other connection: %+v", r)
+	}
+	close(release)
+	// Without the bound the quick request would be answered first.
+	if r := a.recv(); r.Opaque != 1 {
+		t.Fatalf("first answer on a: %+v, want the blocked request's", r)
+	}
+	if r := a.recv(); r.Opaque != 2 {
+		t.Fatalf("second answer on a: %+v", r)
+	}
+}
