@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -327,4 +328,27 @@ func TestServerInFlightPerConn(t *testing.T) {
 	if r := a.recv(); r.Opaque != 2 {
 		t.Fatalf("second answer on a: %+v", r)
 	}
+}
+
+// TestServerSlowReaderHoldsNoWorker: a peer that never reads its responses
+// blocks only its own connection; with one worker, another connection is
+// still served.
+func TestServerSlowReaderHoldsNoWorker(t *testing.T) {
+	_, addr := startServer(t, echo(nil), Limits{Workers: 1, WriteTimeout: time.Minute})
+	slow := dial(t, addr)
+	if tcp, ok := slow.nc.(*net.TCPConn); ok {
+		tcp.SetReadBuffer(4 << 10)
+	}
+	// Responses of 1 MiB each that nobody reads: the server's writes block.
+	big := strings.Repeat("x", 1<<20)
+	for i := range DefaultMaxInFlightPerConn {
+		slow.send(NewRequest(105, int32(i), map[string]string{"v": big}, nil))
+	}
+	time.Sleep(100 * time.Millisecond) // let the server fill the socket buffers
+	fast := dial(t, addr)
+	fast.send(NewRequest(105, 99, map[string]string{"v": "ok"}, nil))
+	if r := fast.recv(); r.Opaque != 99 {
+		t.Fatalf("%+v", r)
+	}
+	slow.nc.Close()
 }
