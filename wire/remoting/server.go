@@ -404,11 +404,14 @@ func (c *conn) serve() {
 
 func (c *conn) handle(req *Command) {
 	defer func() {
-		<-c.srv.workers
 		<-c.inflight
 		c.handlers.Done()
 	}()
 	resp := c.call(req)
+	// The worker is free once the handler is done: a peer that does not
+	// read its responses holds only its own in-flight slots while the write
+	// waits, never the workers other connections need.
+	<-c.srv.workers
 	if resp == nil || req.IsOneway() {
 		return
 	}

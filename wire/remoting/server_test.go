@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -283,4 +284,71 @@ func TestServerIdleTimeout(t *testing.T) {
 		t.Fatal("idle connection got a frame")
 	}
 	waitFor(t, func() bool { return s.Stats().Conns == 0 })
+}
+
+// TestServerFrameTimeout: a frame that starts and never finishes is cut off,
+// so a trickling peer cannot hold its buffer.
+func TestServerFrameTimeout(t *testing.T) {
+	s, addr := startServer(t, echo(nil), Limits{FrameTimeout: 100 * time.Millisecond})
+	c := dial(t, addr)
+	if _, err := c.nc.Write([]byte{0, 0, 1, 0, 0}); err != nil { // 256 bytes declared, 1 sent
+		t.Fatal(err)
+	}
+	if _, err := ReadCommand(c.br, 0); err == nil {
+		t.Fatal("a stalled frame got an answer")
+	}
+	waitFor(t, func() bool { return s.Stats().Conns == 0 })
+}
+
+// TestServerInFlightPerConn: with one request in flight allowed per
+// connection, a pipelined second one waits for the first, while another
+// connection is served.
+func TestServerInFlightPerConn(t *testing.T) {
+	release := make(chan struct{})
+	var running atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, p net.Addr, req *Command) *Command {
+		running.Add(1)
+		defer running.Add(-1)
+		return echo(release)(ctx, p, req)
+	})
+	_, addr := startServer(t, h, Limits{MaxInFlightPerConn: 1})
+	a, b := dial(t, addr), dial(t, addr)
+	a.send(NewRequest(998, 1, nil, nil))
+	a.send(NewRequest(105, 2, nil, nil))
+	waitFor(t, func() bool { return running.Load() == 1 })
+	b.send(NewRequest(105, 3, nil, nil))
+	if r := b.recv(); r.Opaque != 3 {
+		t.Fatalf("other connection: %+v", r)
+	}
+	close(release)
+	// Without the bound the quick request would be answered first.
+	if r := a.recv(); r.Opaque != 1 {
+		t.Fatalf("first answer on a: %+v, want the blocked request's", r)
+	}
+	if r := a.recv(); r.Opaque != 2 {
+		t.Fatalf("second answer on a: %+v", r)
+	}
+}
+
+// TestServerSlowReaderHoldsNoWorker: a peer that never reads its responses
+// blocks only its own connection; with one worker, another connection is
+// still served.
+func TestServerSlowReaderHoldsNoWorker(t *testing.T) {
+	_, addr := startServer(t, echo(nil), Limits{Workers: 1, WriteTimeout: time.Minute})
+	slow := dial(t, addr)
+	if tcp, ok := slow.nc.(*net.TCPConn); ok {
+		tcp.SetReadBuffer(4 << 10)
+	}
+	// Responses of 1 MiB each that nobody reads: the server's writes block.
+	big := strings.Repeat("x", 1<<20)
+	for i := range DefaultMaxInFlightPerConn {
+		slow.send(NewRequest(105, int32(i), map[string]string{"v": big}, nil))
+	}
+	time.Sleep(100 * time.Millisecond) // let the server fill the socket buffers
+	fast := dial(t, addr)
+	fast.send(NewRequest(105, 99, map[string]string{"v": "ok"}, nil))
+	if r := fast.recv(); r.Opaque != 99 {
+		t.Fatalf("%+v", r)
+	}
+	slow.nc.Close()
 }
