@@ -216,8 +216,15 @@ func TestRouteGoneAndBack(t *testing.T) {
 	nodetest.WaitFor(t, "the deletion to reach the gateway", func() bool {
 		return c.call(goRouteRequest("orders")).Code == remoting.TopicNotExist
 	})
+	// A deleted topic stays deleted while the broker's full registrations
+	// still name it (the node keeps a tombstone); the broker dropping it and
+	// then creating it again brings it back.
+	without := orders(6)
+	without.DataVersion.Counter = 100
+	without.Topics = topicConfigs(6, "TBW102")
+	s.registerQUIC(without)
 	reg := orders(6)
-	reg.DataVersion.Counter = 100 // a new version: the topic is registered again
+	reg.DataVersion.Counter = 101
 	s.registerQUIC(reg)
 	nodetest.WaitFor(t, "the topic's return to reach the gateway", func() bool {
 		resp := c.call(goRouteRequest("orders"))
