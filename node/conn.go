@@ -145,10 +145,15 @@ func (w *streamWriter) write(f *wire.Frame) error {
 	if err != nil {
 		return err
 	}
+	return w.writeRaw(buf)
+}
+
+// writeRaw writes an encoded frame, length prefix included.
+func (w *streamWriter) writeRaw(buf []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.s.SetWriteDeadline(time.Now().Add(w.timeout))
-	_, err = w.s.Write(buf)
+	_, err := w.s.Write(buf)
 	return err
 }
 
