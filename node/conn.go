@@ -9,9 +9,11 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -82,6 +84,7 @@ func (p peer) role() string {
 
 // connState is what a node keeps per connection.
 type connState struct {
+	ctx        context.Context // ends with the connection
 	peer       peer
 	frameLimit int
 	watchMu    sync.Mutex
@@ -99,7 +102,7 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		qc.CloseWithError(codeNoIdentity, err.Error())
 		return
 	}
-	cs := &connState{peer: p, frameLimit: n.cfg.MaxRequestLen}
+	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen}
 	if p.Role == pki.RoleBroker || p.Role == pki.RoleOperator {
 		cs.frameLimit = n.cfg.MaxBrokerFrameLen
 	}
@@ -175,7 +178,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 		if first {
 			idle = n.cfg.ReadTimeout // a new stream must say something soon
 		}
-		buf, err := n.readFrame(s, idle, cs.frameLimit)
+		buf, err := n.readFrame(cs, s, idle, cs.frameLimit)
 		if err != nil {
 			n.endStream(w, err)
 			return
@@ -198,8 +201,9 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 
 // readFrame reads one frame: the header may take up to idle, the body up to
 // the read timeout once the header has arrived. Oversized frames are refused
-// before their body is read.
-func (n *Node) readFrame(s *quic.Stream, idle time.Duration, limit int) ([]byte, error) {
+// before their body is read, and the body's buffer grows only as its bytes
+// arrive, within the node's budget of bytes in flight.
+func (n *Node) readFrame(cs *connState, s *quic.Stream, idle time.Duration, limit int) ([]byte, error) {
 	var hdr [wire.FrameHeaderLen]byte
 	s.SetReadDeadline(time.Now().Add(idle))
 	if _, err := io.ReadFull(s, hdr[:]); err != nil {
@@ -212,12 +216,49 @@ func (n *Node) readFrame(s *quic.Stream, idle time.Duration, limit int) ([]byte,
 	case size > limit:
 		return nil, &wire.FrameTooLargeError{Len: size, Limit: limit}
 	}
-	s.SetReadDeadline(time.Now().Add(n.cfg.ReadTimeout))
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(s, buf); err != nil {
-		return nil, err
+	deadline := time.Now().Add(n.cfg.ReadTimeout)
+	s.SetReadDeadline(deadline)
+	var held int64
+	defer func() { n.inFlight.release(held) }()
+	return wire.ReadBody(s, size, func(k int) error {
+		if err := n.inFlight.acquire(cs.ctx, int64(k), deadline); err != nil {
+			return err
+		}
+		held += int64(k)
+		return nil
+	})
+}
+
+// byteBudget bounds the bytes of frames being received at once over the
+// whole node (Config.MaxBytesInFlight). A reader takes budget before its
+// buffer grows and gives it back once the frame is read; one that cannot
+// get it by its read deadline is cut off like any slow sender.
+type byteBudget struct {
+	sem  *semaphore.Weighted
+	used atomic.Int64 // for the metric
+}
+
+func newByteBudget(size int64) *byteBudget {
+	return &byteBudget{sem: semaphore.NewWeighted(size)}
+}
+
+func (b *byteBudget) acquire(ctx context.Context, k int64, deadline time.Time) error {
+	if !b.sem.TryAcquire(k) {
+		ctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		if err := b.sem.Acquire(ctx, k); err != nil {
+			return os.ErrDeadlineExceeded
+		}
 	}
-	return buf, nil
+	b.used.Add(k)
+	return nil
+}
+
+func (b *byteBudget) release(k int64) {
+	if k > 0 {
+		b.used.Add(-k)
+		b.sem.Release(k)
+	}
 }
 
 // endStream closes a stream whose read failed, telling the peer why when

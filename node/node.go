@@ -59,6 +59,7 @@ type Node struct {
 	tr       *quic.Transport
 	ln       *quic.Listener
 	workers  chan struct{}
+	inFlight *byteBudget
 	limits   *connLimits
 	closing  atomic.Bool
 	conns    sync.Map // *quic.Conn -> struct{}
@@ -82,12 +83,13 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	n := &Node{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		started: cfg.Clock.Now(),
-		workers: make(chan struct{}, cfg.Workers),
-		limits:  newConnLimits(cfg.MaxConns, cfg.MaxConnsPerHost),
-		stop:    make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		started:  cfg.Clock.Now(),
+		workers:  make(chan struct{}, cfg.Workers),
+		inFlight: newByteBudget(int64(cfg.MaxBytesInFlight)),
+		limits:   newConnLimits(cfg.MaxConns, cfg.MaxConnsPerHost),
+		stop:     make(chan struct{}),
 	}
 	n.watches = newWatchHub()
 	var err error
