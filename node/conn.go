@@ -140,7 +140,11 @@ func (n *Node) identify(qc *quic.Conn) (peer, error) {
 type streamWriter struct {
 	s       *quic.Stream
 	mu      sync.Mutex
-	timeout time.Duration
+	timeout time.Duration // the write timeout
+	// onTimeout runs once when a write times out, after the stream is
+	// reset.
+	onTimeout func()
+	failed    error
 }
 
 func (w *streamWriter) write(f *wire.Frame) error {
@@ -151,12 +155,29 @@ func (w *streamWriter) write(f *wire.Frame) error {
 	return w.writeRaw(buf)
 }
 
-// writeRaw writes an encoded frame, length prefix included.
+// writeRaw writes an encoded frame, length prefix included. A peer that
+// does not take it within the write timeout has stopped reading: the
+// stream is reset in both directions with code 0x20 (PROTOCOL.md §4.3), so
+// the peer learns that the requests not answered were dropped, where a FIN
+// would have hidden it. After a failed write every later one fails too.
 func (w *streamWriter) writeRaw(buf []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.failed != nil {
+		return w.failed
+	}
 	w.s.SetWriteDeadline(time.Now().Add(w.timeout))
 	_, err := w.s.Write(buf)
+	if err != nil {
+		w.failed = err
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.s.CancelWrite(codeStreamTimeout)
+			w.s.CancelRead(codeStreamTimeout)
+			if w.onTimeout != nil {
+				w.onTimeout()
+			}
+		}
+	}
 	return err
 }
 
@@ -165,7 +186,7 @@ func (w *streamWriter) writeRaw(buf []byte) error {
 func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 	n.stats.streams.Add(1)
 	defer n.stats.streams.Add(-1)
-	w := &streamWriter{s: s, timeout: n.cfg.ReadTimeout}
+	w := &streamWriter{s: s, timeout: n.cfg.WriteTimeout, onTimeout: n.stats.timeouts.Inc}
 	var watch *watcher
 	defer func() {
 		if watch != nil {

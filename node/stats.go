@@ -44,7 +44,7 @@ func newStats(n *Node) *stats {
 	s.expiries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_expiries_total", Help: "Brokers removed, by reason."}, []string{"reason"})
 	s.badFrames = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_bad_frames_total", Help: "Malformed, oversized or unknown frames."})
 	s.denied = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_denied_total", Help: "Requests refused as not authorized."})
-	s.timeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_stream_timeouts_total", Help: "Streams cut off by a read deadline."})
+	s.timeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_stream_timeouts_total", Help: "Streams cut off by a read or write deadline (reset with 0x20)."})
 	reads := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_route_reads_total", Help: "Route reads by result."}, []string{"result"})
 	for st, label := range routeResultLabels {
 		s.routeReads[st] = reads.WithLabelValues(label)

@@ -119,7 +119,7 @@ func ReadBody(r io.Reader, n int, reserve func(int) error) ([]byte, error) {
 
 // DecodeFrame decodes a frame's CBOR bytes with the protocol's limits.
 func DecodeFrame(b []byte, f *Frame) error {
-	if err := Unmarshal(b, f); err != nil {
+	if err := unmarshalFrame(b, f); err != nil {
 		return fmt.Errorf("malformed frame: %w", err)
 	}
 	return nil
