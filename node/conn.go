@@ -91,9 +91,22 @@ type connState struct {
 	watches    int // topics watched over all streams of the connection
 }
 
+// testHookServeConn, when set, runs as a connection's service starts, before
+// the node records it; tests use it to land in Shutdown's windows.
+var testHookServeConn func()
+
 func (n *Node) serveConn(qc *quic.Conn) {
+	if testHookServeConn != nil {
+		testHookServeConn()
+	}
 	n.conns.Store(qc, struct{}{})
 	defer n.conns.Delete(qc)
+	if n.closing.Load() {
+		// Shutdown may have swept the connections before this one was
+		// stored; it sets closing before sweeping, so this sees it.
+		qc.CloseWithError(codeShutdown, "node shutting down")
+		return
+	}
 	n.stats.conns.Add(1)
 	defer n.stats.conns.Add(-1)
 	p, err := n.identify(qc)
