@@ -2,6 +2,8 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/edgereg/edgereg/node/kv"
@@ -28,7 +30,7 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
 	}
 	defer n.releaseWorker()
-	body, err := n.dispatch(cs, f, w, watch)
+	body, err := n.dispatchRecover(cs, f, w, watch)
 	if err != nil {
 		we := toWireError(err)
 		n.stats.observe(f.Type, time.Since(start), we)
@@ -44,6 +46,21 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 		resp.Body = b
 	}
 	return resp
+}
+
+// dispatchRecover is dispatch with a panic turned into an internal error
+// for this request alone (as CoreDNS's server does): counted, logged with
+// the request's kind and the stack, and the node keeps serving.
+func (n *Node) dispatchRecover(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) (body any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n.stats.panics.WithLabelValues(f.Type.String()).Inc()
+			n.log.Error("request handler panicked", "kind", f.Type.String(), "id", f.ID,
+				"role", cs.peer.role(), "remote", cs.peer.remote, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			body, err = nil, wire.Errorf(wire.CodeInternal, "internal error handling %s: reported in the node's log", f.Type)
+		}
+	}()
+	return n.dispatch(cs, f, w, watch)
 }
 
 func (n *Node) acquireWorker() bool {
@@ -63,8 +80,15 @@ func (n *Node) acquireWorker() bool {
 
 func (n *Node) releaseWorker() { <-n.workers }
 
+// testHookDispatch, when set, runs before every request is dispatched;
+// tests use it to inject a failing handler.
+var testHookDispatch func(*wire.Frame)
+
 // dispatch decodes a request and runs it, returning the response body.
 func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) (any, error) {
+	if testHookDispatch != nil {
+		testHookDispatch(f)
+	}
 	switch f.Type {
 	case wire.TypeRegister:
 		return decodeRun(f, func(r *wire.Register) (any, error) { return n.register(cs, r) })

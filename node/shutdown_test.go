@@ -19,7 +19,7 @@ func TestShutdownClosesConnectionStoredAfterSweep(t *testing.T) {
 		close(entered)
 		<-release
 	}
-	defer func() { testHookServeConn = nil }()
+	t.Cleanup(func() { testHookServeConn = nil }) // after the node's shutdown
 	tn := startNode(t, nil)
 	c := tn.dialTLS(tn.tlsFor(pki.RoleClient, "late"))
 	_ = c
@@ -67,7 +67,7 @@ func TestShutdownReturnsByItsDeadline(t *testing.T) {
 		close(entered)
 		<-release
 	}
-	defer func() { testHookServeConn = nil }()
+	t.Cleanup(func() { testHookServeConn = nil }) // after the node's shutdown
 	tn := startNode(t, nil)
 	c := tn.dialTLS(tn.tlsFor(pki.RoleClient, "stuck"))
 	<-entered

@@ -28,6 +28,7 @@ type stats struct {
 	routeReads    [4]prometheus.Counter // by wire.RouteStatus
 	latency       map[wire.Type]prometheus.Observer
 	errors        *prometheus.CounterVec
+	panics        *prometheus.CounterVec
 }
 
 // routeResultLabels name route read results as the metrics show them.
@@ -60,7 +61,8 @@ func newStats(n *Node) *stats {
 		}
 	}
 	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_request_errors_total", Help: "Requests answered with an error, by kind and code."}, []string{"kind", "code"})
-	for _, c := range []prometheus.Collector{s.registrations, s.heartbeats, s.expiries, s.badFrames, s.denied, s.timeouts, reads, lat, s.errors} {
+	s.panics = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_request_panics_total", Help: "Request handlers that panicked (answered with an internal error), by kind."}, []string{"kind"})
+	for _, c := range []prometheus.Collector{s.registrations, s.heartbeats, s.expiries, s.badFrames, s.denied, s.timeouts, reads, lat, s.errors, s.panics} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() float64) {

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -326,6 +328,17 @@ func (wt *watcher) mark(topics []string) {
 
 func (wt *watcher) run() {
 	defer wt.wg.Done()
+	defer func() {
+		// A bug while pushing ends this watch stream, not the node. The
+		// stream is reset, so the client re-watches on a new one.
+		if r := recover(); r != nil {
+			wt.n.stats.panics.WithLabelValues(wire.TypeRouteEvent.String()).Inc()
+			wt.n.log.Error("watch pusher panicked", "kind", wire.TypeRouteEvent.String(),
+				"remote", wt.cs.peer.remote, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			wt.w.s.CancelWrite(codeStreamAbort)
+			wt.w.s.CancelRead(codeStreamAbort)
+		}
+	}()
 	for {
 		select {
 		case <-wt.done:
