@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,46 @@ func TestWriteTimeoutResetsStream(t *testing.T) {
 			t.Fatalf("the node ended the stream with a FIN after %d of %d answers: the other requests were dropped silently", answered, requests)
 		default:
 			t.Fatalf("after %d answers: %v, want a reset with code 0x20", answered, err)
+		}
+	}
+}
+
+// TestInvalidNamesRefusedEverywhere (§8.5, §8.14): get-routes refuses an
+// invalid topic name with code 1 as watch does, and every KV operation
+// checks namespace and key as put does.
+func TestInvalidNamesRefusedEverywhere(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	c := tn.dial(pki.RoleClient)
+	long := strings.Repeat("k", 300)
+	for _, topic := range []string{"bad topic!", "", strings.Repeat("t", 128)} {
+		q := &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: "fine"}, {Topic: topic}}}
+		if _, err := c.GetRoutes(ctx, q); !errors.Is(err, wire.ErrBadRequest) {
+			t.Errorf("get-routes of %q = %v, want code 1", topic, err)
+		}
+		p, err := c.OpenPipe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Call(ctx, wire.TypeWatch, &wire.Watch{Topics: []wire.TopicVersion{{Topic: topic}}}, nil); !errors.Is(err, wire.ErrBadRequest) {
+			t.Errorf("watch of %q = %v, want code 1", topic, err)
+		}
+		p.Close()
+	}
+	op := tn.dial(pki.RoleOperator)
+	calls := map[string]func() error{
+		"kv-get long key":        func() error { _, err := op.KVGet(ctx, "ns", long); return err },
+		"kv-get long namespace":  func() error { _, err := op.KVGet(ctx, long, "k"); return err },
+		"kv-get empty key":       func() error { _, err := op.KVGet(ctx, "ns", ""); return err },
+		"kv-delete long key":     func() error { return op.KVDelete(ctx, "ns", long) },
+		"kv-delete empty key":    func() error { return op.KVDelete(ctx, "ns", "") },
+		"kv-list long namespace": func() error { _, err := op.KVList(ctx, long); return err },
+		"kv-list empty":          func() error { _, err := op.KVList(ctx, ""); return err },
+		"kv-put long key":        func() error { return op.KVPut(ctx, "ns", long, "v") },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, wire.ErrBadRequest) {
+			t.Errorf("%s = %v, want code 1", name, err)
 		}
 	}
 }

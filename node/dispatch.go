@@ -249,6 +249,11 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 	if len(q.Topics) > MaxTopicsPerQuery {
 		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names %d topics, more than %d", len(q.Topics), MaxTopicsPerQuery)
 	}
+	for _, tv := range q.Topics {
+		if err := registry.ValidTopicName(tv.Topic); err != nil {
+			return nil, err // code 1, as watch answers
+		}
+	}
 	out := wire.Routes{Results: make([]wire.RouteResult, len(q.Topics))}
 	for i, tv := range q.Topics {
 		out.Results[i] = n.routeResult(tv, cs.peer.ip, q.Client)
