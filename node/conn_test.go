@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -86,5 +87,56 @@ func TestDeclaredFrameLengthAllocatesNothing(t *testing.T) {
 	t.Logf("heap grew by %.1f MiB while %d streams each declared a %d-byte frame", float64(grown)/(1<<20), conns*streams, declared)
 	if grown >= maxGrown {
 		t.Fatalf("heap grew by %d MiB during the stall, want < %d MiB", grown>>20, maxGrown>>20)
+	}
+}
+
+// TestBytesInFlightBudget: a sender holding the node's whole budget of
+// bytes in flight delays other frames, never past its own read timeout:
+// it is reset with 0x20, its budget comes back, and the others are served.
+func TestBytesInFlightBudget(t *testing.T) {
+	const limit = 64 << 10
+	tn := startNode(t, func(c *Config) {
+		c.MaxRequestLen, c.MaxBrokerFrameLen, c.MaxBytesInFlight = limit, limit, limit
+		c.ReadTimeout = time.Second
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	qc, err := quic.DialAddr(ctx, tn.Addr().String(), tn.tlsFor(pki.RoleClient, "hog"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	s, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A frame of the whole limit, 40 KiB of it sent: the buffer has grown
+	// to the limit, all of the budget.
+	msg := make([]byte, wire.FrameHeaderLen+40<<10)
+	binary.BigEndian.PutUint32(msg, limit)
+	if _, err := s.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	for tn.inFlight.used.Load() < limit {
+		if ctx.Err() != nil {
+			t.Fatalf("the node holds %d bytes in flight, want %d", tn.inFlight.used.Load(), limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	other := tn.dial(pki.RoleClient)
+	if _, err := other.Ping(ctx); err != nil {
+		t.Fatalf("a ping waiting for budget: %v", err)
+	}
+	var buf [1]byte
+	_, err = s.Read(buf[:])
+	var se *quic.StreamError
+	if !errors.As(err, &se) || se.ErrorCode != codeStreamTimeout {
+		t.Fatalf("the stream holding the budget ended with %v, want a reset with 0x20", err)
+	}
+	for tn.inFlight.used.Load() != 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("%d bytes in flight left after every frame ended", tn.inFlight.used.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
