@@ -29,7 +29,10 @@ import (
 // Lock order, outer to inner:
 //
 //	watcher.mu  →  watchHub.mu
-//	watcher.pendMu is a leaf: nothing is taken while it is held.
+//	watcher.mu  →  connState.watchMu
+//	watcher.pendMu, connState.watchMu and streamWriter.mu are leaves:
+//	nothing is taken while one is held. The pusher writes (streamWriter.mu)
+//	holding no other lock.
 //
 // The hub never takes a watcher's mu: changed and markAll copy the
 // subscribers under hub.mu and mark them after releasing it. watch, unwatch
