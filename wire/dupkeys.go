@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // The CBOR library refuses duplicate keys only in maps it decodes into Go
@@ -94,11 +95,16 @@ func (w walker) item(b []byte, depth int) ([]byte, error) {
 	return w.item(rest, depth+1) // a tag: its content
 }
 
-// mapKey is a key as compared for duplicates: integers by value whatever
-// their encoding's width, strings by content, anything else by its bytes.
+// mapKey is a key as compared for duplicates, by value as the CBOR data
+// model has it (and as the library compares the keys it decodes):
+// integers whatever their encoding's width, strings by content, floats as
+// float64 whatever their precision (so 2.0 in half and single precision is
+// one key, and NaN is never equal to itself), null and undefined as one,
+// anything else by its bytes.
 type mapKey struct {
 	major byte
 	n     uint64
+	f     float64
 	s     string
 }
 
@@ -109,8 +115,42 @@ func keyOf(item []byte) mapKey {
 		return mapKey{major: major, n: arg}
 	case 2, 3:
 		return mapKey{major: major, s: string(rest[:arg])}
+	case 7:
+		switch item[0] & 0x1f {
+		case 25:
+			return mapKey{major: 8, f: halfToFloat(uint16(arg))}
+		case 26:
+			return mapKey{major: 8, f: float64(math.Float32frombits(uint32(arg)))}
+		case 27:
+			return mapKey{major: 8, f: math.Float64frombits(arg)}
+		}
+		if arg == 23 {
+			arg = 22 // undefined decodes as null: one key
+		}
+		return mapKey{major: 7, n: arg}
 	}
 	return mapKey{major: 0xff, s: string(item)}
+}
+
+// halfToFloat converts an IEEE 754 half-precision number.
+func halfToFloat(h uint16) float64 {
+	sign, exp, frac := h>>15, int(h>>10)&0x1f, float64(h&0x3ff)
+	var v float64
+	switch exp {
+	case 0:
+		v = math.Ldexp(frac, -24)
+	case 0x1f:
+		v = math.Inf(1)
+		if frac != 0 {
+			v = math.NaN()
+		}
+	default:
+		v = math.Ldexp(1024+frac, exp-25)
+	}
+	if sign != 0 {
+		v = -v
+	}
+	return v
 }
 
 func (w walker) mapPairs(b []byte, pairs uint64, depth int) ([]byte, error) {
