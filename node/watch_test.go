@@ -2,12 +2,16 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
@@ -352,4 +356,109 @@ func BenchmarkWatchFanOut(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
+}
+
+// TestStalledWatcherHoldsUpNobody: a watch stream whose reader stopped
+// must not hold up route changes or other watchers, and loses its stream
+// at the write timeout (reset 0x20) rather than holding its pusher forever.
+func TestStalledWatcherHoldsUpNobody(t *testing.T) {
+	// Routes of 8 groups for 1000 topics.
+	const topics = 1000
+	// The write timeout is short, but not so short that the healthy
+	// watcher, busy decoding under -race on a loaded machine, trips it.
+	tn := startNode(t, func(c *Config) { c.WriteTimeout = 3 * time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("stall-%03d", i)
+	}
+	round := 0
+	register := func() {
+		round++
+		for g := range 8 {
+			r := registration("c1", fmt.Sprintf("stall-group-%d", g), 0, fmt.Sprintf("10.1.0.%d:10911", g+1), names...)
+			r.DataVersion.Counter = uint64(round)
+			for i := range r.Topics {
+				r.Topics[i].ReadQueues = uint32(round) // a new route every round
+			}
+			if _, err := tn.reg.Register(toRegistration(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	register()
+
+	qc, err := quic.DialAddr(ctx, tn.Addr().String(), tn.tlsFor(pki.RoleClient, "stalled"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	stalled, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &wire.Watch{}
+	for _, tp := range names {
+		q.Topics = append(q.Topics, wire.TopicVersion{Topic: tp})
+	}
+	f, err := wire.NewRequest(wire.TypeWatch, 1, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.WriteFrame(stalled, f); err != nil {
+		t.Fatal(err)
+	}
+
+	healthy := newWatchClient(t, tn.dial(pki.RoleClient))
+	if err := healthy.watch(ctx, names); err != nil {
+		t.Fatal(err)
+	}
+	// Each round changes every route, and the healthy watcher takes it
+	// all before the next, so the stalled stream is owed about 250 kB a
+	// round: more than its flow-control window (512 KiB) after three.
+	for range 8 {
+		changed := make(chan struct{})
+		go func() {
+			defer close(changed)
+			register()
+		}()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal("a route change blocked while a watcher stopped reading")
+		}
+		want := make(map[string]uint64)
+		for _, tp := range names {
+			e, err := tn.reg.Route(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[tp] = e.Version
+		}
+		for len(healthy.behind(want)) > 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("the healthy watcher is behind on %d topics (stream error: %v)", len(healthy.behind(want)), healthy.p.Err())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	stalled.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for frames := 0; ; frames++ {
+		if _, err := wire.ReadFrame(stalled, wire.MaxFrameLen); err != nil {
+			var se *quic.StreamError
+			if !errors.As(err, &se) || se.ErrorCode != codeStreamTimeout {
+				buf := make([]byte, 1<<20)
+				buf = buf[:runtime.Stack(buf, true)]
+				t.Fatalf("the stalled watch stream ended with %v after %d frames, want a reset with 0x20\n%s", err, frames, buf)
+			}
+			break
+		}
+	}
+	for tn.watches.watchers() != 1 {
+		if ctx.Err() != nil {
+			t.Fatalf("%d watch streams left, want only the healthy one", tn.watches.watchers())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
