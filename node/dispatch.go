@@ -2,6 +2,8 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/edgereg/edgereg/node/kv"
@@ -30,7 +32,7 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
 	}
 	defer func() { <-pool }()
-	body, err := n.dispatch(cs, f, w, watch)
+	body, err := n.dispatchRecover(cs, f, w, watch)
 	if err != nil {
 		we := toWireError(err)
 		if we.Code == wire.CodeNotAuthorized {
@@ -60,6 +62,21 @@ func (n *Node) poolFor(cs *connState) chan struct{} {
 	return n.workers
 }
 
+// dispatchRecover is dispatch with a panic turned into an internal error
+// for this request alone (as CoreDNS's server does): counted, logged with
+// the request's kind and the stack, and the node keeps serving.
+func (n *Node) dispatchRecover(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) (body any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n.stats.panics.WithLabelValues(f.Type.String()).Inc()
+			n.log.Error("request handler panicked", "kind", f.Type.String(), "id", f.ID,
+				"role", cs.peer.role(), "remote", cs.peer.remote, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			body, err = nil, wire.Errorf(wire.CodeInternal, "internal error handling %s: reported in the node's log", f.Type)
+		}
+	}()
+	return n.dispatch(cs, f, w, watch)
+}
+
 func (n *Node) acquireWorker(pool chan struct{}) bool {
 	select {
 	case pool <- struct{}{}:
@@ -75,8 +92,15 @@ func (n *Node) acquireWorker(pool chan struct{}) bool {
 	}
 }
 
+// testHookDispatch, when set, runs before every request is dispatched;
+// tests use it to inject a failing handler.
+var testHookDispatch func(*wire.Frame)
+
 // dispatch decodes a request and runs it, returning the response body.
 func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) (any, error) {
+	if testHookDispatch != nil {
+		testHookDispatch(f)
+	}
 	switch f.Type {
 	case wire.TypeRegister:
 		return decodeRun(f, func(r *wire.Register) (any, error) { return n.register(cs, r) })
@@ -258,6 +282,11 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 	}
 	if len(q.Topics) > MaxTopicsPerQuery {
 		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names %d topics, more than %d", len(q.Topics), MaxTopicsPerQuery)
+	}
+	for _, tv := range q.Topics {
+		if err := registry.ValidTopicName(tv.Topic); err != nil {
+			return nil, err // code 1, as watch answers
+		}
 	}
 	out := wire.Routes{Results: make([]wire.RouteResult, len(q.Topics))}
 	for i, tv := range q.Topics {

@@ -407,6 +407,8 @@ func vectorTable(tb testing.TB) []vector {
 			&Frame{Type: TypeHeartbeat, ID: 21, Error: &Error{Code: CodeLeaseNotFound, Message: "broker 192.0.2.10:10911 of cluster \"DefaultCluster\" is not registered: register first"}}},
 		vector{"frame-unknown-type-error", "error response to a request of unknown type 99 (id 22): code 3. Hex includes the 4-byte length prefix.",
 			&Frame{Type: 99, ID: 22, Error: &Error{Code: CodeUnknownType, Message: "unknown message type 99"}}},
+		vector{"frame-get-routes-error-invalid-topic", "get-routes error response (type 10, id 23) to a request naming the topic \"bad topic!\": code 1 for the whole request, as watch answers (section 8.5). Hex includes the 4-byte length prefix.",
+			&Frame{Type: TypeGetRoutes, ID: 23, Error: &Error{Code: CodeBadRequest, Message: "invalid argument: " + ValidTopicName("bad topic!").Error()}}},
 		vector{"frame-too-large-error", "error frame sent before closing a stream whose frame header announced 2000000 bytes over a client's 1 MiB limit: type 0 and id 0 (the node did not read them), code 2. Hex includes the 4-byte length prefix.",
 			&Frame{Error: &Error{Code: CodeFrameTooLarge, Message: (&FrameTooLargeError{Len: 2000000, Limit: DefaultMaxRequestLen}).Error()}}},
 	)
