@@ -95,9 +95,10 @@ func TestDeclaredFrameLengthAllocatesNothing(t *testing.T) {
 // it is reset with 0x20, its budget comes back, and the others are served.
 func TestBytesInFlightBudget(t *testing.T) {
 	const limit = 64 << 10
+	const readTimeout = 2 * time.Second
 	tn := startNode(t, func(c *Config) {
 		c.MaxRequestLen, c.MaxBrokerFrameLen, c.MaxBytesInFlight = limit, limit, limit
-		c.ReadTimeout = time.Second
+		c.ReadTimeout = readTimeout
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -123,7 +124,11 @@ func TestBytesInFlightBudget(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The ping starts half a read timeout after the hog took the budget, so
+	// the hog's timeout (which frees the budget) comes well before the
+	// ping's own, however slowly this machine schedules them.
 	other := tn.dial(pki.RoleClient)
+	time.Sleep(readTimeout / 2)
 	if _, err := other.Ping(ctx); err != nil {
 		t.Fatalf("a ping waiting for budget: %v", err)
 	}

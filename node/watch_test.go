@@ -443,6 +443,15 @@ func TestStalledWatcherHoldsUpNobody(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	// The node gives up on the stalled stream once one write has waited the
+	// write timeout; only then does the client read, so its reading cannot
+	// unblock a write that has not timed out yet.
+	for tn.watches.watchers() != 1 {
+		if ctx.Err() != nil {
+			t.Fatalf("%d watch streams left, want only the healthy one", tn.watches.watchers())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	stalled.SetReadDeadline(time.Now().Add(20 * time.Second))
 	for frames := 0; ; frames++ {
 		if _, err := wire.ReadFrame(stalled, wire.MaxFrameLen); err != nil {
@@ -454,11 +463,5 @@ func TestStalledWatcherHoldsUpNobody(t *testing.T) {
 			}
 			break
 		}
-	}
-	for tn.watches.watchers() != 1 {
-		if ctx.Err() != nil {
-			t.Fatalf("%d watch streams left, want only the healthy one", tn.watches.watchers())
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
