@@ -144,7 +144,7 @@ func TestLossyLink(t *testing.T) {
 	waitFor(t, "heartbeats after the loss", func() bool { return r.Nodes()[0].Heartbeats > beats+5 })
 
 	// A link that carries nothing: the registrar notices, replaces the
-	// connection, and registers again once the link is back.
+	// connection, and resumes the lease once the link is back.
 	dials := r.Nodes()[0].Dials
 	proxy.dropPc.Store(100)
 	waitFor(t, "the registrar to notice the dead link", func() bool {
@@ -216,4 +216,45 @@ func TestNodeThatDoesNotReadCannotWedgeTheRegistrar(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Stop did not return")
 	}
+}
+
+// TestReconnectResumesTheLease forces a reconnect (the link carries nothing
+// until the registrar gives the connection up) while the node still holds
+// the lease: the registrar resumes it with a heartbeat naming the epoch it
+// holds, on the new connection, and sends no full registration.
+func TestReconnectResumesTheLease(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil) // leases last the node's default 120 s
+	proxy := newUDPProxy(t, tn.Addr())
+	r := startRegistrar(t, testConfig(t, ca, nodes.Static(proxy.addr())))
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := lease(tn, brokerAddr)
+	dials := r.Nodes()[0].Dials
+
+	proxy.dropPc.Store(100)
+	waitFor(t, "the registrar to give the dead connection up", func() bool {
+		st := r.Nodes()[0]
+		return st.LastError != "" && !st.Connected
+	})
+	proxy.dropPc.Store(0)
+	waitFor(t, "a new connection that renews the lease", func() bool {
+		st := r.Nodes()[0]
+		l, _ := lease(tn, brokerAddr)
+		return st.Dials > dials && st.Registered && st.LastError == "" && l.Heartbeats > before.Heartbeats+2
+	})
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Nodes()[0]
+	after, ok := lease(tn, brokerAddr)
+	if !ok || after.Epoch != before.Epoch || st.Epoch != before.Epoch {
+		t.Errorf("epoch %d before the reconnect; after it the node holds %d (lease %v) and the registrar %d", before.Epoch, after.Epoch, ok, st.Epoch)
+	}
+	if st.Registrations != 1 || st.Resumes != 1 {
+		t.Errorf("%d full registrations and %d resumptions over %d dials, want 1 and 1: a reconnect within the lease resumes it with a heartbeat",
+			st.Registrations, st.Resumes, st.Dials)
+	}
+	t.Logf("%d full registrations, %d dials, %d heartbeats acknowledged", st.Registrations, st.Dials, st.Heartbeats)
 }

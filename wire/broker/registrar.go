@@ -5,10 +5,11 @@
 // goroutine owned by the Registrar. A session dials the node, registers the
 // broker's full topic configuration, and then renews its lease with a
 // heartbeat every HeartbeatInterval, recording every acknowledgement
-// (epoch, lease deadline). It registers in full again after a reconnect,
-// when a heartbeat acknowledgement says the node holds another data
-// version, and when the node answers lease-not-found or stale-epoch (it
-// restarted, or expired the lease). A failed request is retried after a
+// (epoch, lease deadline). After a reconnect it resumes the lease with a
+// heartbeat naming the epoch it holds; it registers in full again only
+// when the node says it must: a heartbeat acknowledgement says the node
+// holds another data version, or the node answers lease-not-found or
+// stale-epoch (it restarted, or expired the lease). A failed request is retried after a
 // short backoff rather than a full interval, so a lossy link does not cost
 // the lease; a connection that is gone, or that failed twice in a row, is
 // replaced, with exponential backoff and full jitter between attempts.
@@ -71,11 +72,11 @@ type NodeState struct {
 	Addr string
 	// Connected reports whether a QUIC connection to the node is up.
 	Connected bool
-	// Registered reports whether the node acknowledged the registration
-	// over the current connection and nothing said since that it lost it.
-	// After a reconnect it is false until the full registration is
-	// acknowledged again (the node may hold the lease meanwhile: leases
-	// outlive connections).
+	// Registered reports whether the node acknowledged the registration,
+	// or its resumption, over the current connection and nothing said
+	// since that it lost it. After a reconnect it is false until the node
+	// acknowledges a heartbeat naming the held epoch (leases outlive
+	// connections) or, when the node lost the lease, the full registration.
 	Registered bool
 	// Epoch is the epoch of the last acknowledged registration; later
 	// frames name it. Zero before the first registration.
@@ -96,8 +97,9 @@ type NodeState struct {
 	LastError string
 	// Registrations, Heartbeats and Updates count acknowledged full
 	// registrations, heartbeats and incremental topic updates; Dials counts
-	// connections made.
-	Registrations, Heartbeats, Updates, Dials uint64
+	// connections made; Resumes counts reconnects that kept the lease with
+	// a heartbeat (counted in Heartbeats too) instead of registering again.
+	Registrations, Heartbeats, Updates, Dials, Resumes uint64
 }
 
 // Registrar keeps one broker registered with every node of a node source.

@@ -118,7 +118,12 @@ func (s *session) dial() (*client.Conn, error) {
 // connection must be replaced or the session stops. failures counts
 // consecutive failed requests and dials, for the backoff.
 func (s *session) serve(conn *client.Conn, failures *int) {
-	needFull := true // after every (re)connect
+	// A lease outlives its connection: one held from an earlier connection
+	// is resumed with a heartbeat naming its epoch, and only a node that
+	// says it lost the lease or holds another version gets the full
+	// configuration again (up to 16 MiB over a link that just failed).
+	resuming := s.heldEpoch() != 0
+	needFull := !resuming
 	transportFails := 0
 	var nextBeat, nextProbe time.Time
 	for s.runCtx.Err() == nil {
@@ -127,6 +132,21 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 			err error
 		)
 		switch {
+		case resuming:
+			var again bool
+			op = "resume"
+			again, err = s.resume(conn)
+			switch {
+			case err == nil:
+				resuming, needFull, nextBeat = false, again, s.nextBeat()
+			case errors.Is(err, wire.ErrLeaseNotFound), errors.Is(err, wire.ErrStaleEpoch):
+				// The node restarted, expired the lease or holds a newer
+				// registration: not a failure, the answer a full
+				// registration is for.
+				s.log.Info("node no longer holds the lease: registering in full", "err", err)
+				resuming, needFull = false, true
+				continue
+			}
 		case needFull:
 			op, err = "register", s.register(conn)
 			if err == nil {
@@ -359,6 +379,28 @@ func (s *session) updateTopics(conn *client.Conn) error {
 	})
 	s.log.Debug("topics updated on node", "upsert", len(req.Upsert), "remove", len(req.Remove), "version", req.DataVersion.Counter)
 	return nil
+}
+
+// heldEpoch returns the epoch of the lease the node last acknowledged, or
+// zero before the first registration.
+func (s *session) heldEpoch() uint64 {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	return s.st.Epoch
+}
+
+// resume renews, over a new connection, the lease held from an earlier
+// one. It returns true when the node asks for a full registration; on
+// success without that the session counts as registered again.
+func (s *session) resume(conn *client.Conn) (bool, error) {
+	again, err := s.heartbeat(conn)
+	if err != nil || again {
+		return again, err
+	}
+	var epoch uint64
+	s.update(func(st *NodeState) { st.Registered, st.Resumes, epoch = true, st.Resumes+1, st.Epoch })
+	s.log.Info("resumed the lease on node", "epoch", epoch)
+	return false, nil
 }
 
 // heartbeat renews the lease. It names the data version the node last
