@@ -54,7 +54,8 @@ var (
 	ErrStarted = errors.New("broker registrar already started")
 	// ErrStopped is returned by calls on a stopped or closed Registrar.
 	ErrStopped = errors.New("broker registrar stopped")
-	// ErrNotStarted is returned by Stop and WaitSynced before Start.
+	// ErrNotStarted is no longer returned: WaitSynced before Start waits
+	// for the start. It is kept for callers that compare with it.
 	ErrNotStarted = errors.New("broker registrar not started")
 )
 
@@ -156,6 +157,7 @@ func (r *Registrar) Start() error {
 		return ErrStopped
 	}
 	r.state = stateRunning
+	r.broadcastLocked() // a WaitSynced called before Start waits on
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopFollow = cancel
 	r.wg.Add(1)
@@ -289,16 +291,16 @@ func (r *Registrar) Nodes() []NodeState {
 
 // WaitSynced waits until the node list has been read and every listed node
 // has acknowledged the current data version over its current connection.
-// Call it after Start to wait for the registration, or after a topic
-// change to wait until every node applied it.
+// Call it to wait for the registration, or after a topic change to wait
+// until every node applied it. Called before Start (as with go r.Run(ctx)
+// followed by WaitSynced), it waits for the start too. It returns
+// ErrStopped once the registrar stops, and ctx's error when ctx ends first.
 func (r *Registrar) WaitSynced(ctx context.Context) error {
 	for {
 		r.mu.Lock()
 		state, synced, ch := r.state, r.syncedLocked(), r.changed
 		r.mu.Unlock()
 		switch {
-		case state == stateNew:
-			return ErrNotStarted
 		case state == stateStopped:
 			return ErrStopped
 		case synced:

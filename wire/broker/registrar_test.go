@@ -584,3 +584,41 @@ func TestConfigValidation(t *testing.T) {
 		t.Errorf("Start after Stop: %v", err)
 	}
 }
+
+// TestWaitSyncedBeforeRun is the README's pattern: go r.Run(ctx), then
+// WaitSynced, which may well run before Run has started the registrar. It
+// waits for the start instead of failing.
+func TestWaitSyncedBeforeRun(t *testing.T) {
+	ca := newTestCA(t)
+	_, addrs := startNodes(t, ca, 1)
+	r, err := broker.New(testConfig(t, ca, nodes.Static(addrs...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() {
+		time.Sleep(20 * time.Millisecond) // let WaitSynced come first
+		ran <- r.Run(ctx)
+	}()
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Errorf("WaitSynced called before Run started: %v", err)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+
+	// A registrar closed before it ever started ends the wait too.
+	r2, err := broker.New(testConfig(t, ca, nodes.Static(addrs...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		r2.Close()
+	}()
+	if err := r2.WaitSynced(ctxT(t)); !errors.Is(err, broker.ErrStopped) {
+		t.Errorf("WaitSynced on a registrar closed before it started: %v, want ErrStopped", err)
+	}
+}
