@@ -22,7 +22,7 @@ const (
 	TypeWatch             Type = 14 // Watch -> WatchAck, then RouteEvent pushes
 	TypeRouteEvent        Type = 15 // pushed by the node on a watch stream, ID 0
 	TypeUnwatch           Type = 16 // Unwatch -> WatchAck
-	TypePing              Type = 17 // (no body) -> Pong
+	TypePing              Type = 17 // (no body, or Ping) -> Pong
 
 	// Administration (role operator).
 	TypeDeleteTopic   Type = 20 // DeleteTopic -> (no body)
@@ -247,6 +247,19 @@ type WatchAck struct {
 type RouteEvent struct {
 	Result RouteResult `cbor:"1,keyasint"`
 }
+
+// Ping is the optional body of a ping request. A node ignores it: it is
+// there to make the request's packet larger than 42 bytes, the size up to
+// which quic-go answers no packet with a stateless reset, so that a ping on
+// a connection a restarted node no longer knows draws one (see
+// PingPadding).
+type Ping struct {
+	Padding []byte `cbor:"1,keyasint,omitempty"`
+}
+
+// PingPadding is how many padding bytes a probe carries: its packet then
+// has 70 bytes or more, well above the 42 that draw no stateless reset.
+const PingPadding = 32
 
 // Pong answers a ping with facts about the node.
 type Pong struct {

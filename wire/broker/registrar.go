@@ -109,6 +109,7 @@ type Registrar struct {
 	cfg         Config
 	log         *slog.Logger
 	hbTimeoutMs uint64
+	backoff     nodes.Backoff // cfg.Backoff, capped at the probe interval
 
 	mu       sync.Mutex
 	state    lifecycle
@@ -133,10 +134,19 @@ func New(cfg Config) (*Registrar, error) {
 		cfg:         cfg,
 		log:         cfg.Logger.With("cluster", cfg.Identity.Cluster, "broker", cfg.Identity.BrokerName, "addr", cfg.Identity.Addr),
 		hbTimeoutMs: uint64(cfg.HeartbeatTimeout.Milliseconds()),
+		backoff:     cfg.Backoff,
 		topics:      make(map[string]wire.TopicConfig, len(cfg.Topics)),
 		version:     wire.DataVersion{State: cfg.Identity.StateVersion, Timestamp: cfg.Now().UnixMilli()},
 		sessions:    make(map[string]*session),
 		changed:     make(chan struct{}),
+	}
+	if cfg.ProbeInterval > 0 {
+		// A node that is down is dialled again within half a probe
+		// interval of a failed dial, so one that comes back is found
+		// within about one (a dial in progress retransmits its first
+		// packet with growing gaps, the last ones seconds apart), as a
+		// node whose connection is still up is by the next probe.
+		r.backoff.Max = max(min(r.backoff.Max, cfg.ProbeInterval/2), r.backoff.Min)
 	}
 	for _, t := range cfg.Topics {
 		r.topics[t.Name] = t
