@@ -98,6 +98,13 @@ type Config struct {
 	// Now tells the time for data version timestamps and NodeState; default
 	// time.Now. Timers (heartbeats, backoff) use the runtime's clock.
 	Now func() time.Time
+	// OnStateChange, when set, is called with a node's state each time its
+	// session connects, disconnects, registers (or resumes its lease),
+	// loses its registration, or is refused for good (NodeState.Refused).
+	// It is called from that node's session goroutine, in order for one
+	// node and concurrently for several, without the Registrar's lock
+	// held: it may call the Registrar, and should return quickly.
+	OnStateChange func(NodeState)
 	// Transport, when set, is the QUIC transport to dial nodes from (see
 	// client.Config.Transport); tests use it for a simulated network.
 	Transport *quic.Transport

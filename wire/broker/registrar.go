@@ -54,10 +54,34 @@ var (
 	ErrStarted = errors.New("broker registrar already started")
 	// ErrStopped is returned by calls on a stopped or closed Registrar.
 	ErrStopped = errors.New("broker registrar stopped")
+	// ErrRefused is matched (errors.Is) by every RefusedError.
+	ErrRefused = errors.New("node refused the broker")
 	// ErrNotStarted is no longer returned: WaitSynced before Start waits
 	// for the start. It is kept for callers that compare with it.
 	ErrNotStarted = errors.New("broker registrar not started")
 )
+
+// RefusedError is a node's permanent refusal of the broker: a full
+// registration answered with bad request, frame too large, unknown message
+// type, not authorized, stale state or conflict. Retrying cannot change
+// the answer, so the session with that node stops; the Registrar gives up
+// (Run returns) once every listed node has refused. errors.Is matches
+// ErrRefused and the node's code (wire.ErrNotAuthorized, ...).
+type RefusedError struct {
+	Node string // the node's address
+	Op   string // the request refused: "register"
+	Err  error  // the node's answer, a *wire.Error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("refused for good: %v", e.Err)
+}
+
+// Unwrap returns the node's answer.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrRefused) hold.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
 type lifecycle uint8
 
@@ -96,6 +120,9 @@ type NodeState struct {
 	// LastError is why the most recent request or dial failed; empty once
 	// one succeeds again.
 	LastError string
+	// Refused is the node's permanent refusal (a *RefusedError), after
+	// which the session with it stopped; nil otherwise.
+	Refused error
 	// Registrations, Heartbeats and Updates count acknowledged full
 	// registrations, heartbeats and incremental topic updates; Dials counts
 	// connections made; Resumes counts reconnects that kept the lease with
@@ -119,6 +146,8 @@ type Registrar struct {
 	sessions map[string]*session
 	listed   bool          // the node list was read at least once
 	changed  chan struct{} // closed and replaced on every state change
+	refused  chan struct{} // closed once every listed node refused the broker
+	fatal    error         // those refusals, joined; set when refused closes
 
 	stopFollow context.CancelFunc
 	wg         sync.WaitGroup // the follow loop and every session
@@ -139,6 +168,7 @@ func New(cfg Config) (*Registrar, error) {
 		version:     wire.DataVersion{State: cfg.Identity.StateVersion, Timestamp: cfg.Now().UnixMilli()},
 		sessions:    make(map[string]*session),
 		changed:     make(chan struct{}),
+		refused:     make(chan struct{}),
 	}
 	if cfg.ProbeInterval > 0 {
 		// A node that is down is dialled again within half a probe
@@ -185,15 +215,54 @@ func (r *Registrar) Start() error {
 
 // Run starts the registrar, keeps the broker registered until ctx ends,
 // then unregisters from every node (bounded by RequestTimeout) and
-// returns. It returns nil after a clean unregistration.
+// returns. It returns nil after a clean unregistration. When every listed
+// node has refused the broker for good (see RefusedError) it stops at
+// once and returns the refusals.
 func (r *Registrar) Run(ctx context.Context) error {
 	if err := r.Start(); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	var fatal error
+	select {
+	case <-ctx.Done():
+	case <-r.refused:
+		r.mu.Lock()
+		fatal = r.fatal
+		r.mu.Unlock()
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.RequestTimeout)
 	defer cancel()
-	return r.Stop(sctx)
+	return errors.Join(fatal, r.Stop(sctx))
+}
+
+// checkRefusedLocked gives up when every listed node has refused the
+// broker. With mu held.
+func (r *Registrar) checkRefusedLocked() {
+	if r.fatal != nil || !r.listed || len(r.sessions) == 0 {
+		return
+	}
+	var errs []error
+	for _, addr := range slices.Sorted(maps.Keys(r.sessions)) {
+		st := r.sessions[addr].st
+		if st.Refused == nil {
+			return
+		}
+		errs = append(errs, st.Refused)
+	}
+	r.fatal = errors.Join(errs...)
+	r.log.Error("every node refused the broker: giving up", "nodes", len(errs), "err", r.fatal)
+	close(r.refused)
+}
+
+// refusalsLocked joins the refusals of listed nodes. With mu held.
+func (r *Registrar) refusalsLocked() error {
+	var errs []error
+	for _, addr := range slices.Sorted(maps.Keys(r.sessions)) {
+		if err := r.sessions[addr].st.Refused; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Stop unregisters the broker from every node in parallel, naming each
@@ -233,6 +302,12 @@ func (r *Registrar) shutdown(ctx context.Context, unregister bool) error {
 	r.broadcastLocked()
 	r.mu.Unlock()
 
+	refused := 0
+	for _, s := range sessions {
+		if s.st.Refused != nil {
+			refused++
+		}
+	}
 	r.stopFollow()
 	stopOps := context.AfterFunc(ctx, func() {
 		for _, s := range sessions {
@@ -251,8 +326,11 @@ func (r *Registrar) shutdown(ctx context.Context, unregister bool) error {
 			errs = append(errs, s.unregErr)
 		}
 	}
-	if unregister {
-		r.log.Info("broker unregistered", "nodes", len(sessions), "failed", len(errs))
+	switch {
+	case unregister && refused == len(sessions):
+		r.log.Info("broker registrar stopped: no node had accepted the broker", "refused", refused)
+	case unregister:
+		r.log.Info("broker unregistered", "nodes", len(sessions)-refused, "failed", len(errs), "refused", refused)
 	}
 	return errors.Join(errs...)
 }
@@ -304,13 +382,17 @@ func (r *Registrar) Nodes() []NodeState {
 // Call it to wait for the registration, or after a topic change to wait
 // until every node applied it. Called before Start (as with go r.Run(ctx)
 // followed by WaitSynced), it waits for the start too. It returns
-// ErrStopped once the registrar stops, and ctx's error when ctx ends first.
+// ErrStopped once the registrar stops, the refusal (a RefusedError) as
+// soon as a node refused the broker for good, since the broker can then
+// never be registered everywhere, and ctx's error when ctx ends first.
 func (r *Registrar) WaitSynced(ctx context.Context) error {
 	for {
 		r.mu.Lock()
-		state, synced, ch := r.state, r.syncedLocked(), r.changed
+		state, synced, refused, ch := r.state, r.syncedLocked(), r.refusalsLocked(), r.changed
 		r.mu.Unlock()
 		switch {
+		case refused != nil:
+			return refused
 		case state == stateStopped:
 			return ErrStopped
 		case synced:

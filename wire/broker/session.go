@@ -88,9 +88,13 @@ func (s *session) run() {
 			}
 			conn = c
 		}
-		s.serve(conn, &failures)
+		refused := s.serve(conn, &failures)
 		if s.runCtx.Err() != nil {
 			return // finish unregisters over conn if asked to
+		}
+		if refused != nil {
+			s.refuse(refused)
+			return
 		}
 		conn.Close()
 		conn = nil
@@ -116,8 +120,9 @@ func (s *session) dial() (*client.Conn, error) {
 
 // serve registers over conn and keeps the lease renewed until the
 // connection must be replaced or the session stops. failures counts
-// consecutive failed requests and dials, for the backoff.
-func (s *session) serve(conn *client.Conn, failures *int) {
+// consecutive failed requests and dials, for the backoff. It returns the
+// node's refusal when the node refused the full registration for good.
+func (s *session) serve(conn *client.Conn, failures *int) *RefusedError {
 	// A lease outlives its connection: one held from an earlier connection
 	// is resumed with a heartbeat naming its epoch, and only a node that
 	// says it lost the lease or holds another version gets the full
@@ -179,7 +184,7 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 				wait = min(wait, time.Until(nextProbe))
 			}
 			if !s.idle(conn, wait) {
-				return
+				return nil
 			}
 			continue
 		}
@@ -189,7 +194,19 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 			continue
 		}
 		if s.runCtx.Err() != nil || s.opCtx.Err() != nil {
-			return
+			return nil
+		}
+		if permanent(err) {
+			if op == "register" {
+				return &RefusedError{Node: s.addr, Op: op, Err: err}
+			}
+			// A heartbeat or an update refused for good (say, the lease
+			// at this address is another group's now): the full
+			// registration decides whether the broker may stay.
+			s.failed(op, err, 0)
+			resuming, needFull = false, true
+			s.update(func(st *NodeState) { st.Registered = false })
+			continue
 		}
 		s.failed(op, err, *failures)
 		*failures++
@@ -206,7 +223,7 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 				continue
 			}
 		case errors.Is(err, wire.ErrUnavailable):
-			return // the node is shutting down: reconnect, perhaps to its successor
+			return nil // the node is shutting down: reconnect, perhaps to its successor
 		case errors.As(err, &we):
 			if op == "update-topics" {
 				needFull = true // re-synchronize by a full registration
@@ -214,16 +231,47 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 		default:
 			transportFails++
 			if transportFails >= maxTransportFailures || isDone(conn.Done()) {
-				return
+				return nil
 			}
 		}
 		if !s.sleep(conn, s.r.backoff.Delay(*failures-1)) {
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 func (s *session) probing() bool { return s.r.cfg.ProbeInterval > 0 }
+
+// permanent reports whether a node's answer will not change by retrying:
+// the request is invalid or too large, the node does not know the message
+// type, the certificate does not allow the group, or the broker id or
+// group belongs elsewhere (stale state, conflict). Retrying those for
+// ever would look healthy from outside while the broker is registered
+// nowhere.
+func permanent(err error) bool {
+	for _, target := range []error{wire.ErrBadRequest, wire.ErrFrameTooLarge, wire.ErrUnknownType,
+		wire.ErrNotAuthorized, wire.ErrStaleState, wire.ErrConflict} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse records that the node refused the broker for good: the session
+// ends without retrying, and the Registrar gives up once every listed node
+// has refused.
+func (s *session) refuse(err *RefusedError) {
+	s.log.Error("node refused the broker: not retrying this node", "op", err.Op, "err", err.Err)
+	s.update(func(st *NodeState) {
+		st.Connected, st.Registered = false, false
+		st.Refused, st.LastError = err, err.Error()
+	})
+	s.r.mu.Lock()
+	s.r.checkRefusedLocked()
+	s.r.mu.Unlock()
+}
 
 // probeBody pads every probe: quic-go answers no packet of 42 bytes or
 // less with a stateless reset, and a bare ping's packet has 36, so a
@@ -459,11 +507,22 @@ func (s *session) ackLocked(st *NodeState, ack wire.LeaseAck, v wire.DataVersion
 
 // update changes the session's state under the Registrar's lock and wakes
 // WaitSynced. A session dropped from the list no longer reports.
+//
+// When Connected, Registered or Refused changed, it then calls
+// Config.OnStateChange, after unlocking: updates come from the session's
+// goroutine only, so one node's changes are delivered in order.
 func (s *session) update(fn func(*NodeState)) {
-	s.r.mu.Lock()
-	defer s.r.mu.Unlock()
+	r := s.r
+	r.mu.Lock()
+	before := s.st
 	fn(&s.st)
-	s.r.broadcastLocked()
+	after := s.st
+	r.broadcastLocked()
+	r.mu.Unlock()
+	if cb := r.cfg.OnStateChange; cb != nil && (before.Connected != after.Connected ||
+		before.Registered != after.Registered || before.Refused != after.Refused) {
+		cb(after)
+	}
 }
 
 // failed records and logs a failed request: at Warn the first time in a
