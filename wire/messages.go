@@ -107,6 +107,15 @@ type LeaseAck struct {
 	// VersionChanged asks the broker to register in full: the node holds a
 	// different data version.
 	VersionChanged bool `cbor:"3,keyasint,omitempty"`
+	// HeartbeatIntervalMs is the heartbeat period the node expects of its
+	// brokers, in milliseconds (its --heartbeat-interval); 0 from nodes
+	// that do not say. A broker heartbeats at least this often.
+	HeartbeatIntervalMs uint64 `cbor:"4,keyasint,omitempty"`
+	// ThresholdMs is how long this lease may go without a heartbeat now,
+	// in milliseconds (the broker's requested timeout, the node's
+	// --expiry-threshold, or what its expiry policy says); 0 from nodes
+	// that do not say.
+	ThresholdMs uint64 `cbor:"5,keyasint,omitempty"`
 }
 
 // UpdateTopics changes some of a registered broker's topics.

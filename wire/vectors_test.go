@@ -189,6 +189,8 @@ func vectorTable(tb testing.TB) []vector {
 	}
 	heartbeat := Heartbeat{Cluster: cluster, Addr: addrA0, Epoch: 7, DataVersion: dv}
 	heartbeatAck := LeaseAck{Epoch: 7, DeadlineMs: 1735689750000, VersionChanged: true}
+	leaseAckTimings := LeaseAck{Epoch: 7, DeadlineMs: 1735689650000, HeartbeatIntervalMs: 5000, ThresholdMs: 20000}
+	registerAckTimings := RegisterAck{Lease: leaseAckTimings}
 	unregister := Unregister{Cluster: cluster, Addr: addrA0, Epoch: 7}
 
 	brokerA := BrokerData{Cluster: cluster, Name: "broker-a", Zone: "zone-1", Addrs: map[int64]string{MasterID: addrA0, 1: addrA1}}
@@ -290,6 +292,8 @@ func vectorTable(tb testing.TB) []vector {
 		{"register-slave", "Register (type 1) from a slave with ActingMaster set, no topics (an empty array), and the optional fields omitted.", &registerSlave},
 		{"register-ack", "RegisterAck (type 1 response) to a slave: the lease, and the master's addresses.", &registerAck},
 		{"lease-ack", "LeaseAck (type 2 and 3 response): epoch and deadline in Unix milliseconds; VersionChanged false is omitted.", &leaseAck},
+		{"lease-ack-timings", "LeaseAck from a node run with --heartbeat-interval 5s --expiry-threshold 20s: it tells the broker its heartbeat interval (key 4) and the lease's threshold (key 5), in milliseconds; older nodes omit both.", &leaseAckTimings},
+		{"register-ack-timings", "RegisterAck whose lease carries the node's heartbeat interval and the lease's threshold (lease-ack-timings.json).", &registerAckTimings},
 		{"lease-ack-version-changed", "LeaseAck to a heartbeat when the node holds another data version: the broker must send a full register.", &heartbeatAck},
 		{"update-topics", "UpdateTopics (type 2): upsert one topic and remove one, naming lease epoch 7 and the new data version.", &updateTopics},
 		{"heartbeat", "Heartbeat (type 3) naming lease epoch 7 and the broker's data version.", &heartbeat},
@@ -382,6 +386,8 @@ func vectorTable(tb testing.TB) []vector {
 		})
 	}
 	vs = append(vs,
+		vector{"frame-register-response-timings", "register response frame (type 1, id 26); body: register-ack-timings.json, with the node's heartbeat interval and the lease's threshold. Hex includes the 4-byte length prefix.",
+			newFrame(tb, TypeRegister, 26, &registerAckTimings)},
 		vector{"frame-ping-request-padded", "ping request frame (type 17, id 25) as a broker's probe sends it; body: ping-padded.json. Hex includes the 4-byte length prefix.",
 			newFrame(tb, TypePing, 25, &pingPadded)},
 		vector{"frame-ping-request-id-0", "ping request frame with id 0 (key 2 omitted), as a one-shot stream may send it. Hex includes the 4-byte length prefix.",

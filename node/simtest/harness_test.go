@@ -827,3 +827,46 @@ func pct(part, whole uint64) float64 {
 	}
 	return 100 * float64(part) / float64(whole)
 }
+
+// leaseEpochs returns the epoch of every live broker's lease on every node,
+// by node and broker address.
+func (s *sim) leaseEpochs() []map[string]uint64 {
+	out := make([]map[string]uint64, len(s.nodes))
+	for i, sn := range s.nodes {
+		out[i] = make(map[string]uint64)
+		for _, l := range sn.n.Registry().Leases() {
+			out[i][l.Addr] = l.Epoch
+		}
+	}
+	return out
+}
+
+// checkLeasesKept fails the test for every lease lost since epochs was
+// taken, by two counters independent of the logs: a node that lost a lease
+// (expiry, restart) holds it under a new epoch once the broker registers
+// again, or not at all; and the broker's registrar counts a second full
+// registration with that node. It returns how many leases were lost.
+func (s *sim) checkLeasesKept(epochs []map[string]uint64) int {
+	s.t.Helper()
+	lost := 0
+	now := s.leaseEpochs()
+	for i, sn := range s.nodes {
+		for addr, e := range epochs[i] {
+			if now[i][addr] != e {
+				lost++
+				s.t.Errorf("node %d: the lease of %s had epoch %d, now %d (0: none): it was lost", sn.idx, addr, e, now[i][addr])
+			}
+		}
+	}
+	for _, b := range s.brokers {
+		if b.killed {
+			continue
+		}
+		for _, st := range b.r.Nodes() {
+			if st.Registrations != 1 {
+				s.t.Errorf("broker %d registered with node %s %d times, want once", b.idx, st.Addr, st.Registrations)
+			}
+		}
+	}
+	return lost
+}

@@ -114,6 +114,12 @@ type NodeState struct {
 	// LeaseDeadline is when the lease runs out unless renewed, by the
 	// node's clock.
 	LeaseDeadline time.Time
+	// NodeHeartbeatInterval and Threshold are what the node's last
+	// acknowledgement said: the heartbeat period it expects, and how long
+	// this lease may go without a heartbeat. Zero from nodes that do not
+	// say. The Registrar heartbeats at least as often as the tightest node
+	// asks (see Registrar.HeartbeatInterval).
+	NodeHeartbeatInterval, Threshold time.Duration
 	// MasterAddr and MasterHAAddr tell a slave where its group's master
 	// is, as the last registration acknowledgement said.
 	MasterAddr, MasterHAAddr string
@@ -146,6 +152,7 @@ type Registrar struct {
 	sessions map[string]*session
 	listed   bool          // the node list was read at least once
 	changed  chan struct{} // closed and replaced on every state change
+	beat     time.Duration // heartbeat interval in effect: see HeartbeatInterval
 	refused  chan struct{} // closed once every listed node refused the broker
 	fatal    error         // those refusals, joined; set when refused closes
 
@@ -169,6 +176,7 @@ func New(cfg Config) (*Registrar, error) {
 		sessions:    make(map[string]*session),
 		changed:     make(chan struct{}),
 		refused:     make(chan struct{}),
+		beat:        cfg.HeartbeatInterval,
 	}
 	if cfg.ProbeInterval > 0 {
 		// A node that is down is dialled again within half a probe
@@ -252,6 +260,61 @@ func (r *Registrar) checkRefusedLocked() {
 	r.fatal = errors.Join(errs...)
 	r.log.Error("every node refused the broker: giving up", "nodes", len(errs), "err", r.fatal)
 	close(r.refused)
+}
+
+// MinNodeHeartbeatInterval is the shortest heartbeat interval a node can
+// make a Registrar follow, whatever it says.
+const MinNodeHeartbeatInterval = time.Second
+
+// HeartbeatInterval returns the heartbeat interval in effect: the
+// configured one, or shorter where a node asks for it. Each node's
+// acknowledgements say the node's heartbeat interval and the lease's
+// threshold; the Registrar follows the tightest node, heartbeating every
+// node at least as often as that node's interval and a third of its
+// threshold (never below MinNodeHeartbeatInterval), so a node run with
+// shorter timings than the broker's does not expire it.
+func (r *Registrar) HeartbeatInterval() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.beat
+}
+
+// advisedInterval is how often a node's last acknowledgement asks the
+// broker to heartbeat; zero when it said nothing.
+func (st *NodeState) advisedInterval() time.Duration {
+	var d time.Duration
+	for _, v := range []time.Duration{st.NodeHeartbeatInterval, st.Threshold / 3} {
+		if v > 0 && (d == 0 || v < d) {
+			d = v
+		}
+	}
+	if d == 0 {
+		return 0
+	}
+	return max(d, MinNodeHeartbeatInterval)
+}
+
+// followLocked sets the heartbeat interval from the configured one and
+// every listed node's advice, logging a change. With mu held.
+func (r *Registrar) followLocked() {
+	iv, from := r.cfg.HeartbeatInterval, ""
+	for _, addr := range slices.Sorted(maps.Keys(r.sessions)) {
+		if d := r.sessions[addr].st.advisedInterval(); d > 0 && d < iv {
+			iv, from = d, addr
+		}
+	}
+	if iv == r.beat {
+		return
+	}
+	if from != "" {
+		st := r.sessions[from].st
+		r.log.Info("following the tightest node's timings: heartbeating more often than configured", "node", from,
+			"interval", iv, "configured", r.cfg.HeartbeatInterval,
+			"node_interval", st.NodeHeartbeatInterval, "threshold", st.Threshold)
+	} else {
+		r.log.Info("back to the configured heartbeat interval", "interval", iv)
+	}
+	r.beat = iv
 }
 
 // refusalsLocked joins the refusals of listed nodes. With mu held.
@@ -352,6 +415,7 @@ func (r *Registrar) setNodes(addrs []string) {
 			s.stopRun()
 		}
 	}
+	r.followLocked()
 	for _, addr := range addrs {
 		if _, ok := r.sessions[addr]; ok {
 			continue

@@ -291,7 +291,7 @@ func (s *session) probe(conn *client.Conn) error {
 // nextBeat is when the next heartbeat is due: one interval from now, less
 // up to a tenth at random, so brokers started together drift apart.
 func (s *session) nextBeat() time.Time {
-	iv := s.r.cfg.HeartbeatInterval
+	iv := s.r.HeartbeatInterval()
 	return time.Now().Add(iv - rand.N(iv/10+1))
 }
 
@@ -503,6 +503,9 @@ func (s *session) ackLocked(st *NodeState, ack wire.LeaseAck, v wire.DataVersion
 	if !ack.VersionChanged {
 		st.DataVersion = v
 	}
+	st.NodeHeartbeatInterval = time.Duration(ack.HeartbeatIntervalMs) * time.Millisecond
+	st.Threshold = time.Duration(ack.ThresholdMs) * time.Millisecond
+	s.r.followLocked()
 }
 
 // update changes the session's state under the Registrar's lock and wakes
