@@ -93,6 +93,7 @@ func runRestart(t *testing.T, down time.Duration, loss float64, seed uint64) res
 			}
 		}
 	}
+	kept := s.snapshotLeases()
 	victim.crash()
 	for range int(down / time.Second) {
 		time.Sleep(time.Second)
@@ -133,9 +134,15 @@ func runRestart(t *testing.T, down time.Duration, loss float64, seed uint64) res
 	if res.Back != nBrokers {
 		t.Errorf("%d of %d brokers registered with the restarted node", res.Back, nBrokers)
 	}
+	// The other nodes kept every lease: same epochs, no registration again
+	// (counters, not log records); nothing expired anywhere.
+	for _, l := range s.leasesLost(kept, others...) {
+		t.Errorf("while node 0 was down: %s", l)
+	}
 	for _, e := range s.ev.expired() {
 		t.Errorf("unexpected expiry: node %d expired %s after %s of silence", e.Node, e.Addr, e.silence())
 	}
+	s.checkLoss()
 	sum := rd.summary(nBrokers)
 	res.Refreshes, res.RefreshErrs, res.Reads, res.ReadErrs, res.Short = sum.Refreshes, sum.RefreshErrs, sum.Reads, sum.ReadErrs, sum.Short
 	res.Failovers = s.clientTotals().Failovers
