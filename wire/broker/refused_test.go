@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/broker"
 	"github.com/edgereg/edgereg/wire/nodes"
@@ -128,4 +129,56 @@ func TestStateChangesAreDelivered(t *testing.T) {
 			t.Fatalf("state changes %v, want %v", got, want)
 		}
 	}
+}
+
+// TestFollowsTheTightestNode registers with a node at the defaults, then
+// also with one run at 1 s heartbeats and a 3 s threshold. The registrar,
+// configured for one heartbeat a minute, follows the default node's 30 s
+// at first, then heartbeats every node every second, the first one too
+// (its heartbeat planned 30 s out is pulled in), and goes back to 30 s once
+// the tight node leaves the list.
+func TestFollowsTheTightestNode(t *testing.T) {
+	ca := newTestCA(t)
+	loose := startNode(t, ca, nil)
+	tight := startNode(t, ca, func(c *node.Config) { c.HeartbeatInterval, c.ExpiryThreshold = time.Second, 3*time.Second })
+	list := nodes.NewList(loose.Addr())
+	cfg := testConfig(t, ca, list)
+	cfg.HeartbeatInterval = time.Minute
+	r := startRegistrar(t, cfg)
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if iv := r.HeartbeatInterval(); iv != node.DefaultHeartbeatInterval {
+		t.Errorf("heartbeat interval %s with a default node, want its %s", iv, node.DefaultHeartbeatInterval)
+	}
+
+	list.Set(loose.Addr(), tight.Addr())
+	waitFor(t, "registration with the added node", func() bool {
+		st, ok := stateOf(r, tight.Addr())
+		return ok && st.Registered
+	})
+	if iv := r.HeartbeatInterval(); iv != time.Second {
+		t.Errorf("heartbeat interval %s with a node at 1s/3s listed, want 1s", iv)
+	}
+	for _, st := range r.Nodes() {
+		want := [2]time.Duration{node.DefaultHeartbeatInterval, node.DefaultExpiryThreshold}
+		if st.Addr == tight.Addr() {
+			want = [2]time.Duration{time.Second, 3 * time.Second}
+		}
+		if got := [2]time.Duration{st.NodeHeartbeatInterval, st.Threshold}; got != want {
+			t.Errorf("node %s said interval and threshold %v, want %v", st.Addr, got, want)
+		}
+	}
+	// Five heartbeats take five seconds at the new pace; at the old one
+	// the first alone would come 27 to 30 s after the registration.
+	before, _ := lease(loose, brokerAddr)
+	waitFor(t, "heartbeats to the default node at the tight node's pace", func() bool {
+		l, ok := lease(loose, brokerAddr)
+		return ok && l.Heartbeats >= before.Heartbeats+5
+	})
+
+	list.Set(loose.Addr())
+	waitFor(t, "the default node's interval once the tight node left the list", func() bool {
+		return r.HeartbeatInterval() == node.DefaultHeartbeatInterval
+	})
 }

@@ -314,6 +314,11 @@ func (r *Registrar) followLocked() {
 	} else {
 		r.log.Info("back to the configured heartbeat interval", "interval", iv)
 	}
+	if iv < r.beat {
+		for _, s := range r.sessions {
+			s.signal() // reschedule heartbeats planned at the longer interval
+		}
+	}
 	r.beat = iv
 }
 

@@ -34,7 +34,8 @@ type session struct {
 	stopRun context.CancelFunc
 	opCtx   context.Context
 	stopOps context.CancelFunc
-	wake    chan struct{} // a topic change is pending
+	wake    chan struct{} // a topic change is pending, or the interval shrank
+	beatAt  time.Time     // when the next heartbeat was scheduled; run's goroutine only
 
 	// Guarded by Registrar.mu.
 	st         NodeState
@@ -136,6 +137,7 @@ func (s *session) serve(conn *client.Conn, failures *int) *RefusedError {
 			op  string
 			err error
 		)
+		nextBeat = s.tighten(nextBeat)
 		switch {
 		case resuming:
 			var again bool
@@ -292,7 +294,17 @@ func (s *session) probe(conn *client.Conn) error {
 // up to a tenth at random, so brokers started together drift apart.
 func (s *session) nextBeat() time.Time {
 	iv := s.r.HeartbeatInterval()
-	return time.Now().Add(iv - rand.N(iv/10+1))
+	s.beatAt = time.Now()
+	return s.beatAt.Add(iv - rand.N(iv/10+1))
+}
+
+// tighten pulls a scheduled heartbeat in when the interval in effect
+// shrank since it was scheduled (another node asked for shorter).
+func (s *session) tighten(next time.Time) time.Time {
+	if at := s.beatAt.Add(s.r.HeartbeatInterval()); !next.IsZero() && at.Before(next) {
+		return at
+	}
+	return next
 }
 
 // idle waits up to d for a topic change; it returns false when the session
