@@ -130,6 +130,7 @@ func (p *udpProxy) close() {
 // threshold. The node checks for expired leases every 20 ms, and the lease
 // must be there, under the same epoch, at every check of the test.
 func TestLossyLink(t *testing.T) {
+	t.Parallel() // mostly waits on timers and timeouts
 	const threshold, window = 2 * time.Second, 6 * time.Second
 	ca := newTestCA(t)
 	tn := startNode(t, ca, func(c *node.Config) {
@@ -222,6 +223,7 @@ func deafNode(t *testing.T, ca *testCA) string {
 }
 
 func TestNodeThatDoesNotReadCannotWedgeTheRegistrar(t *testing.T) {
+	t.Parallel() // mostly waits on timers and timeouts
 	ca := newTestCA(t)
 	cfg := testConfig(t, ca, nodes.Static(deafNode(t, ca)))
 	cfg.RequestTimeout = 200 * time.Millisecond
@@ -253,6 +255,7 @@ func TestNodeThatDoesNotReadCannotWedgeTheRegistrar(t *testing.T) {
 // the lease: the registrar resumes it with a heartbeat naming the epoch it
 // holds, on the new connection, and sends no full registration.
 func TestReconnectResumesTheLease(t *testing.T) {
+	t.Parallel() // mostly waits on timers and timeouts
 	ca := newTestCA(t)
 	tn := startNode(t, ca, nil) // leases last the node's default 120 s
 	proxy := newUDPProxy(t, tn.Addr())

@@ -138,6 +138,7 @@ func TestStateChangesAreDelivered(t *testing.T) {
 // (its heartbeat planned 30 s out is pulled in), and goes back to 30 s once
 // the tight node leaves the list.
 func TestFollowsTheTightestNode(t *testing.T) {
+	t.Parallel() // mostly waits on timers and timeouts
 	ca := newTestCA(t)
 	loose := startNode(t, ca, nil)
 	tight := startNode(t, ca, func(c *node.Config) { c.HeartbeatInterval, c.ExpiryThreshold = time.Second, 3*time.Second })
