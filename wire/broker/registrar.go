@@ -9,10 +9,23 @@
 // heartbeat naming the epoch it holds; it registers in full again only
 // when the node says it must: a heartbeat acknowledgement says the node
 // holds another data version, or the node answers lease-not-found or
-// stale-epoch (it restarted, or expired the lease). A failed request is retried after a
-// short backoff rather than a full interval, so a lossy link does not cost
-// the lease; a connection that is gone, or that failed twice in a row, is
-// replaced, with exponential backoff and full jitter between attempts.
+// stale-epoch (it restarted, or expired the lease). A failed request is
+// retried after a short backoff rather than a full interval, so a lossy
+// link does not cost the lease; a connection that is gone, or that failed
+// twice in a row, is replaced, with exponential backoff and full jitter
+// between attempts.
+//
+// # Timings, restarts and refusals
+//
+// Every acknowledgement says the node's heartbeat interval and the lease's
+// threshold; the Registrar heartbeats at least as often as the tightest
+// node asks (HeartbeatInterval). An idle session pings its node every
+// ProbeInterval with a ping padded to draw a QUIC stateless reset from a
+// node that restarted, so a restart is noticed within one probe interval.
+// A refusal that retrying cannot change (not authorized for the group,
+// invalid, stale state, conflict) ends that node's session: WaitSynced
+// returns it at once, Config.OnStateChange delivers it, and Run returns
+// once every listed node has refused.
 //
 // Topic changes (SetTopics, UpsertTopics, RemoveTopics) bump the data
 // version and reach every node as small incremental updates; a node that
