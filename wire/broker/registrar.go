@@ -383,12 +383,6 @@ func (r *Registrar) shutdown(ctx context.Context, unregister bool) error {
 	r.broadcastLocked()
 	r.mu.Unlock()
 
-	refused := 0
-	for _, s := range sessions {
-		if s.st.Refused != nil {
-			refused++
-		}
-	}
 	r.stopFollow()
 	stopOps := context.AfterFunc(ctx, func() {
 		for _, s := range sessions {
@@ -401,7 +395,11 @@ func (r *Registrar) shutdown(ctx context.Context, unregister bool) error {
 	}
 	r.wg.Wait()
 	var errs []error
+	refused := 0
 	for _, s := range sessions {
+		if s.st.Refused != nil { // every session goroutine has ended
+			refused++
+		}
 		s.stopOps()
 		if s.unregErr != nil {
 			errs = append(errs, s.unregErr)
