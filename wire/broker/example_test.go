@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -102,4 +103,44 @@ func Example() {
 	// registered: true registrations: 1
 	// updates: 1 data version counter: 1
 	// unregistered: true
+}
+
+// A broker whose certificate does not allow its group is refused for
+// good: WaitSynced returns the refusal, OnStateChange reports it, and Run
+// returns the nodes' messages instead of retrying for ever.
+func Example_refused() {
+	addr, conf, stopNode := exampleNode() // a credential for group broker-a only
+	defer stopNode()
+	refused := make(chan string, 1)
+
+	r, err := broker.New(broker.Config{
+		Identity: broker.Identity{Cluster: "DefaultCluster", BrokerName: "broker-b",
+			Addr: "10.0.0.2:10911"},
+		Nodes:  nodes.Static(addr),
+		TLS:    conf,
+		Logger: slog.New(slog.DiscardHandler),
+		OnStateChange: func(st broker.NodeState) {
+			if st.Refused != nil {
+				refused <- st.Addr
+			}
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = r.WaitSynced(ctx)
+	fmt.Println("WaitSynced refused:", errors.Is(err, broker.ErrRefused), "not authorized:", errors.Is(err, wire.ErrNotAuthorized))
+	err = <-done
+	var re *broker.RefusedError
+	fmt.Println("Run refused:", errors.As(err, &re), "op:", re.Op)
+	fmt.Println("OnStateChange told of the node that refused:", <-refused == addr)
+	// Output:
+	// WaitSynced refused: true not authorized: true
+	// Run refused: true op: register
+	// OnStateChange told of the node that refused: true
 }
