@@ -77,15 +77,17 @@ func TestRefusedForTheGroupSurfaces(t *testing.T) {
 			t.Errorf("node %s holds a lease for the refused broker", tn.Addr())
 		}
 	}
-	refused := map[string]bool{}
-	for _, st := range log.all() {
-		if st.Refused != nil {
-			refused[st.Addr] = true
+	// Each callback runs on its session's goroutine, perhaps still
+	// running when the last refusal ended Run.
+	waitFor(t, "OnStateChange to deliver every node's refusal", func() bool {
+		refused := map[string]bool{}
+		for _, st := range log.all() {
+			if st.Refused != nil {
+				refused[st.Addr] = true
+			}
 		}
-	}
-	if len(refused) != len(addrs) {
-		t.Errorf("OnStateChange delivered the refusal of %d of %d nodes: %+v", len(refused), len(addrs), log.all())
-	}
+		return len(refused) == len(addrs)
+	})
 }
 
 // TestStateChangesAreDelivered follows one node's session through
