@@ -208,7 +208,7 @@ func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
 			"addr", r.Addr, "topics", len(r.Topics), "epoch", res.Epoch, "remote", cs.peer.remote)
 	}
 	return wire.RegisterAck{
-		Lease:      leaseAck(res.Lease),
+		Lease:      n.leaseAck(r.Cluster, r.Addr, res.Lease),
 		MasterAddr: res.MasterAddr, MasterHAAddr: res.MasterHAAddr,
 	}, nil
 }
@@ -243,7 +243,7 @@ func (n *Node) updateTopics(cs *connState, u *wire.UpdateTopics) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return leaseAck(l), nil
+	return n.leaseAck(u.Cluster, u.Addr, l), nil
 }
 
 func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
@@ -255,7 +255,7 @@ func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
 		return nil, err
 	}
 	n.stats.heartbeats.Inc()
-	return leaseAck(l), nil
+	return n.leaseAck(h.Cluster, h.Addr, l), nil
 }
 
 func (n *Node) unregister(cs *connState, u *wire.Unregister) error {
@@ -272,8 +272,16 @@ func (n *Node) unregister(cs *connState, u *wire.Unregister) error {
 	return nil
 }
 
-func leaseAck(l registry.Lease) wire.LeaseAck {
-	return wire.LeaseAck{Epoch: l.Epoch, DeadlineMs: l.Deadline.UnixMilli(), VersionChanged: l.VersionChanged}
+// leaseAck answers a register, heartbeat or update, telling the broker the
+// node's heartbeat interval and the lease's threshold, so that a broker
+// configured for slower heartbeats follows the node instead of expiring.
+func (n *Node) leaseAck(cluster, addr string, l registry.Lease) wire.LeaseAck {
+	ack := wire.LeaseAck{Epoch: l.Epoch, DeadlineMs: l.Deadline.UnixMilli(), VersionChanged: l.VersionChanged,
+		HeartbeatIntervalMs: uint64(n.cfg.HeartbeatInterval.Milliseconds())}
+	if li, ok := n.reg.Lease(cluster, addr); ok && li.Threshold > 0 {
+		ack.ThresholdMs = uint64(li.Threshold.Milliseconds())
+	}
+	return ack
 }
 
 func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {

@@ -102,7 +102,7 @@ func TestDecodeLimits(t *testing.T) {
 		{"unknown text key", "a2 01 6161 6178 01", factory[KVValue](), "", &KVValue{Value: "a"}},
 		{"unknown key holding a map", "a2 1863 a2 01 02 03 8104 01 6161", factory[KVValue](), "", &KVValue{Value: "a"}},
 		{"unknown key in nested struct", "a1 01 a3 01 07 02 1a000f4240 1864 f5", factory[RegisterAck](), "", &RegisterAck{Lease: LeaseAck{Epoch: 7, DeadlineMs: 1000000}}},
-		{"unknown key 5 in LeaseAck", "a3 01 07 02 01 05 6178", factory[LeaseAck](), "", &LeaseAck{Epoch: 7, DeadlineMs: 1}},
+		{"unknown key 6 in LeaseAck", "a3 01 07 02 01 06 6178", factory[LeaseAck](), "", &LeaseAck{Epoch: 7, DeadlineMs: 1}},
 
 		// Absent and null fields are zero values.
 		{"empty map", "a0", factory[Register](), "", &Register{}},

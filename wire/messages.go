@@ -22,7 +22,7 @@ const (
 	TypeWatch             Type = 14 // Watch -> WatchAck, then RouteEvent pushes
 	TypeRouteEvent        Type = 15 // pushed by the node on a watch stream, ID 0
 	TypeUnwatch           Type = 16 // Unwatch -> WatchAck
-	TypePing              Type = 17 // (no body) -> Pong
+	TypePing              Type = 17 // (no body, or Ping) -> Pong
 	TypeNodeInfo          Type = 18 // (no body) -> NodeInfo (role operator)
 
 	// Administration (role operator).
@@ -108,6 +108,15 @@ type LeaseAck struct {
 	// VersionChanged asks the broker to register in full: the node holds a
 	// different data version.
 	VersionChanged bool `cbor:"3,keyasint,omitempty"`
+	// HeartbeatIntervalMs is the heartbeat period the node expects of its
+	// brokers, in milliseconds (its --heartbeat-interval); 0 from nodes
+	// that do not say. A broker heartbeats at least this often.
+	HeartbeatIntervalMs uint64 `cbor:"4,keyasint,omitempty"`
+	// ThresholdMs is how long this lease may go without a heartbeat now,
+	// in milliseconds (the broker's requested timeout, the node's
+	// --expiry-threshold, or what its expiry policy says); 0 from nodes
+	// that do not say.
+	ThresholdMs uint64 `cbor:"5,keyasint,omitempty"`
 }
 
 // UpdateTopics changes some of a registered broker's topics.
@@ -282,6 +291,19 @@ type RouteEvent struct {
 	Groups []GroupFreshness `cbor:"2,keyasint,omitempty"`
 	Node   NodeState        `cbor:"3,keyasint,omitempty"`
 }
+
+// Ping is the optional body of a ping request. A node ignores it: it is
+// there to make the request's packet larger than 42 bytes, the size up to
+// which quic-go answers no packet with a stateless reset, so that a ping on
+// a connection a restarted node no longer knows draws one (see
+// PingPadding).
+type Ping struct {
+	Padding []byte `cbor:"1,keyasint,omitempty"`
+}
+
+// PingPadding is how many padding bytes a probe carries: its packet then
+// has 70 bytes or more, well above the 42 that draw no stateless reset.
+const PingPadding = 32
 
 // Pong answers a ping with facts about the node.
 type Pong struct {
