@@ -53,6 +53,10 @@ type HostConfig struct {
 	PoolSize int
 	// MaxOutputSize caps a guest's output in bytes; default 1 MiB.
 	MaxOutputSize int
+	// Limits bounds a module's structure (functions, locals, body size,
+	// nesting, br_table size, operand stack height, tables); checked on the
+	// bytes before wazero decodes them. Zero fields get the defaults.
+	Limits Limits
 	// GuestOutput receives what guests write to stdout and stderr, for
 	// debugging policies; default: discarded.
 	GuestOutput io.Writer
@@ -80,6 +84,7 @@ func (c *HostConfig) setDefaults() {
 	if c.MaxOutputSize <= 0 {
 		c.MaxOutputSize = DefaultMaxOutput
 	}
+	c.Limits.setDefaults()
 	if c.GuestOutput == nil {
 		c.GuestOutput = io.Discard
 	}
@@ -248,6 +253,10 @@ func (h *Host) lookup(hash string) (*Module, error) {
 
 // compile checks what can be checked without running the module.
 func (h *Host) compile(ctx context.Context, hash string, module []byte) (*Module, error) {
+	if _, ve := checkStructure(module, h.cfg.Limits); ve != nil {
+		ve.Hash = hash
+		return nil, ve
+	}
 	if ve := checkMemorySection(module, h.cfg.MaxMemoryPages); ve != nil {
 		ve.Hash = hash
 		return nil, ve
