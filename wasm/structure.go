@@ -67,8 +67,9 @@ type Structure struct {
 }
 
 // ErrLimit is the refusal reason of a module that breaks a structural
-// limit; the detail names the limit.
-var ErrLimit = errors.New("module exceeds a structural limit")
+// limit or the compile child's memory or time limit; the detail names the
+// limit.
+var ErrLimit = errors.New("module exceeds a limit")
 
 // ErrStartFunction is the refusal reason of a module with a start section.
 var ErrStartFunction = errors.New("module has a start function")
