@@ -39,17 +39,17 @@ const (
 var Hooks = [numHooks]Hook{HookRouteFilter, HookExpiryThreshold, HookExpiryConfirm}
 
 var hookInfo = [numHooks]struct {
-	name   string // used in manifests, CLI and logs
+	name   string // used in manifests, CLI, protocol, metrics and logs
 	export string // the guest function
-	file   string // the file name LoadDir looks for, without extension
+	long   string // the long name, also accepted
 }{
-	{"route-filter", "edgereg_route_filter", "route"},
-	{"expiry-threshold", "edgereg_expiry_threshold", "expiry"},
-	{"expiry-confirm", "edgereg_expiry_confirm", "confirm"},
+	{"route", "edgereg_route_filter", "route-filter"},
+	{"expiry", "edgereg_expiry_threshold", "expiry-threshold"},
+	{"confirm", "edgereg_expiry_confirm", "expiry-confirm"},
 }
 
-// String returns the hook's name: route-filter, expiry-threshold or
-// expiry-confirm.
+// String returns the hook's name, the one spelling the CLI, the protocol,
+// metrics, manifests and logs use: route, expiry or confirm.
 func (h Hook) String() string {
 	if h >= numHooks {
 		return fmt.Sprintf("hook(%d)", uint8(h))
@@ -65,15 +65,16 @@ func (h Hook) Export() string {
 	return hookInfo[h].export
 }
 
-// ParseHook returns the hook named s (as Hook.String prints it; the short
-// file names route, expiry and confirm are accepted too).
+// ParseHook returns the hook named s (as Hook.String prints it; the long
+// names route-filter, expiry-threshold and expiry-confirm, which older
+// manifests used, are accepted too).
 func ParseHook(s string) (Hook, error) {
 	for _, h := range Hooks {
-		if s == hookInfo[h].name || s == hookInfo[h].file {
+		if s == hookInfo[h].name || s == hookInfo[h].long {
 			return h, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: %q (want route-filter, expiry-threshold or expiry-confirm)", ErrUnknownHook, s)
+	return 0, fmt.Errorf("%w: %q (want route, expiry or confirm)", ErrUnknownHook, s)
 }
 
 // ClientInfo is the asking client as a route filter sees it.
@@ -135,6 +136,10 @@ type ThresholdInput struct {
 	DefaultMs int64  `cbor:"3,keyasint"`
 	NowMs     int64  `cbor:"4,keyasint"`
 	Rand      uint64 `cbor:"5,keyasint"`
+	// MinMs and MaxMs are the range an answer must fall in; outside it
+	// the call fails. The host sets them on every call.
+	MinMs int64 `cbor:"6,keyasint,omitempty"`
+	MaxMs int64 `cbor:"7,keyasint,omitempty"`
 }
 
 // ThresholdOutput is the output of edgereg_expiry_threshold.

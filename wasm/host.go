@@ -58,6 +58,11 @@ type HostConfig struct {
 	// nesting, br_table size, operand stack height, tables); checked on the
 	// bytes before wazero decodes them. Zero fields get the defaults.
 	Limits Limits
+	// MinThreshold and MaxThreshold are the range of expiry thresholds a
+	// policy may answer (outside it a call fails); default [10 s, 10 min].
+	// The dry run checks answers against it; a Set uses it unless its own
+	// config says otherwise.
+	MinThreshold, MaxThreshold time.Duration
 	// CompileMemory bounds, in bytes, what compiling one module may add to
 	// the compile child's address space; default 1 GiB.
 	CompileMemory int64
@@ -97,6 +102,13 @@ func (c *HostConfig) setDefaults() {
 		c.MaxOutputSize = DefaultMaxOutput
 	}
 	c.Limits.setDefaults()
+	if c.MinThreshold <= 0 {
+		c.MinThreshold = DefaultMinThreshold
+	}
+	if c.MaxThreshold <= 0 {
+		c.MaxThreshold = DefaultMaxThreshold
+	}
+	c.MaxThreshold = max(c.MaxThreshold, c.MinThreshold)
 	if c.CompileMemory <= 0 {
 		c.CompileMemory = DefaultCompileMemory
 	}
@@ -127,6 +139,8 @@ type Host struct {
 	compiles chan struct{}
 	// childPeak is the peak RSS of the last compile child, for tests.
 	childPeak atomic.Int64
+	// out receives guests' stdout and stderr and counts the bytes.
+	out *countingWriter
 
 	mu      sync.Mutex
 	modules map[string]*Module // by hash; each with its reference count
@@ -173,7 +187,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 		_ = cache.Close(ctx)
 		return nil, fmt.Errorf("wasm host: instantiate WASI: %w", err)
 	}
-	return &Host{cfg: cfg, log: cfg.Logger, rt: rt, cache: cache, cacheDir: dir, tempDir: temp,
+	return &Host{cfg: cfg, log: cfg.Logger, out: &countingWriter{w: cfg.GuestOutput}, rt: rt, cache: cache, cacheDir: dir, tempDir: temp,
 		compiles: make(chan struct{}, cfg.MaxConcurrentCompiles),
 		modules:  make(map[string]*Module), compiling: make(map[string]*compileCall)}, nil
 }
@@ -187,6 +201,21 @@ func newCache(dir string) (wazero.CompilationCache, error) {
 		return nil, fmt.Errorf("wasm host: compilation cache in %s: %w", dir, err)
 	}
 	return cache, nil
+}
+
+// GuestOutputBytes counts the bytes guests wrote to stdout and stderr,
+// which go to HostConfig.GuestOutput (discarded by default).
+func (h *Host) GuestOutputBytes() uint64 { return h.out.n.Load() }
+
+// countingWriter counts what passes through it.
+type countingWriter struct {
+	w io.Writer
+	n atomic.Uint64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n.Add(uint64(len(p)))
+	return c.w.Write(p)
 }
 
 // Config returns the host's configuration with defaults filled in.

@@ -78,7 +78,7 @@ type instance struct {
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.host.cfg.InitTimeout)
 	defer cancel()
-	out := m.host.cfg.GuestOutput
+	out := m.host.out
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithStdout(out).WithStderr(out)
 	mod, err := m.host.rt.InstantiateModule(ctx, m.compiled, cfg)
 	if err != nil {

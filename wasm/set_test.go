@@ -54,6 +54,7 @@ func TestHostileAtRunTime(t *testing.T) {
 		// 100 ms deadline, so the deadline ends it; TestMemoryCap sees the
 		// trap at a small cap.
 		{"hostile/grow.wasm", ErrTimeout},
+		// (or, when wazero grows fast enough, the trap at the cap)
 		{"hostile/trap.wasm", ErrTrap},
 		{"hostile/not-cbor.wasm", ErrBadOutput},
 		{"hostile/add-broker.wasm", ErrBadOutput},
@@ -66,7 +67,7 @@ func TestHostileAtRunTime(t *testing.T) {
 			// Called directly, the module's failure is reported as such.
 			route := encode(t, zonedRoute())
 			_, err := bad.FilterRoute(context.Background(), RouteFilterInput{Topic: "T", Route: route, Rand: 1})
-			if !errors.Is(err, tt.want) {
+			if !errors.Is(err, tt.want) && !(tt.file == "hostile/grow.wasm" && errors.Is(err, ErrTrap)) {
 				t.Fatalf("direct call: %v, want %v", err, tt.want)
 			}
 			if n := bad.pool.idleCount(); n != 0 {
@@ -77,6 +78,7 @@ func TestHostileAtRunTime(t *testing.T) {
 			// is counted; the third in a row restores the last good module.
 			s := newSet(t, h, SetConfig{MaxConsecutiveFailures: 3})
 			activate(t, s, HookRouteFilter, good)
+			filter(t, s, "warm") // a real call: good is now known good
 			activate(t, s, HookRouteFilter, bad)
 			for i := range 2 {
 				if _, brokers := names(filter(t, s, fmt.Sprint("T", i))); len(brokers) != 4 {

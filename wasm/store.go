@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +43,10 @@ type ManifestEntry struct {
 	Active      string    `json:"active,omitempty"`
 	LastGood    string    `json:"last_good,omitempty"`
 	ActivatedAt time.Time `json:"activated_at,omitzero"`
+	// Proven names the modules of Active and LastGood that had answered
+	// real calls well when the manifest was saved: only those are restored
+	// automatically when the active module fails.
+	Proven []string `json:"proven,omitempty"`
 }
 
 // OpenStore opens (creating if needed) a store in dir.
@@ -174,12 +179,18 @@ func (s *Set) persist(h Hook, nb *binding, lastGood *Module) error {
 		if b != nil {
 			e.Active, e.ActivatedAt = b.module.hash, b.activatedAt.UTC()
 			mods[b.module.hash] = b.module.bytes
+			if s.proven(hk, b.module) {
+				e.Proven = append(e.Proven, b.module.hash)
+			}
 		}
 		if lg != nil {
 			e.LastGood = lg.hash
 			mods[lg.hash] = lg.bytes
+			if s.proven(hk, lg) && !slices.Contains(e.Proven, lg.hash) {
+				e.Proven = append(e.Proven, lg.hash)
+			}
 		}
-		if e != (ManifestEntry{}) {
+		if e.Active != "" || e.LastGood != "" {
 			man.Hooks[hk.String()] = e
 		}
 	}
@@ -204,13 +215,16 @@ func (s *Set) restore(ctx context.Context, st *Store) error {
 		sl := &s.slots[h]
 		if lg := s.restoreModule(ctx, st, h, e.LastGood); lg != nil {
 			sl.lastGood = lg
+			s.record(h, lg).proven = slices.Contains(e.Proven, lg.hash)
 		}
 		if m := s.restoreModule(ctx, st, h, e.Active); m != nil {
 			at := e.ActivatedAt
 			if at.IsZero() {
 				at = s.cfg.Now()
 			}
-			sl.active.Store(&binding{hook: h, module: m, activatedAt: at})
+			b := s.bindingOf(h, m, at)
+			b.record.proven = slices.Contains(e.Proven, m.hash)
+			sl.active.Store(b)
 			s.log.Info("policy restored", "hook", h.String(), "hash", m.hash)
 		}
 	}

@@ -1,0 +1,111 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestOutputsThatHideEverythingRefused: a route filter answering no route
+// ({} or only unknown keys) and thresholds outside the documented range
+// fail the dry run, so the upload is refused; before, they were accepted
+// and every client got an empty route, or the threshold was clamped.
+func TestOutputsThatHideEverythingRefused(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	for _, tc := range []struct{ file, want string }{
+		{"hostile/route-no-key.wasm", "no route"},
+		{"hostile/route-unknown-key.wasm", "no route"},
+		{"hostile/threshold-1ms.wasm", "outside"},
+		{"hostile/threshold-max-int64.wasm", "outside"},
+		{"hostile/threshold-2p32.wasm", "outside"},
+	} {
+		m, err := h.Validate(context.Background(), testdata(t, tc.file))
+		if m != nil {
+			m.Close()
+		}
+		if !errors.Is(err, ErrDryRun) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v, want a dry-run refusal saying %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+// TestAlternatingFailuresDeactivated: a module that fails every other
+// call never fails five times in a row; the failure-rate rule (10 of the
+// last 20 calls) deactivates it anyway.
+func TestAlternatingFailuresDeactivated(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{})
+	activate(t, s, HookRouteFilter, load(t, h, "hostile/alternate.wasm"))
+	for i := range 40 {
+		if activeHash(s, HookRouteFilter) == "" {
+			t.Logf("deactivated after %d calls", i)
+			return
+		}
+		filter(t, s, fmt.Sprint("T", i))
+	}
+	st := status(s, HookRouteFilter)
+	t.Fatalf("still active after 40 calls with %d errors", st.Errors)
+}
+
+// TestRestoreNeedsAModuleThatWorked: when the active module is
+// deactivated, the last module is restored only if it answered real calls
+// well; one that failed every call of its own gives way to the built-in
+// behaviour.
+func TestRestoreNeedsAModuleThatWorked(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{MaxConsecutiveFailures: 3})
+	trap, bad := load(t, h, "hostile/trap.wasm"), load(t, h, "hostile/not-cbor.wasm")
+	activate(t, s, HookRouteFilter, trap)
+	filter(t, s, "a")
+	filter(t, s, "b") // trap failed both its calls
+	activate(t, s, HookRouteFilter, bad)
+	for i := range 3 {
+		filter(t, s, fmt.Sprint("T", i))
+	}
+	if got := activeHash(s, HookRouteFilter); got != "" {
+		t.Fatalf("active %.12s after the deactivation, want the built-in behaviour (the last module never worked)", got)
+	}
+}
+
+// TestCountersSurviveReactivation: a hook's counters are the module's
+// over all its activations, so they never go backwards when an operator
+// swaps modules back and forth, and the replaced module's counts stay
+// listed.
+func TestCountersSurviveReactivation(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{})
+	zone, empty := load(t, h, "zone-affinity.wasm"), load(t, h, "fixtures/empty-route.wasm")
+	activate(t, s, HookRouteFilter, zone)
+	for i := range 3 {
+		filter(t, s, fmt.Sprint("T", i))
+	}
+	activate(t, s, HookRouteFilter, empty)
+	filter(t, s, "E")
+	activate(t, s, HookRouteFilter, zone)
+	filter(t, s, "T9")
+	st := status(s, HookRouteFilter)
+	if st.Calls != 4 {
+		t.Fatalf("zone-affinity calls after reactivation = %d, want 4 (3 before, 1 after)", st.Calls)
+	}
+	if len(st.Modules) != 2 || st.Modules[0].Hash != empty.Hash() || st.Modules[0].Calls != 1 || st.Modules[0].State != "last_good" {
+		t.Fatalf("modules %+v, want the empty-route module with its 1 call as last good", st.Modules)
+	}
+	if got := st.Modules[1].Times.Count; got != 4 {
+		t.Errorf("histogram count %d, want 4", got)
+	}
+}
+
+// TestGuestOutputCounted: what guests write to stdout and stderr is
+// discarded and counted.
+func TestGuestOutputCounted(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{})
+	activate(t, s, HookRouteFilter, load(t, h, "hostile/stdout.wasm"))
+	before := h.GuestOutputBytes() // the dry run writes too
+	filter(t, s, "T")
+	if got := h.GuestOutputBytes() - before; got != 2*256<<10 {
+		t.Fatalf("guest output counted %d bytes, want %d", got, 2*256<<10)
+	}
+}
