@@ -261,9 +261,9 @@ const maxRecords = 8
 // moduleRecord is what a Set remembers of a module for one hook: its
 // cumulative call statistics and why it was last deactivated.
 type moduleRecord struct {
-	hash          string
-	size          int
-	stats         hookStats
+	hash  string
+	size  int
+	stats hookStats
 	// proven is set when a saved manifest says the module had answered
 	// real calls well before a restart.
 	proven        bool
