@@ -91,10 +91,10 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 	case wire.TypePing:
 		return wire.Pong{NodeID: n.id, StartedMs: n.started.UnixMilli(), WarmingUp: n.WarmingUp(), Version: Version}, nil
 	}
-	return n.dispatchAdmin(f)
+	return n.dispatchAdmin(cs, f)
 }
 
-func (n *Node) dispatchAdmin(f *wire.Frame) (any, error) {
+func (n *Node) dispatchAdmin(cs *connState, f *wire.Frame) (any, error) {
 	switch f.Type {
 	case wire.TypeDeleteTopic:
 		return decodeRun(f, func(d *wire.DeleteTopic) (any, error) {
@@ -123,7 +123,7 @@ func (n *Node) dispatchAdmin(f *wire.Frame) (any, error) {
 	case wire.TypeLeases:
 		return n.leases(), nil
 	}
-	return n.dispatchPolicy(f)
+	return n.dispatchPolicy(cs, f)
 }
 
 // decodeRun decodes a frame's body into a new T and runs fn on it.

@@ -31,6 +31,9 @@ const (
 	// guest's runtime start-up in _initialize.
 	DefaultInitTimeout = 2 * time.Second
 	DefaultPoolSize    = 4
+	// DefaultMaxInstances is 4 instances for each of 3 hooks of 4 modules
+	// (active, last good, one in validation, one in test).
+	DefaultMaxInstances = 48
 	DefaultMaxOutput   = 1 << 20 // 1 MiB
 )
 
@@ -49,9 +52,13 @@ type HostConfig struct {
 	CallTimeout time.Duration
 	// InitTimeout bounds creating an instance; default 2 s.
 	InitTimeout time.Duration
-	// PoolSize bounds the live instances of each module, and so the calls
-	// it runs at once; default 4.
+	// PoolSize bounds the live instances of each module for each hook,
+	// and so the calls it runs at once; default 4.
 	PoolSize int
+	// MaxInstances bounds the live instances of all modules and hooks
+	// together: the node-wide budget (ABI.md gives the memory it bounds);
+	// default 48.
+	MaxInstances int
 	// MaxOutputSize caps a guest's output in bytes; default 1 MiB.
 	MaxOutputSize int
 	// Limits bounds a module's structure (functions, locals, body size,
@@ -98,6 +105,9 @@ func (c *HostConfig) setDefaults() {
 	if c.PoolSize <= 0 {
 		c.PoolSize = DefaultPoolSize
 	}
+	if c.MaxInstances <= 0 {
+		c.MaxInstances = DefaultMaxInstances
+	}
 	if c.MaxOutputSize <= 0 {
 		c.MaxOutputSize = DefaultMaxOutput
 	}
@@ -137,6 +147,8 @@ type Host struct {
 	tempDir  bool // cacheDir is the host's own, removed at Close
 	// compiles bounds the modules compiled at once.
 	compiles chan struct{}
+	// budget holds a token per live instance, across every module.
+	budget chan struct{}
 	// childPeak is the peak RSS of the last compile child, for tests.
 	childPeak atomic.Int64
 	// out receives guests' stdout and stderr and counts the bytes.
@@ -188,7 +200,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 		return nil, fmt.Errorf("wasm host: instantiate WASI: %w", err)
 	}
 	return &Host{cfg: cfg, log: cfg.Logger, out: &countingWriter{w: cfg.GuestOutput}, rt: rt, cache: cache, cacheDir: dir, tempDir: temp,
-		compiles: make(chan struct{}, cfg.MaxConcurrentCompiles),
+		compiles: make(chan struct{}, cfg.MaxConcurrentCompiles), budget: make(chan struct{}, cfg.MaxInstances),
 		modules:  make(map[string]*Module), compiling: make(map[string]*compileCall)}, nil
 }
 
@@ -234,7 +246,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.modules = nil
 	h.mu.Unlock()
 	for _, m := range mods {
-		m.pool.close()
+		m.closePools()
 	}
 	err := errors.Join(h.rt.Close(ctx), h.cache.Close(ctx))
 	if h.tempDir {
@@ -399,7 +411,11 @@ func (h *Host) compile(ctx context.Context, hash string, module []byte) (*Module
 		hooks:    hooks,
 		hasInit:  hasInit,
 	}
-	m.pool = newPool(h.cfg.PoolSize, m.newInstance)
+	for _, hk := range Hooks {
+		if hooks.has(hk) {
+			m.pools[hk] = newPool(h.cfg.PoolSize, h.budget, m.newInstance)
+		}
+	}
 	return m, nil
 }
 

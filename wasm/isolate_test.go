@@ -37,7 +37,7 @@ func TestIsolatedCompileLimits(t *testing.T) {
 		cfg   HostConfig
 		limit string
 	}{
-		{"memory", HostConfig{CompileMemory: 8 << 20}, "compile memory limit"},
+		{"memory", HostConfig{CompileMemory: 1 << 20}, "compile memory limit"},
 		{"time", HostConfig{CompileTimeout: 50 * time.Millisecond}, "compile time limit"},
 	} {
 		tc.cfg.CacheDir = t.TempDir()

@@ -23,8 +23,8 @@ type Module struct {
 	compiled wazero.CompiledModule
 	hooks    hookSet
 	hasInit  bool
-	pool     *pool
-	refs     int // guarded by host.mu
+	pools    [numHooks]*pool // per hook, so one hook's load never starves another's
+	refs     int             // guarded by host.mu
 }
 
 // Hash returns the module's identity: the SHA-256 of its bytes in hex.
@@ -58,8 +58,16 @@ func (m *Module) Close() error {
 }
 
 func (m *Module) destroy(ctx context.Context) {
-	m.pool.close()
+	m.closePools()
 	_ = m.compiled.Close(ctx)
+}
+
+func (m *Module) closePools() {
+	for _, p := range m.pools {
+		if p != nil {
+			p.close()
+		}
+	}
 }
 
 // instance is one instantiation of a module with its exports resolved.
@@ -192,9 +200,10 @@ func (m *Module) invoke(ctx context.Context, h Hook, input []byte, check func([]
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.host.cfg.CallTimeout)
 	defer cancel()
-	in, err := m.pool.get(ctx)
+	pl := m.pools[h]
+	in, err := pl.get(ctx)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("policy module %.12s %s: %w", m.hash, h, err)
 	}
 	start := time.Now()
 	out, err := in.call(ctx, h, input, m.host.cfg.MaxOutputSize)
@@ -202,7 +211,7 @@ func (m *Module) invoke(ctx context.Context, h Hook, input []byte, check func([]
 	if err == nil {
 		err = check(out)
 	}
-	m.pool.put(in, err == nil)
+	pl.put(in, err == nil)
 	if err != nil {
 		return took, fmt.Errorf("policy module %.12s %s: %w", m.hash, h, err)
 	}

@@ -73,16 +73,30 @@ func sampleConfirmInput() ConfirmInput {
 // hooks, and calls every hook it implements once on the sample inputs,
 // with the same deadline and checks as real calls.
 func (m *Module) dryRun(ctx context.Context) error {
-	in, err := m.pool.get(ctx)
+	first := m.pools[m.Hooks()[0]]
+	in, err := first.getNew(ctx)
 	if err != nil {
 		return refuse(m.hash, ErrDryRun, "%v", err)
 	}
 	ve := m.checkInstance(ctx, in)
-	m.pool.put(in, ve == nil)
+	first.put(in, ve == nil)
 	if ve != nil {
 		return ve
 	}
+	for _, h := range Hooks {
+		if !m.hooks.has(h) && m.pools[h] != nil {
+			m.pools[h].close() // not in the module's edgereg_hooks mask
+			m.pools[h] = nil
+		}
+	}
 	for _, h := range m.Hooks() {
+		// Each hook's first instance is made here, so a module whose
+		// instantiation fails is refused with the reason.
+		in, err := m.pools[h].getNew(ctx)
+		if err != nil {
+			return refuse(m.hash, ErrDryRun, "%s: %v", h, err)
+		}
+		m.pools[h].put(in, true)
 		if err := m.dryRunHook(ctx, h); err != nil {
 			return refuse(m.hash, ErrDryRun, "%s: %v", h, err)
 		}

