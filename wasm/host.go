@@ -34,7 +34,7 @@ const (
 	// DefaultMaxInstances is 4 instances for each of 3 hooks of 4 modules
 	// (active, last good, one in validation, one in test).
 	DefaultMaxInstances = 48
-	DefaultMaxOutput   = 1 << 20 // 1 MiB
+	DefaultMaxOutput    = 1 << 20 // 1 MiB
 )
 
 // HostConfig configures a Host. The zero value is usable.
@@ -201,7 +201,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	}
 	return &Host{cfg: cfg, log: cfg.Logger, out: &countingWriter{w: cfg.GuestOutput}, rt: rt, cache: cache, cacheDir: dir, tempDir: temp,
 		compiles: make(chan struct{}, cfg.MaxConcurrentCompiles), budget: make(chan struct{}, cfg.MaxInstances),
-		modules:  make(map[string]*Module), compiling: make(map[string]*compileCall)}, nil
+		modules: make(map[string]*Module), compiling: make(map[string]*compileCall)}, nil
 }
 
 func newCache(dir string) (wazero.CompilationCache, error) {
