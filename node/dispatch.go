@@ -226,9 +226,7 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names %d topics, more than %d", len(q.Topics), MaxTopicsPerQuery)
 	}
 	out := wire.Routes{Results: make([]wire.RouteResult, len(q.Topics))}
-	for i, tv := range q.Topics {
-		out.Results[i] = n.routeResult(tv, cs.peer.ip, q.Client)
-	}
+	n.policies.eachTopic(len(q.Topics), func(i int) { out.Results[i] = n.routeResult(q.Topics[i], cs.peer.ip, q.Client) })
 	return &out, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,30 @@ func (p *policies) close() {
 func (p *policies) filter(addr string, attrs wire.ClientAttrs, topic string, version uint64, body []byte) ([]byte, uint64) {
 	out, v, _ := p.set.RouteFilter(context.Background(), addr, attrs, topic, version, body)
 	return out, v
+}
+
+// eachTopic runs fn for 0..count-1: with a route policy active, on up to
+// the instance pool's size of goroutines, so a read of many topics costs
+// about count/pool guest calls in time rather than count; without one, in
+// turn on the caller's goroutine.
+func (p *policies) eachTopic(count int, fn func(i int)) {
+	workers := min(p.host.Config().PoolSize, count)
+	if workers <= 1 || !p.set.Active(wasm.HookRouteFilter) {
+		for i := range count {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < count; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func (n *Node) dispatchPolicy(cs *connState, f *wire.Frame) (any, error) {

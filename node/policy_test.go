@@ -553,3 +553,25 @@ func TestServesWhileRestoring(t *testing.T) {
 		t.Errorf("after the restore zone-1 sees %v, want the policy's answer", got)
 	}
 }
+
+// TestEachTopicRunsInParallel: with a route policy active, a read's
+// topics are filtered on up to the pool size of goroutines at once.
+func TestEachTopicRunsInParallel(t *testing.T) {
+	tn := startNode(t, nil)
+	if _, err := tn.dial(pki.RoleOperator).PolicyPush(policyCtx(t), "route", readModule(t, "fixtures/empty-route.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	pool := tn.policies.host.Config().PoolSize
+	var running, most atomic.Int64
+	tn.policies.eachTopic(20, func(int) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for i := 0; running.Load() < int64(pool) && i < 2000; i++ {
+			time.Sleep(time.Millisecond) // wait for the others, bounded
+		}
+		most.Store(max(most.Load(), n, running.Load()))
+	})
+	if most.Load() != int64(pool) {
+		t.Fatalf("at most %d topics filtered at once, want the pool size %d", most.Load(), pool)
+	}
+}

@@ -29,7 +29,10 @@ var (
 	ErrGuest      = errors.New("policy reported an error")
 	ErrBadOutput  = errors.New("policy output is invalid")
 	ErrHookAbsent = errors.New("module does not implement the hook")
-	ErrClosed     = errors.New("closed")
+	// ErrBadInput is a call the host did not make because its input is over
+	// a cap (client labels): a fallback, not the module's failure.
+	ErrBadInput = errors.New("policy input over a cap")
+	ErrClosed   = errors.New("closed")
 )
 
 // Errors of Set operations.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,12 @@ type HostConfig struct {
 	// PoolSize bounds the live instances of each module for each hook,
 	// and so the calls it runs at once; default 4.
 	PoolSize int
+	// MaxConcurrentRouteCalls bounds the route filter calls running at once
+	// over all modules; with the expiry hooks (one call at a time each, off
+	// the heartbeat path) it bounds the wazero call stacks alive at once,
+	// which a recursing guest grows to about 150 MiB each; default
+	// GOMAXPROCS, at least 2 and at most 8.
+	MaxConcurrentRouteCalls int
 	// MaxInstances bounds the live instances of all modules and hooks
 	// together: the node-wide budget (ABI.md gives the memory it bounds);
 	// default 48.
@@ -105,6 +112,9 @@ func (c *HostConfig) setDefaults() {
 	if c.PoolSize <= 0 {
 		c.PoolSize = DefaultPoolSize
 	}
+	if c.MaxConcurrentRouteCalls <= 0 {
+		c.MaxConcurrentRouteCalls = min(max(2, runtime.GOMAXPROCS(0)), 8)
+	}
 	if c.MaxInstances <= 0 {
 		c.MaxInstances = DefaultMaxInstances
 	}
@@ -149,6 +159,8 @@ type Host struct {
 	compiles chan struct{}
 	// budget holds a token per live instance, across every module.
 	budget chan struct{}
+	// routeCalls holds a token per route filter call in progress.
+	routeCalls chan struct{}
 	// childPeak is the peak RSS of the last compile child, for tests.
 	childPeak atomic.Int64
 	// out receives guests' stdout and stderr and counts the bytes.
@@ -201,7 +213,8 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	}
 	return &Host{cfg: cfg, log: cfg.Logger, out: &countingWriter{w: cfg.GuestOutput}, rt: rt, cache: cache, cacheDir: dir, tempDir: temp,
 		compiles: make(chan struct{}, cfg.MaxConcurrentCompiles), budget: make(chan struct{}, cfg.MaxInstances),
-		modules: make(map[string]*Module), compiling: make(map[string]*compileCall)}, nil
+		routeCalls: make(chan struct{}, cfg.MaxConcurrentRouteCalls),
+		modules:    make(map[string]*Module), compiling: make(map[string]*compileCall)}, nil
 }
 
 func newCache(dir string) (wazero.CompilationCache, error) {

@@ -81,3 +81,46 @@ func TestHostileStructureRefused(t *testing.T) {
 		}
 	}
 }
+
+// recursion is a route filter that calls itself without end, with a few
+// locals per frame.
+const recursion = `(module ` + abiPrelude + `
+  (func $deep (param i32) (result i64) (local i64 i64 i64 i64)
+    (call $deep (i32.add (local.get 0) (i32.const 1))))
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64)
+    (call $deep (i32.const 0))))`
+
+// TestRecursionCost measures what unbounded recursion costs: wazero has no
+// stack-depth setting (its call stack may grow to 400 MB), so the bound is
+// the call deadline plus the node-wide instance budget. ABI.md quotes the
+// figures this logs.
+func TestRecursionCost(t *testing.T) {
+	b := wat(t, recursion)
+	if b == nil {
+		t.Skip("wat2wasm not installed")
+	}
+	h := newHost(t, HostConfig{CallTimeout: DefaultCallTimeout})
+	// The dry run fails on the recursion itself; compile and call directly.
+	m, err := h.compile(context.Background(), "recursion", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.destroy(context.Background())
+	route := encode(t, zonedRoute())
+	var worst time.Duration
+	var callErr error
+	grew := peakRSS(t, func() {
+		for range 5 {
+			start := time.Now()
+			_, callErr = m.FilterRoute(context.Background(), RouteFilterInput{Route: route, Rand: 1})
+			worst = max(worst, time.Since(start))
+		}
+	})
+	t.Logf("unbounded recursion: %v; slowest of 5 calls %v (deadline %v); peak RSS +%d MiB", callErr, worst.Round(time.Millisecond), DefaultCallTimeout, grew>>20)
+	if !errors.Is(callErr, ErrTrap) && !errors.Is(callErr, ErrTimeout) {
+		t.Fatalf("recursion: %v, want a trap or a timeout", callErr)
+	}
+	if grew > 512<<20 {
+		t.Errorf("recursion grew the RSS by %d MiB", grew>>20)
+	}
+}

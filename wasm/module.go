@@ -200,6 +200,14 @@ func (m *Module) invoke(ctx context.Context, h Hook, input []byte, check func([]
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.host.cfg.CallTimeout)
 	defer cancel()
+	if h == HookRouteFilter {
+		select {
+		case m.host.routeCalls <- struct{}{}:
+			defer func() { <-m.host.routeCalls }()
+		case <-ctx.Done():
+			return 0, fmt.Errorf("policy module %.12s %s: %w: %w", m.hash, h, ErrBusy, ctx.Err())
+		}
+	}
 	pl := m.pools[h]
 	in, err := pl.get(ctx)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/edgereg/edgereg/wire"
 )
 
 // TestOutputsThatHideEverythingRefused: a route filter answering no route
@@ -107,5 +109,27 @@ func TestGuestOutputCounted(t *testing.T) {
 	filter(t, s, "T")
 	if got := h.GuestOutputBytes() - before; got != 2*256<<10 {
 		t.Fatalf("guest output counted %d bytes, want %d", got, 2*256<<10)
+	}
+}
+
+// TestClientLabelsCapped: labels over the caps are not passed to the
+// guest; the read gets the unfiltered route and a fallback is counted.
+func TestClientLabelsCapped(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{})
+	activate(t, s, HookRouteFilter, load(t, h, "fixtures/empty-route.wasm"))
+	route := encode(t, zonedRoute())
+	labels := map[string]string{}
+	for i := range MaxClientLabels + 1 {
+		labels[fmt.Sprint("k", i)] = "v"
+	}
+	for _, ls := range []map[string]string{labels, {"k": strings.Repeat("v", MaxClientLabelBytes)}} {
+		body, _, err := s.RouteFilter(context.Background(), "10.0.0.1", wire.ClientAttrs{Labels: ls}, "T", 1, route)
+		if err != nil || string(body) != string(route) {
+			t.Fatalf("labels over the cap: %v, want the unfiltered route", err)
+		}
+	}
+	if st := status(s, HookRouteFilter); st.Fallbacks != 2 || st.Errors != 0 {
+		t.Fatalf("status %+v, want 2 fallbacks and no error", st)
 	}
 }

@@ -207,6 +207,9 @@ func NewSet(ctx context.Context, host *Host, cfg SetConfig) (*Set, error) {
 	return s, nil
 }
 
+// Active reports whether hook h has an active module.
+func (s *Set) Active(h Hook) bool { return h < numHooks && s.slots[h].active.Load() != nil }
+
 // Restored is closed once the modules of the Store are restored (at once
 // unless SetConfig.RestoreInBackground).
 func (s *Set) Restored() <-chan struct{} { return s.restored }
@@ -464,7 +467,7 @@ func (s *Set) failed(ctx context.Context, b *binding, took time.Duration, err er
 	b.stats.calls.Add(1)
 	b.stats.fallbacks.Add(1)
 	s.fallbacks.Add(1)
-	if errors.Is(err, ErrBusy) || ctx.Err() != nil && errors.Is(err, ErrTimeout) {
+	if errors.Is(err, ErrBusy) || errors.Is(err, ErrBadInput) || ctx.Err() != nil && errors.Is(err, ErrTimeout) {
 		return
 	}
 	b.stats.errors.Add(1)
