@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -131,5 +132,48 @@ func TestClientLabelsCapped(t *testing.T) {
 	}
 	if st := status(s, HookRouteFilter); st.Fallbacks != 2 || st.Errors != 0 {
 		t.Fatalf("status %+v, want 2 fallbacks and no error", st)
+	}
+}
+
+// TestJSONInputsAndOutputs: each hook's input written as JSON with ABI.md's
+// names runs, and the output prints with ABI.md's names.
+func TestJSONInputsAndOutputs(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	inputs := map[Hook]string{
+		HookRouteFilter: `{"client": {"zone": "east"}, "topic": "T", "now_ms": 1, "rand": 18446744073709551615,
+			"route": {"queues": [{"broker_name": "a", "read_queues": 4, "write_queues": 4, "perm": 6}],
+			          "brokers": [{"cluster": "C", "name": "a", "zone": "east", "addresses": {"0": "10.0.0.1:1"}}]}}`,
+		HookExpiryThreshold: `{"broker": {"cluster": "C", "name": "a", "id": 0, "addr": "10.0.0.1:1"},
+			"stats": {"heartbeats": 3, "intervals_ms": [30000], "jitter_ms": 2500}, "default_ms": 120000}`,
+		HookExpiryConfirm: `{"due": [{"cluster": "C", "addr": "10.0.0.1:1", "name": "a", "epoch": 3}],
+			"stats": {"leases": 10, "due": 1, "heartbeat_success_permille": 1000}}`,
+	}
+	want := map[Hook]string{
+		HookRouteFilter:     `{"route":{"queues":[{"broker_name":"a","read_queues":4,"write_queues":4,"perm":6,"sys_flag":0}],"brokers":[{"cluster":"C","name":"a","zone":"east","addresses":{"0":"10.0.0.1:1"}}]}}`,
+		HookExpiryThreshold: `{"threshold_ms":130000}`,
+		HookExpiryConfirm:   `{"remove":[0]}`,
+	}
+	mods := map[Hook]*Module{HookRouteFilter: load(t, h, "zone-affinity.wasm"),
+		HookExpiryThreshold: load(t, h, "jitter-threshold.wasm"), HookExpiryConfirm: load(t, h, "self-preservation.wasm")}
+	for _, hk := range Hooks {
+		in, err := InputFromJSON(hk, []byte(inputs[hk]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := mods[hk].Trial(context.Background(), hk, in, DefaultMinThreshold, DefaultMaxThreshold)
+		if err != nil {
+			t.Fatalf("%s: %v", hk, err)
+		}
+		v, err := OutputJSON(hk, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := json.Marshal(v)
+		if string(js) != want[hk] {
+			t.Errorf("%s: output %s, want %s", hk, js, want[hk])
+		}
+	}
+	if _, err := InputFromJSON(HookExpiryThreshold, []byte(`{"defualt_ms": 1}`)); err == nil || !strings.Contains(err.Error(), "defualt_ms") {
+		t.Errorf("a misspelt field: %v, want an error naming it", err)
 	}
 }
