@@ -270,7 +270,7 @@ func (n *Node) statusPolicies() []PolicyStatus {
 			continue
 		}
 		out = append(out, PolicyStatus{Hook: st.Hook.String(), Hash: st.Active.Hash, Size: st.Active.Size,
-			ActivatedAt: st.ActivatedAt, Calls: st.Calls, Errors: st.Errors,
+			ActivatedAt: st.ActivatedAt, Calls: st.Calls, Errors: st.Errors, Fallbacks: st.Fallbacks,
 			P50Micros: float64(st.P50.Microseconds()), P99Micros: float64(st.P99.Microseconds())})
 	}
 	return out

@@ -575,3 +575,83 @@ func TestEachTopicRunsInParallel(t *testing.T) {
 		t.Fatalf("at most %d topics filtered at once, want the pool size %d", most.Load(), pool)
 	}
 }
+
+// metric returns the value of the sample of a family whose labels
+// include want (a histogram's count), or -1.
+func metric(t testing.TB, tn *testNode, family string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := tn.stats.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if have[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// TestPolicyMetricsNeverGoBackwards: policy counters are per (hook,
+// module) and survive pushes of other modules; call times are a
+// histogram; label values are spelled one way.
+func TestPolicyMetricsNeverGoBackwards(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 100 })
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	zone, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"hook": "route", "module": zone.Hash[:12]}
+	groupsOf(t, reader, "zone-1")
+	groupsOf(t, reader, "zone-2")
+	before := metric(t, tn, "edgereg_policy_calls_total", labels)
+	if before < 2 {
+		t.Fatalf("calls of zone-affinity = %v, want at least 2", before)
+	}
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "fixtures/empty-route.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	groupsOf(t, reader, "zone-1")
+	if got := metric(t, tn, "edgereg_policy_calls_total", labels); got < before {
+		t.Errorf("calls of zone-affinity went from %v to %v after another push", before, got)
+	}
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	if got := metric(t, tn, "edgereg_policy_calls_total", labels); got < before {
+		t.Errorf("calls of zone-affinity went from %v to %v when it was pushed again", before, got)
+	}
+	if got := metric(t, tn, "edgereg_policy_call_duration_seconds", labels); got < before {
+		t.Errorf("call-time histogram count %v, want at least %v", got, before)
+	}
+	if _, err := op.PolicyRollback(ctx, "confirm"); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("rollback with nothing to roll back: %v", err)
+	}
+	if got := metric(t, tn, "edgereg_request_errors_total", map[string]string{"code": "not_found"}); got != 1 {
+		t.Errorf("errors with code not_found = %v, want 1", got)
+	}
+}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -90,6 +91,10 @@ func (s *stats) observe(t wire.Type, d time.Duration, err *wire.Error) {
 		o.Observe(d.Seconds())
 	}
 	if err != nil {
-		s.errors.WithLabelValues(t.String(), err.Code.String()).Inc()
+		s.errors.WithLabelValues(t.String(), labelValue(err.Code.String())).Inc()
 	}
 }
+
+// labelValue spells a metric label value one way, snake_case: "not found"
+// becomes not_found, as route results and policy states are spelled.
+func labelValue(s string) string { return strings.ReplaceAll(s, " ", "_") }
