@@ -655,3 +655,30 @@ func TestPolicyMetricsNeverGoBackwards(t *testing.T) {
 		t.Errorf("errors with code not_found = %v, want 1", got)
 	}
 }
+
+// TestPolicyChangesLoggedOnceWithTheOperator: each activation, rollback
+// and removal is logged once, with the operator's certificate name and
+// the hook spelled as the CLI spells it.
+func TestPolicyChangesLoggedOnceWithTheOperator(t *testing.T) {
+	var logs syncBuffer
+	tn := startNode(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	if _, err := op.PolicyPush(ctx, "expiry", readModule(t, "jitter-threshold.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.PolicyRemove(ctx, "expiry"); err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{`msg="policy activated"`, `msg="policy removed"`} {
+		var lines []string
+		for l := range strings.SplitSeq(logs.String(), "\n") {
+			if strings.Contains(l, msg) {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 1 || !strings.Contains(lines[0], "hook=expiry") || !strings.Contains(lines[0], "by=test-operator") {
+			t.Errorf("%s logged as %q, want once with hook=expiry by=test-operator", msg, lines)
+		}
+	}
+}
