@@ -247,7 +247,12 @@ func TestPolicyDirectory(t *testing.T) {
 // the policy answered by falling back (the unfiltered route while the
 // policy is active) fails the test; so does any counted fallback.
 func TestHotSwapUnderLoad(t *testing.T) {
-	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 1000 })
+	tn := startNode(t, func(c *Config) {
+		c.MaxPolicyUploadsPerMinute = 1000
+		// A generous deadline: the test checks answers, and a Go guest
+		// under -race on a loaded machine can miss 20 ms.
+		c.PolicyCallTimeout = 2 * time.Second
+	})
 	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)
@@ -524,13 +529,14 @@ func TestPolicyTestsHaveTheirOwnBudget(t *testing.T) {
 // compiled again (no compilation cache) serves reads at once.
 func TestServesWhileRestoring(t *testing.T) {
 	dir := t.TempDir()
-	tn := startNodeIn(t, dir, "127.0.0.1:0", nil)
+	slow := func(c *Config) { c.PolicyCallTimeout = 2 * time.Second } // a Go guest under -race
+	tn := startNodeIn(t, dir, "127.0.0.1:0", slow)
 	if _, err := tn.dial(pki.RoleOperator).PolicyPush(policyCtx(t), "route", readModule(t, "zone-affinity.wasm")); err != nil {
 		t.Fatal(err)
 	}
 	tn.stop()
 	start := time.Now()
-	tn = startNodeIn(t, dir, tn.Addr().String(), func(c *Config) { c.PolicyCacheDir = t.TempDir() })
+	tn = startNodeIn(t, dir, tn.Addr().String(), func(c *Config) { slow(c); c.PolicyCacheDir = t.TempDir() })
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)
 	got, _ := groupsOf(t, tn.dial(pki.RoleClient), "zone-1")
@@ -616,7 +622,7 @@ func metric(t testing.TB, tn *testNode, family string, want map[string]string) f
 // module) and survive pushes of other modules; call times are a
 // histogram; label values are spelled one way.
 func TestPolicyMetricsNeverGoBackwards(t *testing.T) {
-	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 100 })
+	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 100; c.PolicyCallTimeout = 2 * time.Second })
 	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)

@@ -80,11 +80,12 @@ type instance struct {
 	stack [2]uint64
 }
 
-// newInstance instantiates the module and runs _initialize. It has its own
-// deadline, not the caller's: a Go guest's runtime start-up takes longer
-// than a call may, and an instance outlives the call that created it.
+// newInstance instantiates the module and runs _initialize, off the call
+// path (a pool's filler, or the dry run), under its own deadline: a Go
+// guest's runtime start-up takes longer than a call may. Canceling ctx
+// (a pool closing) ends it.
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.host.cfg.InitTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.host.cfg.InitTimeout)
 	defer cancel()
 	out := m.host.out
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithStdout(out).WithStderr(out)

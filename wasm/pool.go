@@ -26,6 +26,11 @@ type pool struct {
 	idle chan *instance // capacity size
 	need chan struct{}  // wakes the filler; capacity 1
 	done chan struct{}  // closed by close
+	// ctx is canceled by close, ending an instantiation in progress;
+	// filling is done when the filler has returned.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	filling sync.WaitGroup
 
 	mu      sync.Mutex
 	live    int // idle, in use or being created
@@ -35,8 +40,10 @@ type pool struct {
 }
 
 func newPool(size int, budget chan struct{}, newInst func(context.Context) (*instance, error)) *pool {
-	return &pool{size: size, newInst: newInst, budget: budget,
+	p := &pool{size: size, newInst: newInst, budget: budget,
 		idle: make(chan *instance, size), need: make(chan struct{}, 1), done: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p
 }
 
 // warm starts the filler, once: pools of modules never called hold no
@@ -45,6 +52,7 @@ func (p *pool) warm() {
 	p.mu.Lock()
 	if !p.started && !p.closed {
 		p.started = true
+		p.filling.Add(1)
 		go p.fill()
 	}
 	p.mu.Unlock()
@@ -151,6 +159,7 @@ func (p *pool) offer(in *instance, healthy bool) bool {
 // fill keeps size instances live until the pool closes. A module whose
 // instances fail to start is retried with backoff, not in a hot loop.
 func (p *pool) fill() {
+	defer p.filling.Done()
 	backoff := 10 * time.Millisecond
 	for {
 		select {
@@ -159,7 +168,7 @@ func (p *pool) fill() {
 			return
 		}
 		for p.reserveWaiting() {
-			in, err := p.newInst(context.Background())
+			in, err := p.newInst(p.ctx)
 			p.mu.Lock()
 			p.lastErr = err
 			p.mu.Unlock()
@@ -204,7 +213,9 @@ func (p *pool) reserveWaiting() bool {
 	}
 }
 
-// close closes the idle instances and stops the filler; instances in use
+// close closes the idle instances and stops the filler, waiting for it
+// (an instantiation in progress is canceled): the runtime may be closed
+// next, and must not be while an instance is being made. Instances in use
 // are closed when put back.
 func (p *pool) close() {
 	p.mu.Lock()
@@ -214,6 +225,10 @@ func (p *pool) close() {
 	}
 	p.closed = true
 	close(p.done)
+	p.cancel()
+	p.mu.Unlock()
+	p.filling.Wait()
+	p.mu.Lock()
 	var idle []*instance
 	for len(p.idle) > 0 {
 		idle = append(idle, <-p.idle)
