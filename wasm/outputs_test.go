@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 )
 
@@ -175,5 +178,45 @@ func TestJSONInputsAndOutputs(t *testing.T) {
 	}
 	if _, err := InputFromJSON(HookExpiryThreshold, []byte(`{"defualt_ms": 1}`)); err == nil || !strings.Contains(err.Error(), "defualt_ms") {
 		t.Errorf("a misspelt field: %v, want an error naming it", err)
+	}
+}
+
+// TestRouteFloodDoesNotStarveConfirm: a module serving both hooks whose
+// route calls all run to their deadline, flooded by readers, still answers
+// every expiry confirmation: the confirm hook has its own instances and
+// route calls are bounded on their own. Before, the flood took every
+// instance and the confirmations fell back to "remove all due".
+func TestRouteFloodDoesNotStarveConfirm(t *testing.T) {
+	h := newHost(t, HostConfig{CallTimeout: 50 * time.Millisecond})
+	s := newSet(t, h, SetConfig{MaxConsecutiveFailures: 1 << 30, MaxWindowFailures: 1 << 30, FailureWindow: 1})
+	m := load(t, h, "hostile/slow-route-confirm.wasm")
+	activate(t, s, HookRouteFilter, m)
+	activate(t, s, HookExpiryConfirm, m)
+	route := encode(t, zonedRoute())
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s.RouteFilter(context.Background(), "10.0.0.1", wire.ClientAttrs{}, fmt.Sprint("T", i, j), 1, route)
+			}
+		})
+	}
+	waitFor(t, func() bool { return status(s, HookRouteFilter).Calls > 8 })
+	due := []registry.LeaseInfo{{Cluster: "C", Addr: "10.0.0.9:1", Epoch: 1}}
+	for i := range 20 {
+		if got := s.ConfirmExpiry(due, registry.ExpiryStats{Leases: 10, Due: 1}); len(got) != 0 {
+			t.Errorf("confirmation %d removed %d leases: it fell back while route reads flooded the module", i, len(got))
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if st := status(s, HookExpiryConfirm); st.Fallbacks != 0 {
+		t.Errorf("confirm status %+v, want no fallback", st)
 	}
 }
