@@ -133,7 +133,7 @@ func (c *HostConfig) setDefaults() {
 		c.CompileMemory = DefaultCompileMemory
 	}
 	if c.CompileTimeout <= 0 {
-		c.CompileTimeout = DefaultCompileTimeout
+		c.CompileTimeout = DefaultCompileTimeout * raceSlowdown
 	}
 	if c.MaxConcurrentCompiles <= 0 {
 		c.MaxConcurrentCompiles = 2
