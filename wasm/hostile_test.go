@@ -126,3 +126,43 @@ func TestRecursionCost(t *testing.T) {
 		t.Errorf("recursion grew the RSS by %d MiB", grew>>20)
 	}
 }
+
+// recursionAfterDryRun passes the dry run, then recurses without end.
+const recursionAfterDryRun = `(module ` + abiPrelude + `
+  (func $dry (param $p i32) (param $n i32) (result i32)
+    (local $i i32)
+    (block $no
+      (loop $scan
+        (br_if $no (i32.gt_s (i32.add (local.get $i) (i32.const 8)) (local.get $n)))
+        (if (i64.eq (i64.load (i32.add (local.get $p) (local.get $i))) (i64.const 0x157c4a7fb979379e))
+          (then (return (i32.const 1))))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $scan)))
+    (i32.const 0))
+  (func $deep (param i32) (result i64) (local i64 i64 i64 i64)
+    (call $deep (i32.add (local.get 0) (i32.const 1))))
+  (func (export "edgereg_route_filter") (param $p i32) (param $n i32) (result i64)
+    (if (call $dry (local.get $p) (local.get $n)) (then (return (i64.const 0x0000004000000007))))
+    (call $deep (i32.const 0))))`
+
+// TestStackOverflowDeactivates: one stack overflow deactivates a module,
+// since each costs about 100 MB of stack and runs past the deadline;
+// before, it took five in a row.
+func TestStackOverflowDeactivates(t *testing.T) {
+	b := wat(t, recursionAfterDryRun)
+	if b == nil {
+		t.Skip("wat2wasm not installed")
+	}
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{})
+	m, err := h.Validate(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	activate(t, s, HookRouteFilter, m)
+	filter(t, s, "T")
+	if got := activeHash(s, HookRouteFilter); got != "" {
+		t.Fatalf("still active after a stack overflow (%+v)", status(s, HookRouteFilter))
+	}
+}

@@ -188,6 +188,9 @@ func callError(err error) error {
 		return fmt.Errorf("%w: guest exited with code %d", ErrTrap, exit.ExitCode())
 	}
 	msg, _, _ := strings.Cut(err.Error(), "\n")
+	if strings.HasSuffix(msg, "stack overflow") { // wazero's wasmruntime.ErrRuntimeStackOverflow
+		return ErrStackOverflow
+	}
 	return fmt.Errorf("%w: %s", ErrTrap, msg)
 }
 

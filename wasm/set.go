@@ -477,6 +477,8 @@ func (s *Set) failed(ctx context.Context, b *binding, took time.Duration, err er
 	streak, failures, calls := b.health.record(true)
 	s.log.Debug("policy call failed", "hook", b.hook.String(), "hash", b.module.hash, "err", err)
 	switch {
+	case errors.Is(err, ErrStackOverflow):
+		s.deactivate(b, "a stack overflow", err)
 	case streak >= s.cfg.MaxConsecutiveFailures:
 		s.deactivate(b, fmt.Sprintf("%d failures in a row", streak), err)
 	case failures >= s.cfg.MaxWindowFailures:
