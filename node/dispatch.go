@@ -173,7 +173,7 @@ func (n *Node) dispatchAdmin(cs *connState, f *wire.Frame) (any, error) {
 	case wire.TypeNodeInfo:
 		return n.nodeInfo(), nil // node/info.go
 	}
-	return n.dispatchPolicy(f)
+	return n.dispatchPolicy(cs, f)
 }
 
 // decodeRun decodes a frame's body into a new T and runs fn on it.
@@ -297,9 +297,7 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 		}
 	}
 	out := wire.Routes{Results: make([]wire.RouteResult, len(q.Topics))}
-	for i, tv := range q.Topics {
-		out.Results[i] = n.routeResult(tv, cs.peer.ip, q.Client)
-	}
+	n.policies.eachTopic(len(q.Topics), func(i int) { out.Results[i] = n.routeResult(q.Topics[i], cs.peer.ip, q.Client) })
 	n.describeRoutes(&out) // freshness: node/info.go
 	return &out, nil
 }

@@ -394,6 +394,9 @@ var PolicyHooks = []string{"route", "expiry", "confirm"}
 type PolicyPush struct {
 	Hook   string `cbor:"1,keyasint"`
 	Module []byte `cbor:"2,keyasint"`
+	// TimeoutMs is how long the sender waits for the answer: the node
+	// answers within it or changes nothing. 0: the node's own bound.
+	TimeoutMs int64 `cbor:"3,keyasint,omitempty"`
 }
 
 // PolicyHook names a hook to roll back or clear.
@@ -416,6 +419,21 @@ type PolicyInfo struct {
 	P99Micros     int64  `cbor:"9,keyasint,omitempty"`
 	// LastGoodHash is what a rollback would restore.
 	LastGoodHash string `cbor:"10,keyasint,omitempty"`
+	// Modules are the counters of every module the node remembers for
+	// the hook (active, last good, replaced, deactivated), oldest first.
+	Modules []PolicyModuleInfo `cbor:"11,keyasint,omitempty"`
+}
+
+// PolicyModuleInfo is one module's record for a hook.
+type PolicyModuleInfo struct {
+	Hash string `cbor:"1,keyasint"`
+	// State is active, last_good, replaced or deactivated.
+	State     string `cbor:"2,keyasint"`
+	Calls     uint64 `cbor:"3,keyasint,omitempty"`
+	Errors    uint64 `cbor:"4,keyasint,omitempty"`
+	Fallbacks uint64 `cbor:"5,keyasint,omitempty"`
+	// Deactivated says why the node deactivated the module, if it did.
+	Deactivated string `cbor:"6,keyasint,omitempty"`
 }
 
 // PolicyList answers policy-list: one entry per hook.
@@ -430,6 +448,8 @@ type PolicyTest struct {
 	Hook   string          `cbor:"1,keyasint"`
 	Module []byte          `cbor:"2,keyasint"`
 	Input  cbor.RawMessage `cbor:"3,keyasint,omitempty"`
+	// TimeoutMs is as in PolicyPush.
+	TimeoutMs int64 `cbor:"4,keyasint,omitempty"`
 }
 
 // PolicyTestResult is the hook's checked output (CBOR, see wasm/ABI.md)
