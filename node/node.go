@@ -89,12 +89,12 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	n := &Node{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		started: cfg.Clock.Now(),
-		workers: make(chan struct{}, cfg.Workers),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		started:  cfg.Clock.Now(),
+		workers:  make(chan struct{}, cfg.Workers),
 		inFlight: newByteBudget(int64(cfg.MaxBytesInFlight)),
-		stop:    make(chan struct{}),
+		stop:     make(chan struct{}),
 	}
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
 	n.warn = newWarnings(cfg.Logger)

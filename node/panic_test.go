@@ -12,7 +12,6 @@ import (
 	"github.com/edgereg/edgereg/wire/pki"
 )
 
-
 // TestHandlerPanicIsRecovered is issue 10's item 13: a panic in one request
 // handler is answered with an internal error, counted and logged with the
 // request's kind, and the node, the stream and the worker slot survive.
