@@ -67,6 +67,11 @@ failing over between nodes, until interrupted.`,
 				return err
 			}
 			if watch {
+				if cmd.Flags().Changed("fanout") {
+					// runWatch (brokercmd.go) watches through the route
+					// client's default fanout.
+					return usageError{fmt.Errorf("--fanout goes without --watch: a watch merges %d nodes", routeclient.DefaultFanout)}
+				}
 				return runWatch(cmd, g, s, topics, attrs)
 			}
 			if wait < 0 {
