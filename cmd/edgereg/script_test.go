@@ -63,7 +63,8 @@ func TestJSONOutputIsSnakeCase(t *testing.T) {
 	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir}
 	for _, args := range [][]string{
 		{"route", "orders"}, {"clusters"}, {"topics"}, {"leases"}, {"version"},
-		{"kv", "put", "ns", "k", "v"}, {"kv", "get", "ns", "k"},
+		{"kv", "put", "ns", "k", "v"}, {"kv", "get", "ns", "k"}, {"kv", "del", "ns", "k"},
+		{"perm", "wipe", "broker-a"}, {"perm", "add", "broker-a"},
 		{"node", "--print-config"},
 		{"cert", "issue", "--role", "client", "--name", "json-client", "--out", t.TempDir()},
 	} {
