@@ -31,11 +31,6 @@ func TestRouteMergesNodes(t *testing.T) {
 	}
 	checkSnakeCase(t, "route (merged)", out)
 
-	// --fanout 1 asks one node at a time, as before: the empty node's
-	// "not found" is then taken as the answer.
-	if _, _, code := run(t, env, "route", "orders", "--wait", "0", "--fanout", "1"); code != exitNotFound {
-		t.Errorf("route --fanout 1 with the empty node first: exit %d, want %d", code, exitNotFound)
-	}
 	// Not found is final only when every node asked says so.
 	if _, _, code := run(t, env, "route", "nope", "--wait", "0"); code != exitNotFound {
 		t.Errorf("route of a topic no node knows: exit %d, want %d", code, exitNotFound)
