@@ -26,9 +26,11 @@ const (
 	DefaultMaxConnsPerHost   = 64
 	DefaultMaxStreamsPerConn = 100
 	DefaultReadTimeout       = 10 * time.Second
+	DefaultWriteTimeout      = 10 * time.Second
 	DefaultIdleTimeout       = 5 * time.Minute
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultMaxWatchesPerConn = 10_000
+	DefaultMaxBytesInFlight  = 256 << 20
 )
 
 // Default admission limits (see Config).
@@ -111,6 +113,13 @@ type Config struct {
 	// MaxRequestLen caps frames from clients; MaxBrokerFrameLen from brokers
 	// and operators.
 	MaxRequestLen, MaxBrokerFrameLen int
+	// MaxBytesInFlight bounds the bytes of request frames being received
+	// at once, over all connections: a frame's buffer grows only as its
+	// bytes arrive and only within this budget, so memory follows bytes
+	// received, never lengths peers declare. A frame that cannot get
+	// budget within the read timeout is cut off as a slow sender. At least
+	// the largest frame size limit. Default 256 MiB.
+	MaxBytesInFlight int
 	// Workers bounds requests handled at once. Default 8 per CPU.
 	Workers int
 	// BrokerWorkers is a pool of its own for the requests of brokers and
@@ -121,6 +130,10 @@ type Config struct {
 	// ReadTimeout bounds how long a started frame may take to arrive; a slow
 	// sender is cut off. Default 10 s.
 	ReadTimeout time.Duration
+	// WriteTimeout bounds how long a frame the node writes may wait for
+	// the peer to take it (QUIC flow control): a peer that stops reading
+	// gets its stream reset with code 0x20. Default 10 s.
+	WriteTimeout time.Duration
 	// IdleTimeout closes a stream that sends nothing for this long. Default
 	// 5 min (a broker heartbeats every 30 s).
 	IdleTimeout time.Duration
@@ -192,8 +205,10 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxRequestLen, wire.DefaultMaxRequestLen)
 	setDefault(&c.MaxBrokerFrameLen, wire.DefaultMaxBrokerFrameLen)
 	setDefault(&c.ReadTimeout, DefaultReadTimeout)
+	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
+	setDefault(&c.MaxBytesInFlight, DefaultMaxBytesInFlight)
 	setDefault(&c.PolicyCallTimeout, 20*time.Millisecond)
 	setDefault(&c.PolicyCacheDir, filepath.Join(c.DataDir, "wasm-cache"))
 	setDefault(&c.MaxPolicyUploadsPerMinute, DefaultMaxPolicyUploadsPerMinute)
@@ -255,7 +270,7 @@ func (c Config) Validate() error {
 		d    time.Duration
 	}{
 		{"--heartbeat-interval", c.HeartbeatInterval}, {"--expiry-threshold", c.ExpiryThreshold},
-		{"--scan-interval", c.ScanInterval}, {"--read-timeout", c.ReadTimeout}, {"--idle-timeout", c.IdleTimeout},
+		{"--scan-interval", c.ScanInterval}, {"--read-timeout", c.ReadTimeout}, {"--write-timeout", c.WriteTimeout}, {"--idle-timeout", c.IdleTimeout},
 		{"--policy-call-timeout", c.PolicyCallTimeout},
 		{"--min-lease-timeout", c.MinLeaseTimeout}, {"--max-lease-timeout", c.MaxLeaseTimeout},
 	}
@@ -280,7 +295,7 @@ func (c Config) Validate() error {
 		{"--max-broker-conns-per-host", c.MaxBrokerConnsPerHost},
 		{"--max-handshakes-per-host", c.MaxHandshakesPerHost}, {"--broker-workers", c.BrokerWorkers},
 		{"--max-request-size", c.MaxRequestLen}, {"--max-broker-frame-size", c.MaxBrokerFrameLen},
-		{"--max-watches-per-conn", c.MaxWatchesPerConn},
+		{"--max-watches-per-conn", c.MaxWatchesPerConn}, {"--max-bytes-in-flight", c.MaxBytesInFlight},
 		{"--max-policy-uploads-per-minute", c.MaxPolicyUploadsPerMinute},
 	}
 	for _, l := range limits {
@@ -300,6 +315,9 @@ func (c Config) Validate() error {
 		if l.v > wire.MaxFrameLen {
 			return fmt.Errorf("%s may not exceed %d bytes (the protocol's frame limit), got %d", l.flag, wire.MaxFrameLen, l.v)
 		}
+	}
+	if largest := max(c.MaxBrokerFrameLen, c.MaxRequestLen); c.MaxBytesInFlight < largest {
+		return fmt.Errorf("--max-bytes-in-flight %d is below the largest frame size limit %d (--max-request-size, --max-broker-frame-size): such a frame could never be received", c.MaxBytesInFlight, largest)
 	}
 	return nil
 }

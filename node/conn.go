@@ -2,14 +2,17 @@ package node
 
 import (
 	"encoding/binary"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -40,6 +43,7 @@ func (p peer) role() string {
 
 // connState is what a node keeps per connection.
 type connState struct {
+	ctx        context.Context // ends with the connection
 	peer       peer
 	frameLimit int
 	adm        *admitted // the connection's admission slot (admission.go)
@@ -47,9 +51,22 @@ type connState struct {
 	watches    int // topics watched over all streams of the connection
 }
 
+// testHookServeConn, when set, runs as a connection's service starts, before
+// the node records it; tests use it to land in Shutdown's windows.
+var testHookServeConn func()
+
 func (n *Node) serveConn(qc *quic.Conn) {
+	if testHookServeConn != nil {
+		testHookServeConn()
+	}
 	n.conns.Store(qc, struct{}{})
 	defer n.conns.Delete(qc)
+	if n.closing.Load() {
+		// Shutdown may have swept the connections before this one was
+		// stored; it sets closing before sweeping, so this sees it.
+		qc.CloseWithError(codeShutdown, "node shutting down")
+		return
+	}
 	n.stats.conns.Add(1)
 	defer n.stats.conns.Add(-1)
 	p, err := n.identify(qc)
@@ -65,7 +82,7 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		qc.CloseWithError(codeTooManyConns, "connection limit reached: retry later or use another node")
 		return
 	}
-	cs := &connState{peer: p, frameLimit: n.cfg.MaxRequestLen, adm: adm}
+	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, adm: adm}
 	if p.Role == pki.RoleBroker || p.Role == pki.RoleOperator {
 		cs.frameLimit = n.cfg.MaxBrokerFrameLen
 	}
@@ -103,7 +120,11 @@ func (n *Node) identify(qc *quic.Conn) (peer, error) {
 type streamWriter struct {
 	s       *quic.Stream
 	mu      sync.Mutex
-	timeout time.Duration
+	timeout time.Duration // the write timeout
+	// onTimeout runs once when a write times out, after the stream is
+	// reset.
+	onTimeout func()
+	failed    error
 }
 
 func (w *streamWriter) write(f *wire.Frame) error {
@@ -111,10 +132,32 @@ func (w *streamWriter) write(f *wire.Frame) error {
 	if err != nil {
 		return err
 	}
+	return w.writeRaw(buf)
+}
+
+// writeRaw writes an encoded frame, length prefix included. A peer that
+// does not take it within the write timeout has stopped reading: the
+// stream is reset in both directions with code 0x20 (PROTOCOL.md §4.3), so
+// the peer learns that the requests not answered were dropped, where a FIN
+// would have hidden it. After a failed write every later one fails too.
+func (w *streamWriter) writeRaw(buf []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.failed != nil {
+		return w.failed
+	}
 	w.s.SetWriteDeadline(time.Now().Add(w.timeout))
-	_, err = w.s.Write(buf)
+	_, err := w.s.Write(buf)
+	if err != nil {
+		w.failed = err
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.s.CancelWrite(codeStreamTimeout)
+			w.s.CancelRead(codeStreamTimeout)
+			if w.onTimeout != nil {
+				w.onTimeout()
+			}
+		}
+	}
 	return err
 }
 
@@ -123,7 +166,7 @@ func (w *streamWriter) write(f *wire.Frame) error {
 func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 	n.stats.streams.Add(1)
 	defer n.stats.streams.Add(-1)
-	w := &streamWriter{s: s, timeout: n.cfg.ReadTimeout}
+	w := &streamWriter{s: s, timeout: n.cfg.WriteTimeout, onTimeout: n.stats.timeouts.Inc}
 	var watch *watcher
 	defer func() {
 		if watch != nil {
@@ -136,7 +179,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 		if first {
 			idle = n.cfg.ReadTimeout // a new stream must say something soon
 		}
-		buf, err := n.readFrame(s, idle, cs.frameLimit)
+		buf, err := n.readFrame(cs, s, idle, cs.frameLimit)
 		if err != nil {
 			n.endStream(w, err)
 			return
@@ -159,8 +202,9 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 
 // readFrame reads one frame: the header may take up to idle, the body up to
 // the read timeout once the header has arrived. Oversized frames are refused
-// before their body is read.
-func (n *Node) readFrame(s *quic.Stream, idle time.Duration, limit int) ([]byte, error) {
+// before their body is read, and the body's buffer grows only as its bytes
+// arrive, within the node's budget of bytes in flight.
+func (n *Node) readFrame(cs *connState, s *quic.Stream, idle time.Duration, limit int) ([]byte, error) {
 	var hdr [wire.FrameHeaderLen]byte
 	s.SetReadDeadline(time.Now().Add(idle))
 	if _, err := io.ReadFull(s, hdr[:]); err != nil {
@@ -173,12 +217,49 @@ func (n *Node) readFrame(s *quic.Stream, idle time.Duration, limit int) ([]byte,
 	case size > limit:
 		return nil, &wire.FrameTooLargeError{Len: size, Limit: limit}
 	}
-	s.SetReadDeadline(time.Now().Add(n.cfg.ReadTimeout))
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(s, buf); err != nil {
-		return nil, err
+	deadline := time.Now().Add(n.cfg.ReadTimeout)
+	s.SetReadDeadline(deadline)
+	var held int64
+	defer func() { n.inFlight.release(held) }()
+	return wire.ReadBody(s, size, func(k int) error {
+		if err := n.inFlight.acquire(cs.ctx, int64(k), deadline); err != nil {
+			return err
+		}
+		held += int64(k)
+		return nil
+	})
+}
+
+// byteBudget bounds the bytes of frames being received at once over the
+// whole node (Config.MaxBytesInFlight). A reader takes budget before its
+// buffer grows and gives it back once the frame is read; one that cannot
+// get it by its read deadline is cut off like any slow sender.
+type byteBudget struct {
+	sem  *semaphore.Weighted
+	used atomic.Int64 // for the metric
+}
+
+func newByteBudget(size int64) *byteBudget {
+	return &byteBudget{sem: semaphore.NewWeighted(size)}
+}
+
+func (b *byteBudget) acquire(ctx context.Context, k int64, deadline time.Time) error {
+	if !b.sem.TryAcquire(k) {
+		ctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		if err := b.sem.Acquire(ctx, k); err != nil {
+			return os.ErrDeadlineExceeded
+		}
 	}
-	return buf, nil
+	b.used.Add(k)
+	return nil
+}
+
+func (b *byteBudget) release(k int64) {
+	if k > 0 {
+		b.used.Add(-k)
+		b.sem.Release(k)
+	}
 }
 
 // endStream closes a stream whose read failed, telling the peer why when

@@ -2,6 +2,8 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/edgereg/edgereg/node/kv"
@@ -30,7 +32,7 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
 	}
 	defer func() { <-pool }()
-	body, err := n.dispatch(cs, f, w, watch)
+	body, err := n.dispatchRecover(cs, f, w, watch)
 	if err != nil {
 		we := toWireError(err)
 		if we.Code == wire.CodeNotAuthorized {
@@ -60,6 +62,21 @@ func (n *Node) poolFor(cs *connState) chan struct{} {
 	return n.workers
 }
 
+// dispatchRecover is dispatch with a panic turned into an internal error
+// for this request alone (as CoreDNS's server does): counted, logged with
+// the request's kind and the stack, and the node keeps serving.
+func (n *Node) dispatchRecover(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) (body any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n.stats.panics.WithLabelValues(f.Type.String()).Inc()
+			n.log.Error("request handler panicked", "kind", f.Type.String(), "id", f.ID,
+				"role", cs.peer.role(), "remote", cs.peer.remote, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			body, err = nil, wire.Errorf(wire.CodeInternal, "internal error handling %s: reported in the node's log", f.Type)
+		}
+	}()
+	return n.dispatch(cs, f, w, watch)
+}
+
 func (n *Node) acquireWorker(pool chan struct{}) bool {
 	select {
 	case pool <- struct{}{}:
@@ -75,8 +92,15 @@ func (n *Node) acquireWorker(pool chan struct{}) bool {
 	}
 }
 
+// testHookDispatch, when set, runs before every request is dispatched;
+// tests use it to inject a failing handler.
+var testHookDispatch func(*wire.Frame)
+
 // dispatch decodes a request and runs it, returning the response body.
 func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) (any, error) {
+	if testHookDispatch != nil {
+		testHookDispatch(f)
+	}
 	switch f.Type {
 	case wire.TypeRegister:
 		return decodeRun(f, func(r *wire.Register) (any, error) { return n.register(cs, r) })
@@ -149,7 +173,7 @@ func (n *Node) dispatchAdmin(cs *connState, f *wire.Frame) (any, error) {
 	case wire.TypeNodeInfo:
 		return n.nodeInfo(), nil // node/info.go
 	}
-	return n.dispatchPolicy(f)
+	return n.dispatchPolicy(cs, f)
 }
 
 // decodeRun decodes a frame's body into a new T and runs fn on it.
@@ -184,7 +208,7 @@ func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
 			"addr", r.Addr, "topics", len(r.Topics), "epoch", res.Epoch, "remote", cs.peer.remote)
 	}
 	return wire.RegisterAck{
-		Lease:      leaseAck(res.Lease),
+		Lease:      n.leaseAck(r.Cluster, r.Addr, res.Lease),
 		MasterAddr: res.MasterAddr, MasterHAAddr: res.MasterHAAddr,
 	}, nil
 }
@@ -219,7 +243,7 @@ func (n *Node) updateTopics(cs *connState, u *wire.UpdateTopics) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return leaseAck(l), nil
+	return n.leaseAck(u.Cluster, u.Addr, l), nil
 }
 
 func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
@@ -231,7 +255,7 @@ func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
 		return nil, err
 	}
 	n.stats.heartbeats.Inc()
-	return leaseAck(l), nil
+	return n.leaseAck(h.Cluster, h.Addr, l), nil
 }
 
 func (n *Node) unregister(cs *connState, u *wire.Unregister) error {
@@ -248,8 +272,16 @@ func (n *Node) unregister(cs *connState, u *wire.Unregister) error {
 	return nil
 }
 
-func leaseAck(l registry.Lease) wire.LeaseAck {
-	return wire.LeaseAck{Epoch: l.Epoch, DeadlineMs: l.Deadline.UnixMilli(), VersionChanged: l.VersionChanged}
+// leaseAck answers a register, heartbeat or update, telling the broker the
+// node's heartbeat interval and the lease's threshold, so that a broker
+// configured for slower heartbeats follows the node instead of expiring.
+func (n *Node) leaseAck(cluster, addr string, l registry.Lease) wire.LeaseAck {
+	ack := wire.LeaseAck{Epoch: l.Epoch, DeadlineMs: l.Deadline.UnixMilli(), VersionChanged: l.VersionChanged,
+		HeartbeatIntervalMs: uint64(n.cfg.HeartbeatInterval.Milliseconds())}
+	if li, ok := n.reg.Lease(cluster, addr); ok && li.Threshold > 0 {
+		ack.ThresholdMs = uint64(li.Threshold.Milliseconds())
+	}
+	return ack
 }
 
 func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
@@ -259,10 +291,13 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 	if len(q.Topics) > MaxTopicsPerQuery {
 		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names %d topics, more than %d", len(q.Topics), MaxTopicsPerQuery)
 	}
-	out := wire.Routes{Results: make([]wire.RouteResult, len(q.Topics))}
-	for i, tv := range q.Topics {
-		out.Results[i] = n.routeResult(tv, cs.peer.ip, q.Client)
+	for _, tv := range q.Topics {
+		if err := registry.ValidTopicName(tv.Topic); err != nil {
+			return nil, err // code 1, as watch answers
+		}
 	}
+	out := wire.Routes{Results: make([]wire.RouteResult, len(q.Topics))}
+	n.policies.eachTopic(len(q.Topics), func(i int) { out.Results[i] = n.routeResult(q.Topics[i], cs.peer.ip, q.Client) })
 	n.describeRoutes(&out) // freshness: node/info.go
 	return &out, nil
 }

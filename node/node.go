@@ -60,6 +60,7 @@ type Node struct {
 	tr       *quic.Transport
 	ln       *quic.Listener
 	workers  chan struct{}
+	inFlight *byteBudget
 	closing  atomic.Bool
 	conns    sync.Map // *quic.Conn -> struct{}
 	lifeMu   sync.Mutex
@@ -92,6 +93,7 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger,
 		started: cfg.Clock.Now(),
 		workers: make(chan struct{}, cfg.Workers),
+		inFlight: newByteBudget(int64(cfg.MaxBytesInFlight)),
 		stop:    make(chan struct{}),
 	}
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
@@ -303,7 +305,9 @@ func (n *Node) spawn(f func()) bool {
 // Shutdown stops the node gracefully: it stops accepting connections,
 // lets requests in progress finish until ctx ends, closes every connection
 // telling peers to go elsewhere, and releases the port. KV config is
-// persisted on every change, so nothing else needs saving.
+// persisted on every change, so nothing else needs saving. Shutdown
+// returns by the time ctx ends: goroutines still running then are cut
+// off by closing the transport under them, and reported in the error.
 func (n *Node) Shutdown(ctx context.Context) error {
 	if !n.closing.CompareAndSwap(false, true) {
 		return ErrClosed
@@ -313,22 +317,55 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.ln.Close()
 	n.shutdownRemoting(ctx)
 	err := n.drainWorkers(ctx)
-	n.conns.Range(func(k, _ any) bool {
-		k.(*quic.Conn).CloseWithError(codeShutdown, "node shutting down")
-		return true
-	})
+	n.closeConns()
 	if n.admin != nil {
 		n.admin.shutdown(ctx)
 	}
 	n.lifeMu.Lock()
 	n.stopped = true
 	n.lifeMu.Unlock()
-	n.wg.Wait()
+	if werr := n.waitGoroutines(ctx); werr != nil {
+		err = errors.Join(err, werr)
+	}
 	n.policies.close()
 	n.tr.Close()
 	n.udp.Close()
 	n.log.Info("node stopped")
 	return err
+}
+
+// closeConns closes every connection the node has recorded. A connection
+// recorded after the sweep closes itself: it sees closing, set before.
+func (n *Node) closeConns() {
+	n.conns.Range(func(k, _ any) bool {
+		k.(*quic.Conn).CloseWithError(codeShutdown, "node shutting down")
+		return true
+	})
+}
+
+// waitGoroutines waits for every goroutine of the node until ctx ends;
+// then it closes the connections again and the transport, which ends
+// every stream read and write, and gives up waiting.
+func (n *Node) waitGoroutines(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		n.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	n.closeConns()
+	n.tr.Close()
+	select {
+	case <-done:
+		return nil
+	default:
+		n.log.Warn("shutdown deadline reached with connections still being served")
+		return fmt.Errorf("shutdown: connections still being served at the deadline: %w", ctx.Err())
+	}
 }
 
 // drainWorkers waits for requests in progress by taking every worker slot;

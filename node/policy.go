@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,11 @@ import (
 const (
 	DefaultMaxPolicyUploadsPerMinute = 10
 	DefaultPolicyDirInterval         = 10 * time.Second
+	// DefaultPolicyUploadTimeout bounds an upload whose sender did not say
+	// how long it waits (PolicyPush.TimeoutMs); MaxPolicyUploadTimeout
+	// bounds any upload.
+	DefaultPolicyUploadTimeout = 30 * time.Second
+	MaxPolicyUploadTimeout     = 5 * time.Minute
 )
 
 // policies binds the WebAssembly policy host to the node: the Set filters
@@ -29,7 +35,8 @@ const (
 type policies struct {
 	host    *wasm.Host
 	set     *wasm.Set
-	uploads *rateLimit
+	uploads *rateLimit // policy-push
+	tests   *rateLimit // policy-test: its own budget, so tests never block a push
 	dirMu   sync.Mutex
 	dirSig  string // what the policy directory held when last loaded
 }
@@ -49,24 +56,24 @@ func newPolicies(cfg Config) (*policies, error) {
 		host.Close(ctx)
 		return nil, fmt.Errorf("policy store: %w", err)
 	}
+	// Saved modules are restored in the background: the node serves (with
+	// the built-in behaviour) and reports ready while they compile.
 	set, err := wasm.NewSet(ctx, host, wasm.SetConfig{
-		DefaultThreshold:  cfg.ExpiryThreshold,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		Store:             store,
-		Now:               cfg.Clock.Now,
-		Logger:            cfg.Logger,
+		DefaultThreshold:    cfg.ExpiryThreshold,
+		HeartbeatInterval:   cfg.HeartbeatInterval,
+		Store:               store,
+		RestoreInBackground: true,
+		Now:                 cfg.Clock.Now,
+		Logger:              cfg.Logger,
 	})
 	if err != nil {
 		host.Close(ctx)
 		return nil, fmt.Errorf("restore policies: %w", err)
 	}
-	p := &policies{host: host, set: set, uploads: newRateLimit(cfg.MaxPolicyUploadsPerMinute, time.Minute, cfg.Clock)}
-	for _, st := range set.List() {
-		if st.Active != nil {
-			cfg.Logger.Info("policy restored", "hook", st.Hook.String(), "hash", st.Active.Hash, "size", st.Active.Size)
-		}
-	}
-	return p, nil
+	return &policies{host: host, set: set,
+		uploads: newRateLimit(cfg.MaxPolicyUploadsPerMinute, time.Minute, cfg.Clock),
+		tests:   newRateLimit(cfg.MaxPolicyUploadsPerMinute, time.Minute, cfg.Clock),
+	}, nil
 }
 
 func (p *policies) close() {
@@ -80,14 +87,39 @@ func (p *policies) filter(addr string, attrs wire.ClientAttrs, topic string, ver
 	return out, v
 }
 
-func (n *Node) dispatchPolicy(f *wire.Frame) (any, error) {
+// eachTopic runs fn for 0..count-1: with a route policy active, on up to
+// the instance pool's size of goroutines, so a read of many topics costs
+// about count/pool guest calls in time rather than count; without one, in
+// turn on the caller's goroutine.
+func (p *policies) eachTopic(count int, fn func(i int)) {
+	workers := min(p.host.Config().PoolSize, count)
+	if workers <= 1 || !p.set.Active(wasm.HookRouteFilter) {
+		for i := range count {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < count; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (n *Node) dispatchPolicy(cs *connState, f *wire.Frame) (any, error) {
+	by := wasm.Change{By: cs.peer.Name}
 	switch f.Type {
 	case wire.TypePolicyPush:
-		return decodeRun(f, n.policyPush)
+		return decodeRun(f, func(r *wire.PolicyPush) (any, error) { return n.policyPush(r, by) })
 	case wire.TypePolicyList:
 		return n.policyList(), nil
 	case wire.TypePolicyRollback, wire.TypePolicyRemove:
-		return decodeRun(f, func(h *wire.PolicyHook) (any, error) { return n.policyChange(f.Type, h.Hook) })
+		return decodeRun(f, func(h *wire.PolicyHook) (any, error) { return n.policyChange(f.Type, h.Hook, by) })
 	case wire.TypePolicyTest:
 		return decodeRun(f, n.policyTest)
 	}
@@ -102,16 +134,32 @@ func parseHook(name string) (wasm.Hook, error) {
 	return h, nil
 }
 
-// validate checks an uploaded module, within the upload rate limit.
-func (n *Node) validateModule(hookName string, module []byte) (wasm.Hook, *wasm.Module, error) {
+// uploadContext bounds an upload by what its sender said it waits
+// (timeoutMs), or by the node's default, and never beyond the maximum.
+func uploadContext(timeoutMs int64) (context.Context, context.CancelFunc) {
+	d := DefaultPolicyUploadTimeout
+	if timeoutMs > 0 {
+		d = time.Duration(min(timeoutMs, MaxPolicyUploadTimeout.Milliseconds())) * time.Millisecond
+	}
+	return context.WithTimeout(context.Background(), d)
+}
+
+// validateModule checks an uploaded module within limit and ctx.
+func (n *Node) validateModule(ctx context.Context, limit *rateLimit, what, hookName string, module []byte) (wasm.Hook, *wasm.Module, error) {
 	h, err := parseHook(hookName)
 	if err != nil {
 		return 0, nil, err
 	}
-	if !n.policies.uploads.allow() {
-		return 0, nil, wire.Errorf(wire.CodeOverloaded, "more than %d policy uploads in a minute: wait and retry", n.cfg.MaxPolicyUploadsPerMinute)
+	if !limit.allow() {
+		return 0, nil, wire.Errorf(wire.CodeOverloaded, "more than %d policy %ss in a minute: wait and retry", n.cfg.MaxPolicyUploadsPerMinute, what)
 	}
-	m, err := n.policies.host.Validate(context.Background(), module)
+	m, err := n.policies.host.Validate(ctx, module)
+	if ctx.Err() != nil {
+		if m != nil {
+			m.Close()
+		}
+		return 0, nil, wire.Errorf(wire.CodeTimeout, "policy %s did not finish within its deadline: nothing changed", what)
+	}
 	if err != nil {
 		return 0, nil, wire.Errorf(wire.CodeBadRequest, "policy module refused: %v", err)
 	}
@@ -122,28 +170,36 @@ func (n *Node) validateModule(hookName string, module []byte) (wasm.Hook, *wasm.
 	return h, m, nil
 }
 
-func (n *Node) policyPush(req *wire.PolicyPush) (any, error) {
-	h, m, err := n.validateModule(req.Hook, req.Module)
+// policyPush validates and activates a module. An upload that does not
+// finish within its deadline changes nothing: the sender has given up and
+// was told it failed.
+func (n *Node) policyPush(req *wire.PolicyPush, by wasm.Change) (any, error) {
+	ctx, cancel := uploadContext(req.TimeoutMs)
+	defer cancel()
+	h, m, err := n.validateModule(ctx, n.policies.uploads, "upload", req.Hook, req.Module)
 	if err != nil {
 		return nil, err
 	}
 	defer m.Close()
-	if err := n.policies.set.Activate(h, m); err != nil {
+	if ctx.Err() != nil {
+		return nil, wire.Errorf(wire.CodeTimeout, "policy upload did not finish within its deadline: nothing changed")
+	}
+	by.Source = "upload"
+	if err := n.policies.set.ActivateAs(h, m, by); err != nil {
 		return nil, fmt.Errorf("activate policy: %w", err)
 	}
-	n.log.Info("policy activated", "hook", h.String(), "hash", m.Hash(), "size", m.Size(), "source", "upload")
 	return n.policyInfo(h), nil
 }
 
-func (n *Node) policyChange(t wire.Type, hookName string) (any, error) {
+func (n *Node) policyChange(t wire.Type, hookName string, by wasm.Change) (any, error) {
 	h, err := parseHook(hookName)
 	if err != nil {
 		return nil, err
 	}
 	if t == wire.TypePolicyRollback {
-		err = n.policies.set.Rollback(h)
+		err = n.policies.set.RollbackAs(h, by)
 	} else {
-		err = n.policies.set.Remove(h)
+		err = n.policies.set.RemoveAs(h, by)
 	}
 	if errors.Is(err, wasm.ErrNoLastGood) {
 		return nil, wire.Errorf(wire.CodeNotFound, "the %s hook has no earlier policy to roll back to", h)
@@ -151,14 +207,13 @@ func (n *Node) policyChange(t wire.Type, hookName string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := n.policyInfo(h)
-	action := map[wire.Type]string{wire.TypePolicyRollback: "policy rolled back", wire.TypePolicyRemove: "policy removed"}[t]
-	n.log.Info(action, "hook", h.String(), "active", info.Hash, "by", "operator")
-	return info, nil
+	return n.policyInfo(h), nil
 }
 
 func (n *Node) policyTest(req *wire.PolicyTest) (any, error) {
-	h, m, err := n.validateModule(req.Hook, req.Module)
+	ctx, cancel := uploadContext(req.TimeoutMs)
+	defer cancel()
+	h, m, err := n.validateModule(ctx, n.policies.tests, "test", req.Hook, req.Module)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +224,8 @@ func (n *Node) policyTest(req *wire.PolicyTest) (any, error) {
 			return nil, err
 		}
 	}
-	out, took, err := m.Trial(context.Background(), h, input, 10*time.Second, 10*time.Minute)
+	cfg := n.policies.host.Config()
+	out, took, err := m.Trial(ctx, h, input, cfg.MinThreshold, cfg.MaxThreshold)
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeBadRequest, "policy test of %.12s: %v", m.Hash(), err)
 	}
@@ -189,7 +245,7 @@ func (n *Node) policyInfo(h wasm.Hook) wire.PolicyInfo {
 		if st.Hook != h {
 			continue
 		}
-		info := wire.PolicyInfo{Hook: hookName(h), Calls: st.Calls, Errors: st.Errors, Fallbacks: st.Fallbacks,
+		info := wire.PolicyInfo{Hook: h.String(), Calls: st.Calls, Errors: st.Errors, Fallbacks: st.Fallbacks,
 			P50Micros: st.P50.Microseconds(), P99Micros: st.P99.Microseconds()}
 		if st.Active != nil {
 			info.Hash, info.Size, info.ActivatedAtMs = st.Active.Hash, st.Active.Size, st.ActivatedAt.UnixMilli()
@@ -197,22 +253,13 @@ func (n *Node) policyInfo(h wasm.Hook) wire.PolicyInfo {
 		if st.LastGood != nil {
 			info.LastGoodHash = st.LastGood.Hash
 		}
+		for _, ms := range st.Modules {
+			info.Modules = append(info.Modules, wire.PolicyModuleInfo{Hash: ms.Hash, State: ms.State,
+				Calls: ms.Calls, Errors: ms.Errors, Fallbacks: ms.Fallbacks, Deactivated: ms.Deactivated})
+		}
 		return info
 	}
-	return wire.PolicyInfo{Hook: hookName(h)}
-}
-
-// hookName spells a hook as the protocol and CLI do.
-func hookName(h wasm.Hook) string {
-	switch h {
-	case wasm.HookRouteFilter:
-		return "route"
-	case wasm.HookExpiryThreshold:
-		return "expiry"
-	case wasm.HookExpiryConfirm:
-		return "confirm"
-	}
-	return h.String()
+	return wire.PolicyInfo{Hook: h.String()}
 }
 
 // statusPolicies feeds the status page.
@@ -222,8 +269,8 @@ func (n *Node) statusPolicies() []PolicyStatus {
 		if st.Active == nil {
 			continue
 		}
-		out = append(out, PolicyStatus{Hook: hookName(st.Hook), Hash: st.Active.Hash, Size: st.Active.Size,
-			ActivatedAt: st.ActivatedAt, Calls: st.Calls, Errors: st.Errors,
+		out = append(out, PolicyStatus{Hook: st.Hook.String(), Hash: st.Active.Hash, Size: st.Active.Size,
+			ActivatedAt: st.ActivatedAt, Calls: st.Calls, Errors: st.Errors, Fallbacks: st.Fallbacks,
 			P50Micros: float64(st.P50.Microseconds()), P99Micros: float64(st.P99.Microseconds())})
 	}
 	return out
@@ -253,11 +300,6 @@ func (n *Node) loadPolicyDir() {
 		return
 	}
 	p.dirSig = sig
-	for _, st := range p.set.List() {
-		if st.Active != nil {
-			n.log.Info("policy active", "hook", st.Hook.String(), "hash", st.Active.Hash, "source", n.cfg.PolicyDir)
-		}
-	}
 }
 
 // dirSignature summarizes a directory's files by name, size and
@@ -280,27 +322,32 @@ func dirSignature(dir string) (string, error) {
 	return fmt.Sprint(parts), err
 }
 
-// policyCollector exports each hook's call statistics as metrics.
+// policyCollector exports each hook's call statistics as metrics, per
+// module (labels hook and module, the hash's first 12 hex digits): the
+// counters of a module never go backwards while the node remembers it,
+// across pushes, rollbacks and restores.
 type policyCollector struct {
 	n                                  *Node
-	calls, errors, fallbacks, p50, p99 *prometheus.Desc
+	calls, errors, fallbacks, duration *prometheus.Desc
+	active, guestOutput                *prometheus.Desc
 }
 
 func newPolicyCollector(n *Node) *policyCollector {
-	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, []string{"hook"}, nil)
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &policyCollector{n: n,
-		calls:     d("edgereg_policy_calls_total", "Calls of the active policy module, by hook."),
-		errors:    d("edgereg_policy_errors_total", "Policy calls the guest failed, by hook."),
-		fallbacks: d("edgereg_policy_fallbacks_total", "Policy calls answered by the built-in behaviour, by hook."),
-		p50:       d("edgereg_policy_call_p50_seconds", "Median policy call time, by hook."),
-		p99:       d("edgereg_policy_call_p99_seconds", "99th percentile policy call time, by hook."),
+		calls:       d("edgereg_policy_calls_total", "Calls of a policy module, by hook and module.", "hook", "module"),
+		errors:      d("edgereg_policy_errors_total", "Policy calls the guest failed (trap, timeout, bad output), by hook and module.", "hook", "module"),
+		fallbacks:   d("edgereg_policy_fallbacks_total", "Policy calls answered by the built-in behaviour, by hook and module.", "hook", "module"),
+		duration:    d("edgereg_policy_call_duration_seconds", "Time of policy calls, by hook and module.", "hook", "module"),
+		active:      d("edgereg_policy_active", "1 for the module active for a hook.", "hook", "module"),
+		guestOutput: d("edgereg_policy_guest_output_bytes_total", "Bytes policy modules wrote to stdout and stderr (discarded)."),
 	}
 }
 
 func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.calls, c.errors, c.fallbacks, c.p50, c.p99} {
+	for _, d := range []*prometheus.Desc{c.calls, c.errors, c.fallbacks, c.duration, c.active, c.guestOutput} {
 		ch <- d
 	}
 }
@@ -309,13 +356,28 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.n.policies == nil {
 		return
 	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(c.guestOutput, c.n.policies.host.GuestOutputBytes())
 	for _, st := range c.n.policies.set.List() {
-		h := hookName(st.Hook)
-		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(st.Calls), h)
-		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(st.Errors), h)
-		ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(st.Fallbacks), h)
-		ch <- prometheus.MustNewConstMetric(c.p50, prometheus.GaugeValue, st.P50.Seconds(), h)
-		ch <- prometheus.MustNewConstMetric(c.p99, prometheus.GaugeValue, st.P99.Seconds(), h)
+		h := st.Hook.String()
+		for _, ms := range st.Modules {
+			mod := ms.Hash[:12]
+			counter(c.calls, ms.Calls, h, mod)
+			counter(c.errors, ms.Errors, h, mod)
+			counter(c.fallbacks, ms.Fallbacks, h, mod)
+			buckets := make(map[float64]uint64, len(ms.Times.Upper))
+			for i, u := range ms.Times.Upper {
+				buckets[u.Seconds()] = ms.Times.Cumulative[i]
+			}
+			ch <- prometheus.MustNewConstHistogram(c.duration, ms.Times.Count, ms.Times.Sum.Seconds(), buckets, h, mod)
+			active := 0.0
+			if ms.State == "active" {
+				active = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, active, h, mod)
+		}
 	}
 }
 

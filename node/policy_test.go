@@ -3,15 +3,20 @@ package node
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/edgereg/edgereg/wasm/wasmtest"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -118,9 +123,10 @@ func TestRoutePolicyEndToEnd(t *testing.T) {
 		t.Fatalf("policy list = %+v, %v", list, err)
 	}
 
-	// Active policies survive a restart.
+	// Active policies survive a restart (restored in the background).
 	tn.stop()
 	tn = startNodeIn(t, dir, tn.Addr().String(), nil)
+	waitRestored(t, tn)
 	op = tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)
 	if got, _ := groupsOf(t, tn.dial(pki.RoleClient), "zone-2"); !slices.Equal(got, []string{"group-b", "group-c"}) {
@@ -143,6 +149,16 @@ func TestRoutePolicyEndToEnd(t *testing.T) {
 }
 
 func reader2(tn *testNode) *client.Conn { return tn.dial(pki.RoleClient) }
+
+// waitRestored waits until the node has restored its saved policies.
+func waitRestored(t testing.TB, tn *testNode) {
+	t.Helper()
+	select {
+	case <-tn.policies.set.Restored():
+	case <-policyCtx(t).Done():
+		t.Fatal("saved policies were not restored")
+	}
+}
 
 func TestHostilePoliciesRefusedOrContained(t *testing.T) {
 	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 100 })
@@ -195,11 +211,13 @@ func TestPolicyTestAndUploadLimit(t *testing.T) {
 	if list, _ := op.PolicyList(ctx); list[1].Hash != "" {
 		t.Fatal("policy test activated the module")
 	}
-	if _, err := op.PolicyPush(ctx, "expiry", readModule(t, "jitter-threshold.wasm")); err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if _, err := op.PolicyPush(ctx, "expiry", readModule(t, "jitter-threshold.wasm")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := op.PolicyPush(ctx, "expiry", readModule(t, "jitter-threshold.wasm")); !errors.Is(err, wire.ErrOverloaded) {
-		t.Fatalf("third upload in a minute: %v", err)
+		t.Fatalf("third push in a minute: %v", err)
 	}
 }
 
@@ -222,9 +240,18 @@ func TestPolicyDirectory(t *testing.T) {
 }
 
 // TestHotSwapUnderLoad swaps route policies while readers read without
-// pause: no read may fail.
+// pause. No read may fail, and every read that ran entirely between two
+// swaps must show what the policy active then shows: the filtered route
+// while zone-affinity is active, the whole route after a remove. A read
+// the policy answered by falling back (the unfiltered route while the
+// policy is active) fails the test; so does any counted fallback.
 func TestHotSwapUnderLoad(t *testing.T) {
-	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 1000 })
+	tn := startNode(t, func(c *Config) {
+		c.MaxPolicyUploadsPerMinute = 1000
+		// A generous deadline: the test checks answers, and a Go guest
+		// under -race on a loaded machine can miss 20 ms.
+		c.PolicyCallTimeout = 2 * time.Second
+	})
 	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)
@@ -234,7 +261,11 @@ func TestHotSwapUnderLoad(t *testing.T) {
 	if _, err := op.PolicyPush(ctx, "route", module); err != nil {
 		t.Fatal(err)
 	}
-	var reads, failed atomic.Int64
+	// gen is odd while a swap is in progress; gen/2 swaps are complete.
+	// After k swaps (swap i pushes when i is odd, removes when even) the
+	// policy is active when k == 0 or k-1 is odd.
+	var gen, reads, failed, checked, wrong atomic.Int64
+	filtered := func(k int64) bool { return k == 0 || (k-1)%2 == 1 }
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 {
@@ -248,29 +279,394 @@ func TestHotSwapUnderLoad(t *testing.T) {
 					return
 				default:
 				}
+				g1 := gen.Load()
 				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if _, _, err := c.Route(rctx, "t", wire.ClientAttrs{Zone: "zone-1"}); err != nil {
+				route, _, err := c.Route(rctx, "t", wire.ClientAttrs{Zone: "zone-1"})
+				cancel()
+				g2 := gen.Load()
+				reads.Add(1)
+				if err != nil {
 					t.Log(err)
 					failed.Add(1)
+					continue
 				}
-				cancel()
-				reads.Add(1)
+				if g1 != g2 || g1%2 == 1 {
+					continue // a swap overlapped the read: either answer is right
+				}
+				checked.Add(1)
+				want := 3
+				if filtered(g1 / 2) {
+					want = 2
+				}
+				if len(route.Brokers) != want {
+					wrong.Add(1)
+					t.Errorf("after %d swaps a read saw %d groups, want %d", g1/2, len(route.Brokers), want)
+				}
 			}
 		}()
 	}
+	waitChecked := func() { // a few checked reads in every stable phase
+		target := checked.Load() + 5
+		for i := 0; checked.Load() < target && i < 10_000; i++ {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitChecked()
 	for i := range 10 {
+		gen.Add(1)
 		if i%2 == 1 {
-			_, err := op.PolicyPush(ctx, "route", module)
-			if err != nil {
+			if _, err := op.PolicyPush(ctx, "route", module); err != nil {
 				t.Error(err)
 			}
 		} else if _, err := op.PolicyRemove(ctx, "route"); err != nil {
 			t.Error(err)
 		}
+		gen.Add(1)
+		waitChecked()
 	}
 	close(stop)
 	wg.Wait()
+	t.Logf("%d reads, %d checked against the policy active at the time, %d wrong, %d failed", reads.Load(), checked.Load(), wrong.Load(), failed.Load())
+	if failed.Load() != 0 || checked.Load() < 10 {
+		t.Fatalf("%d of %d reads failed, %d checked", failed.Load(), reads.Load(), checked.Load())
+	}
+	list, err := op.PolicyList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list[0].Fallbacks != 0 {
+		t.Errorf("%d route reads fell back to the unfiltered route", list[0].Fallbacks)
+	}
+}
+
+// rss reads this process's resident set size: the node under test runs
+// in it.
+func rss(t testing.TB) int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skip("no /proc/self/statm")
+	}
+	f := strings.Fields(string(b))
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// TestHostileUploadsBounded pushes each hostile shape of issue 11 to a
+// running node while clients read routes: each is refused within its
+// deadline with a message naming the limit, the node's RSS stays within
+// 256 MiB of where it started, and every read meanwhile succeeds.
+func TestHostileUploadsBounded(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 1000 })
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	var reads, failed atomic.Int64
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		c := tn.dial(pki.RoleClient)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, _, err := c.Route(ctxT(t), "t", wire.ClientAttrs{Zone: "zone-1"}); err != nil {
+					t.Log(err)
+					failed.Add(1)
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	for i := 0; reads.Load() < 20; i++ { // the readers are warm
+		if i > 10_000 {
+			t.Fatal("readers do not read")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	shapes := wasmtest.HostileShapes()
+	runtime.GC()
+	debug.FreeOSMemory()
+	base := rss(t)
+	wg.Add(1)
+	go func() { // samples the RSS
+		defer wg.Done()
+		for {
+			peak.Store(max(peak.Load(), rss(t)-base))
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	for _, sh := range shapes {
+		before := reads.Load()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		start := time.Now()
+		_, err := op.PolicyPush(ctx, "route", sh.Module)
+		took := time.Since(start)
+		cancel()
+		t.Logf("%-22s %8d bytes: answered in %v, %d reads meanwhile, peak RSS +%d MiB: %v",
+			sh.Name, len(sh.Module), took.Round(time.Millisecond), reads.Load()-before, peak.Load()>>20, err)
+		if !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), sh.Limit) {
+			t.Errorf("%s: push = %v, want a refusal naming %q", sh.Name, err, sh.Limit)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d reads during the uploads, %d failed; peak RSS growth %d MiB", reads.Load(), failed.Load(), peak.Load()>>20)
 	if failed.Load() != 0 || reads.Load() == 0 {
-		t.Fatalf("%d of %d reads failed during hot swaps", failed.Load(), reads.Load())
+		t.Errorf("%d of %d reads failed during the uploads", failed.Load(), reads.Load())
+	}
+	if peak.Load() > 256<<20 {
+		t.Errorf("RSS grew by %d MiB during the uploads, want under 256", peak.Load()>>20)
+	}
+	if list, _ := op.PolicyList(ctxT(t)); list[0].Hash != "" {
+		t.Errorf("a hostile module became active: %+v", list[0])
+	}
+}
+
+// TestPolicyDirBreakingLimitRefused: a module in --policy-dir that breaks
+// a structural limit is refused at start and the node serves anyway.
+func TestPolicyDirBreakingLimitRefused(t *testing.T) {
+	policyDir := t.TempDir()
+	bomb := wasmtest.HostileShapes()[0] // 2^32-1 locals
+	os.WriteFile(filepath.Join(policyDir, "route.wasm"), bomb.Module, 0o644)
+	var logs syncBuffer
+	tn := startNode(t, func(c *Config) {
+		c.PolicyDir = policyDir
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(logs.String(), "policy directory refused") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal logged:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "locals") {
+		t.Errorf("the refusal does not name the limit:\n%s", logs.String())
+	}
+	if got, _ := groupsOf(t, op, "zone-1"); len(got) != 3 {
+		t.Fatalf("the node serves %v, want every group (no policy)", got)
+	}
+}
+
+
+// TestUploadPastItsDeadlineChangesNothing: an upload the node cannot
+// finish within the deadline its sender gave is answered with code 15 and
+// activates nothing, then or later.
+func TestUploadPastItsDeadlineChangesNothing(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 100 })
+	op := tn.dial(pki.RoleOperator)
+	ctx := policyCtx(t)
+	// A custom section makes the module new to the compilation cache, so
+	// validating it starts a compile child, which takes more than 1 ms.
+	module := readModule(t, "jitter-threshold.wasm")
+	custom := "edgereg-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	module = append(module, 0, byte(len(custom)+2), byte(len(custom)))
+	module = append(append(module, custom...), 0) // wazero wants a byte of data
+	var info wire.PolicyInfo
+	err := op.Call(ctx, wire.TypePolicyPush, &wire.PolicyPush{Hook: "expiry", Module: module, TimeoutMs: 1}, &info)
+	if !errors.Is(err, wire.ErrTimeout) {
+		t.Fatalf("push with a 1 ms deadline: %v, want code 15", err)
+	}
+	// A test of the same module waits for any compilation of it in flight,
+	// so once it answers, the push has finished with everything it does.
+	if _, err := op.PolicyTest(ctx, "expiry", module, nil); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := op.PolicyList(ctx); list[1].Hash != "" {
+		t.Fatalf("the upload whose deadline passed was activated: %+v", list[1])
+	}
+}
+
+// TestPolicyTestsHaveTheirOwnBudget: tests do not use up the push budget.
+func TestPolicyTestsHaveTheirOwnBudget(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 2 })
+	op := tn.dial(pki.RoleOperator)
+	ctx := policyCtx(t)
+	module := readModule(t, "jitter-threshold.wasm")
+	for range 2 {
+		if _, err := op.PolicyTest(ctx, "expiry", module, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := op.PolicyTest(ctx, "expiry", module, nil); !errors.Is(err, wire.ErrOverloaded) {
+		t.Fatalf("third test in a minute: %v, want code 12", err)
+	}
+	if _, err := op.PolicyPush(ctx, "expiry", module); err != nil {
+		t.Fatalf("push after two tests: %v", err)
+	}
+}
+
+// TestServesWhileRestoring: a restarted node whose saved module must be
+// compiled again (no compilation cache) serves reads at once.
+func TestServesWhileRestoring(t *testing.T) {
+	dir := t.TempDir()
+	slow := func(c *Config) { c.PolicyCallTimeout = 2 * time.Second } // a Go guest under -race
+	tn := startNodeIn(t, dir, "127.0.0.1:0", slow)
+	if _, err := tn.dial(pki.RoleOperator).PolicyPush(policyCtx(t), "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	tn.stop()
+	start := time.Now()
+	tn = startNodeIn(t, dir, tn.Addr().String(), func(c *Config) { slow(c); c.PolicyCacheDir = t.TempDir() })
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	got, _ := groupsOf(t, tn.dial(pki.RoleClient), "zone-1")
+	served := time.Since(start)
+	restoring := true
+	select {
+	case <-tn.policies.set.Restored():
+		restoring = false
+	default:
+	}
+	t.Logf("first read served %v after start (%v groups), restore still running: %v", served.Round(time.Millisecond), got, restoring)
+	if !restoring {
+		t.Fatal("the restore finished before the first read: the test cannot tell whether reads wait for it")
+	}
+	if len(got) != 3 {
+		t.Errorf("during the restore zone-1 sees %v, want everything (built-in behaviour)", got)
+	}
+	waitRestored(t, tn)
+	if got, _ := groupsOf(t, op, "zone-1"); len(got) != 2 {
+		t.Errorf("after the restore zone-1 sees %v, want the policy's answer", got)
+	}
+}
+
+// TestEachTopicRunsInParallel: with a route policy active, a read's
+// topics are filtered on up to the pool size of goroutines at once.
+func TestEachTopicRunsInParallel(t *testing.T) {
+	tn := startNode(t, nil)
+	if _, err := tn.dial(pki.RoleOperator).PolicyPush(policyCtx(t), "route", readModule(t, "fixtures/empty-route.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	pool := tn.policies.host.Config().PoolSize
+	var running, most atomic.Int64
+	tn.policies.eachTopic(20, func(int) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for i := 0; running.Load() < int64(pool) && i < 2000; i++ {
+			time.Sleep(time.Millisecond) // wait for the others, bounded
+		}
+		most.Store(max(most.Load(), n, running.Load()))
+	})
+	if most.Load() != int64(pool) {
+		t.Fatalf("at most %d topics filtered at once, want the pool size %d", most.Load(), pool)
+	}
+}
+
+// metric returns the value of the sample of a family whose labels
+// include want (a histogram's count), or -1.
+func metric(t testing.TB, tn *testNode, family string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := tn.stats.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if have[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// TestPolicyMetricsNeverGoBackwards: policy counters are per (hook,
+// module) and survive pushes of other modules; call times are a
+// histogram; label values are spelled one way.
+func TestPolicyMetricsNeverGoBackwards(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 100; c.PolicyCallTimeout = 2 * time.Second })
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	zone, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"hook": "route", "module": zone.Hash[:12]}
+	groupsOf(t, reader, "zone-1")
+	groupsOf(t, reader, "zone-2")
+	before := metric(t, tn, "edgereg_policy_calls_total", labels)
+	if before < 2 {
+		t.Fatalf("calls of zone-affinity = %v, want at least 2", before)
+	}
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "fixtures/empty-route.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	groupsOf(t, reader, "zone-1")
+	if got := metric(t, tn, "edgereg_policy_calls_total", labels); got < before {
+		t.Errorf("calls of zone-affinity went from %v to %v after another push", before, got)
+	}
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	if got := metric(t, tn, "edgereg_policy_calls_total", labels); got < before {
+		t.Errorf("calls of zone-affinity went from %v to %v when it was pushed again", before, got)
+	}
+	if got := metric(t, tn, "edgereg_policy_call_duration_seconds", labels); got < before {
+		t.Errorf("call-time histogram count %v, want at least %v", got, before)
+	}
+	if _, err := op.PolicyRollback(ctx, "confirm"); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("rollback with nothing to roll back: %v", err)
+	}
+	if got := metric(t, tn, "edgereg_request_errors_total", map[string]string{"code": "not_found"}); got != 1 {
+		t.Errorf("errors with code not_found = %v, want 1", got)
+	}
+}
+
+// TestPolicyChangesLoggedOnceWithTheOperator: each activation, rollback
+// and removal is logged once, with the operator's certificate name and
+// the hook spelled as the CLI spells it.
+func TestPolicyChangesLoggedOnceWithTheOperator(t *testing.T) {
+	var logs syncBuffer
+	tn := startNode(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	if _, err := op.PolicyPush(ctx, "expiry", readModule(t, "jitter-threshold.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.PolicyRemove(ctx, "expiry"); err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{`msg="policy activated"`, `msg="policy removed"`} {
+		var lines []string
+		for l := range strings.SplitSeq(logs.String(), "\n") {
+			if strings.Contains(l, msg) {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 1 || !strings.Contains(lines[0], "hook=expiry") || !strings.Contains(lines[0], "by=test-operator") {
+			t.Errorf("%s logged as %q, want once with hook=expiry by=test-operator", msg, lines)
+		}
 	}
 }

@@ -32,6 +32,7 @@ type stats struct {
 	routeReads    [4]prometheus.Counter // by wire.RouteStatus
 	latency       map[wire.Type]prometheus.Observer
 	errors        *prometheus.CounterVec
+	panics        *prometheus.CounterVec
 }
 
 // routeResultLabels name route read results as the metrics show them.
@@ -57,7 +58,8 @@ func newStats(n *Node) *stats {
 	for _, r := range []string{"tls", "timeout", "other"} {
 		s.tlsFailures.WithLabelValues(r)
 	}
-	s.timeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_stream_timeouts_total", Help: "Streams cut off by a read deadline."})
+	s.timeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_stream_timeouts_total", Help: "Streams cut off by a read or write deadline (reset with 0x20)."})
+	s.panics = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_request_panics_total", Help: "Request handlers that panicked (answered with an internal error), by kind."}, []string{"kind"})
 	reads := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_route_reads_total", Help: "Route reads by result."}, []string{"result"})
 	for st, label := range routeResultLabels {
 		s.routeReads[st] = reads.WithLabelValues(label)
@@ -73,7 +75,7 @@ func newStats(n *Node) *stats {
 		}
 	}
 	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_request_errors_total", Help: "Requests answered with an error, by kind and code."}, []string{"kind", "code"})
-	for _, c := range []prometheus.Collector{s.registrations, s.heartbeats, s.expiries, s.badFrames, s.denied, s.refused, s.replaced, s.tlsFailures, s.timeouts, reads, lat, s.errors} {
+	for _, c := range []prometheus.Collector{s.registrations, s.heartbeats, s.expiries, s.badFrames, s.denied, s.refused, s.replaced, s.tlsFailures, s.timeouts, reads, lat, s.errors, s.panics} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() float64) {
@@ -81,6 +83,7 @@ func newStats(n *Node) *stats {
 	}
 	gauge("edgereg_connections", "Open QUIC connections.", func() float64 { return float64(s.conns.Load()) })
 	gauge("edgereg_streams", "Open streams.", func() float64 { return float64(s.streams.Load()) })
+	gauge("edgereg_frame_bytes_in_flight", "Bytes of request frames being received (budget: max bytes in flight).", func() float64 { return float64(n.inFlight.used.Load()) })
 	gauge("edgereg_leases", "Live broker leases.", func() float64 { return float64(n.reg.LeaseCount()) })
 	gauge("edgereg_topics", "Topics with a route.", func() float64 { return float64(n.reg.TopicCount()) })
 	gauge("edgereg_watch_streams", "Streams watching routes.", func() float64 { return float64(n.watches.watchers()) })

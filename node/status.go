@@ -97,6 +97,7 @@ type PolicyStatus struct {
 	ActivatedAt time.Time `json:"activated_at"`
 	Calls       uint64    `json:"calls"`
 	Errors      uint64    `json:"errors"`
+	Fallbacks   uint64    `json:"fallbacks"`
 	P50Micros   float64   `json:"p50_us"`
 	P99Micros   float64   `json:"p99_us"`
 }

@@ -29,39 +29,51 @@ func (m *Module) filterRoute(ctx context.Context, in *RouteFilterInput, orig *wi
 	if err != nil {
 		return wire.Route{}, 0, fmt.Errorf("filter route: encode input: %w", err)
 	}
-	var res RouteFilterOutput
+	var res struct {
+		Route *wire.Route `cbor:"1,keyasint"`
+	}
 	took, err := m.invoke(ctx, HookRouteFilter, input, func(out []byte) error {
 		if err := wire.Unmarshal(out, &res); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadOutput, err)
 		}
-		return checkSubset(orig, &res.Route)
+		if res.Route == nil {
+			// {} or only unknown keys: one typo would hide every broker.
+			return fmt.Errorf("%w: no route (key 1) in the output", ErrBadOutput)
+		}
+		return checkSubset(orig, res.Route)
 	})
 	if err != nil {
 		return wire.Route{}, took, err
 	}
-	canonical(&res.Route)
-	return res.Route, took, nil
+	canonical(res.Route)
+	return *res.Route, took, nil
 }
 
-// ExpiryThreshold calls the module's expiry threshold hook and clamps the
-// answer to [lo, hi].
+// ExpiryThreshold calls the module's expiry threshold hook; an answer
+// outside [lo, hi] is an error (ErrBadOutput), not clamped.
 func (m *Module) ExpiryThreshold(ctx context.Context, in ThresholdInput, lo, hi time.Duration) (time.Duration, error) {
 	d, _, err := m.expiryThreshold(ctx, &in, lo, hi)
 	return d, err
 }
 
 func (m *Module) expiryThreshold(ctx context.Context, in *ThresholdInput, lo, hi time.Duration) (time.Duration, time.Duration, error) {
+	in.MinMs, in.MaxMs = lo.Milliseconds(), hi.Milliseconds()
 	input, err := wire.Marshal(in)
 	if err != nil {
 		return 0, 0, fmt.Errorf("expiry threshold: encode input: %w", err)
 	}
 	var d time.Duration
 	took, err := m.invoke(ctx, HookExpiryThreshold, input, func(out []byte) error {
-		var res ThresholdOutput
+		var res struct {
+			ThresholdMs *int64 `cbor:"1,keyasint"`
+		}
 		if err := wire.Unmarshal(out, &res); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadOutput, err)
 		}
-		d, err = clampThreshold(res.ThresholdMs, lo, hi)
+		if res.ThresholdMs == nil {
+			return fmt.Errorf("%w: no threshold (key 1) in the output", ErrBadOutput)
+		}
+		d, err = checkThreshold(*res.ThresholdMs, lo, hi)
 		return err
 	})
 	return d, took, err
@@ -79,15 +91,20 @@ func (m *Module) confirmExpiry(ctx context.Context, in *ConfirmInput) ([]uint32,
 	if err != nil {
 		return nil, 0, fmt.Errorf("expiry confirm: encode input: %w", err)
 	}
-	var res ConfirmOutput
+	var res struct {
+		Remove *[]uint32 `cbor:"1,keyasint"`
+	}
 	took, err := m.invoke(ctx, HookExpiryConfirm, input, func(out []byte) error {
 		if err := wire.Unmarshal(out, &res); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadOutput, err)
 		}
-		return checkIndexes(res.Remove, len(in.Due))
+		if res.Remove == nil {
+			return fmt.Errorf("%w: no remove list (key 1) in the output", ErrBadOutput)
+		}
+		return checkIndexes(*res.Remove, len(in.Due))
 	})
 	if err != nil {
 		return nil, took, err
 	}
-	return res.Remove, took, nil
+	return *res.Remove, took, nil
 }

@@ -94,17 +94,15 @@ func canonical(r *wire.Route) {
 	}
 }
 
-// clampThreshold turns a guest's threshold into one the node may apply.
-// Non-positive values are errors rather than clamped: they mean the guest
-// computed nonsense, and the built-in default is the safer answer.
-func clampThreshold(ms int64, lo, hi time.Duration) (time.Duration, error) {
-	if ms <= 0 {
-		return 0, fmt.Errorf("%w: threshold %d ms is not positive", ErrBadOutput, ms)
+// checkThreshold turns a guest's threshold into one the node may apply.
+// A value outside [lo, hi] is an error, not clamped: it means the guest
+// computed nonsense (1 ms, 2^63-1), and the built-in default is the safer
+// answer than the nearest bound.
+func checkThreshold(ms int64, lo, hi time.Duration) (time.Duration, error) {
+	if ms < lo.Milliseconds() || ms > hi.Milliseconds() {
+		return 0, fmt.Errorf("%w: threshold %d ms is outside [%d, %d] ms", ErrBadOutput, ms, lo.Milliseconds(), hi.Milliseconds())
 	}
-	if ms >= int64(hi/time.Millisecond) { // also keeps ms*1ms from overflowing
-		return hi, nil
-	}
-	return max(time.Duration(ms)*time.Millisecond, lo), nil
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // checkIndexes verifies a confirmer's answer: indexes into due, each once.

@@ -121,7 +121,7 @@ func (s *Set) LoadDir(ctx context.Context, dir string) error {
 			errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
 			continue
 		}
-		if err := s.Activate(h, m); err != nil {
+		if err := s.ActivateAs(h, m, Change{Source: dir}); err != nil {
 			errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
 		}
 		_ = m.Close()

@@ -24,12 +24,19 @@ var (
 	ErrTimeout = errors.New("policy call exceeded its deadline")
 	// ErrBusy wraps ErrTimeout when no instance became free before the
 	// deadline: the pool is saturated, the module is not at fault.
-	ErrBusy       = fmt.Errorf("%w: no free instance", ErrTimeout)
-	ErrTrap       = errors.New("policy call trapped")
-	ErrGuest      = errors.New("policy reported an error")
-	ErrBadOutput  = errors.New("policy output is invalid")
-	ErrHookAbsent = errors.New("module does not implement the hook")
-	ErrClosed     = errors.New("closed")
+	ErrBusy = fmt.Errorf("%w: no free instance", ErrTimeout)
+	ErrTrap = errors.New("policy call trapped")
+	// ErrStackOverflow wraps ErrTrap when the guest overflowed wazero's call
+	// stack: such a call costs about 100 MB and runs past its deadline, so
+	// one deactivates the module.
+	ErrStackOverflow = fmt.Errorf("%w: stack overflow", ErrTrap)
+	ErrGuest         = errors.New("policy reported an error")
+	ErrBadOutput     = errors.New("policy output is invalid")
+	ErrHookAbsent    = errors.New("module does not implement the hook")
+	// ErrBadInput is a call the host did not make because its input is over
+	// a cap (client labels): a fallback, not the module's failure.
+	ErrBadInput = errors.New("policy input over a cap")
+	ErrClosed   = errors.New("closed")
 )
 
 // Errors of Set operations.

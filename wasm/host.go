@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -30,7 +32,10 @@ const (
 	// guest's runtime start-up in _initialize.
 	DefaultInitTimeout = 2 * time.Second
 	DefaultPoolSize    = 4
-	DefaultMaxOutput   = 1 << 20 // 1 MiB
+	// DefaultMaxInstances is 4 instances for each of 3 hooks of 4 modules
+	// (active, last good, one in validation, one in test).
+	DefaultMaxInstances = 48
+	DefaultMaxOutput    = 1 << 20 // 1 MiB
 )
 
 // HostConfig configures a Host. The zero value is usable.
@@ -48,11 +53,41 @@ type HostConfig struct {
 	CallTimeout time.Duration
 	// InitTimeout bounds creating an instance; default 2 s.
 	InitTimeout time.Duration
-	// PoolSize bounds the live instances of each module, and so the calls
-	// it runs at once; default 4.
+	// PoolSize bounds the live instances of each module for each hook,
+	// and so the calls it runs at once; default 4.
 	PoolSize int
+	// MaxConcurrentRouteCalls bounds the route filter calls running at once
+	// over all modules; with the expiry hooks (one call at a time each, off
+	// the heartbeat path) it bounds the wazero call stacks alive at once,
+	// which a recursing guest grows to about 150 MiB each; default
+	// GOMAXPROCS, at least 2 and at most 8.
+	MaxConcurrentRouteCalls int
+	// MaxInstances bounds the live instances of all modules and hooks
+	// together: the node-wide budget (ABI.md gives the memory it bounds);
+	// default 48.
+	MaxInstances int
 	// MaxOutputSize caps a guest's output in bytes; default 1 MiB.
 	MaxOutputSize int
+	// Limits bounds a module's structure (functions, locals, body size,
+	// nesting, br_table size, operand stack height, tables); checked on the
+	// bytes before wazero decodes them. Zero fields get the defaults.
+	Limits Limits
+	// MinThreshold and MaxThreshold are the range of expiry thresholds a
+	// policy may answer (outside it a call fails); default [10 s, 10 min].
+	// The dry run checks answers against it; a Set uses it unless its own
+	// config says otherwise.
+	MinThreshold, MaxThreshold time.Duration
+	// CompileMemory bounds, in bytes, what compiling one module may add to
+	// the compile child's address space; default 1 GiB.
+	CompileMemory int64
+	// CompileTimeout bounds compiling one module; default 60 s.
+	CompileTimeout time.Duration
+	// CompileInProcess compiles in the node's own process, without the
+	// child's memory and time limits; for platforms where a process cannot
+	// start itself. The structural limits still apply.
+	CompileInProcess bool
+	// MaxConcurrentCompiles bounds the modules compiled at once; default 2.
+	MaxConcurrentCompiles int
 	// GuestOutput receives what guests write to stdout and stderr, for
 	// debugging policies; default: discarded.
 	GuestOutput io.Writer
@@ -77,8 +112,31 @@ func (c *HostConfig) setDefaults() {
 	if c.PoolSize <= 0 {
 		c.PoolSize = DefaultPoolSize
 	}
+	if c.MaxConcurrentRouteCalls <= 0 {
+		c.MaxConcurrentRouteCalls = min(max(2, runtime.GOMAXPROCS(0)), 8)
+	}
+	if c.MaxInstances <= 0 {
+		c.MaxInstances = DefaultMaxInstances
+	}
 	if c.MaxOutputSize <= 0 {
 		c.MaxOutputSize = DefaultMaxOutput
+	}
+	c.Limits.setDefaults()
+	if c.MinThreshold <= 0 {
+		c.MinThreshold = DefaultMinThreshold
+	}
+	if c.MaxThreshold <= 0 {
+		c.MaxThreshold = DefaultMaxThreshold
+	}
+	c.MaxThreshold = max(c.MaxThreshold, c.MinThreshold)
+	if c.CompileMemory <= 0 {
+		c.CompileMemory = DefaultCompileMemory
+	}
+	if c.CompileTimeout <= 0 {
+		c.CompileTimeout = DefaultCompileTimeout * raceSlowdown
+	}
+	if c.MaxConcurrentCompiles <= 0 {
+		c.MaxConcurrentCompiles = 2
 	}
 	if c.GuestOutput == nil {
 		c.GuestOutput = io.Discard
@@ -91,18 +149,38 @@ func (c *HostConfig) setDefaults() {
 // Host compiles, validates and runs policy modules on one shared wazero
 // Runtime. It is safe for concurrent use.
 type Host struct {
-	cfg   HostConfig
-	rt    wazero.Runtime
-	cache wazero.CompilationCache
-
-	// validateMu serializes Validate: wazero keeps one compiled copy per
-	// module identity, so two concurrent compilations of the same bytes
-	// must not race to close each other's.
-	validateMu sync.Mutex
+	cfg      HostConfig
+	log      *slog.Logger
+	rt       wazero.Runtime
+	cache    wazero.CompilationCache
+	cacheDir string
+	tempDir  bool // cacheDir is the host's own, removed at Close
+	// compiles bounds the modules compiled at once.
+	compiles chan struct{}
+	// budget holds a token per live instance, across every module.
+	budget chan struct{}
+	// routeCalls holds a token per route filter call in progress.
+	routeCalls chan struct{}
+	// childPeak is the peak RSS of the last compile child, for tests.
+	childPeak atomic.Int64
+	// out receives guests' stdout and stderr and counts the bytes.
+	out *countingWriter
 
 	mu      sync.Mutex
 	modules map[string]*Module // by hash; each with its reference count
-	closed  bool
+	// compiling holds the compilation in progress of each hash: wazero
+	// keeps one compiled copy per module identity, so two compilations of
+	// the same bytes must not race to close each other's, while different
+	// modules compile side by side.
+	compiling map[string]*compileCall
+	closed    bool
+}
+
+// compileCall is one compilation in progress; done is closed when err is
+// set (nil on success, when the module is in Host.modules).
+type compileCall struct {
+	done chan struct{}
+	err  error
 }
 
 // NewHost starts a Host: a wazero Runtime that closes instances whose call
@@ -110,15 +188,21 @@ type Host struct {
 // import allow-list.
 func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	cfg.setDefaults()
-	cache, err := newCache(cfg.CacheDir)
+	dir, temp := cfg.CacheDir, false
+	if dir == "" {
+		// The compile child hands its work over through a cache directory,
+		// so a host without one gets a private one.
+		d, err := os.MkdirTemp("", "edgereg-wasm-cache")
+		if err != nil {
+			return nil, fmt.Errorf("wasm host: compilation cache: %w", err)
+		}
+		dir, temp = d, true
+	}
+	cache, err := newCache(dir)
 	if err != nil {
 		return nil, err
 	}
-	rc := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(cfg.MaxMemoryPages).
-		WithCompilationCache(cache)
-	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	rt := wazero.NewRuntimeWithConfig(ctx, runtimeConfig(cfg.MaxMemoryPages, cache))
 	// Guests may link only to the allow-listed functions (checkImports);
 	// with no preopened directory, empty args and environment, fake clocks
 	// and discarded stdio, none of them reaches anything outside the guest.
@@ -127,13 +211,13 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 		_ = cache.Close(ctx)
 		return nil, fmt.Errorf("wasm host: instantiate WASI: %w", err)
 	}
-	return &Host{cfg: cfg, rt: rt, cache: cache, modules: make(map[string]*Module)}, nil
+	return &Host{cfg: cfg, log: cfg.Logger, out: &countingWriter{w: cfg.GuestOutput}, rt: rt, cache: cache, cacheDir: dir, tempDir: temp,
+		compiles: make(chan struct{}, cfg.MaxConcurrentCompiles), budget: make(chan struct{}, cfg.MaxInstances),
+		routeCalls: make(chan struct{}, cfg.MaxConcurrentRouteCalls),
+		modules:    make(map[string]*Module), compiling: make(map[string]*compileCall)}, nil
 }
 
 func newCache(dir string) (wazero.CompilationCache, error) {
-	if dir == "" {
-		return wazero.NewCompilationCache(), nil
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("wasm host: compilation cache: %w", err)
 	}
@@ -142,6 +226,21 @@ func newCache(dir string) (wazero.CompilationCache, error) {
 		return nil, fmt.Errorf("wasm host: compilation cache in %s: %w", dir, err)
 	}
 	return cache, nil
+}
+
+// GuestOutputBytes counts the bytes guests wrote to stdout and stderr,
+// which go to HostConfig.GuestOutput (discarded by default).
+func (h *Host) GuestOutputBytes() uint64 { return h.out.n.Load() }
+
+// countingWriter counts what passes through it.
+type countingWriter struct {
+	w io.Writer
+	n atomic.Uint64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n.Add(uint64(len(p)))
+	return c.w.Write(p)
 }
 
 // Config returns the host's configuration with defaults filled in.
@@ -160,10 +259,13 @@ func (h *Host) Close(ctx context.Context) error {
 	h.modules = nil
 	h.mu.Unlock()
 	for _, m := range mods {
-		m.pool.close()
+		m.closePools()
 	}
-	err := h.rt.Close(ctx)
-	return errors.Join(err, h.cache.Close(ctx))
+	err := errors.Join(h.rt.Close(ctx), h.cache.Close(ctx))
+	if h.tempDir {
+		_ = os.RemoveAll(h.cacheDir)
+	}
+	return err
 }
 
 // Load reads a module from a file and validates it.
@@ -208,12 +310,41 @@ func (h *Host) Validate(ctx context.Context, module []byte) (*Module, error) {
 	}
 	sum := sha256.Sum256(module)
 	hash := hex.EncodeToString(sum[:])
-	h.validateMu.Lock()
-	defer h.validateMu.Unlock()
-	if m, err := h.lookup(hash); m != nil || err != nil {
-		return m, err
+	for {
+		m, call, err := h.lookup(hash)
+		if m != nil || err != nil {
+			return m, err
+		}
+		if call == nil { // this caller compiles
+			return h.validateNew(ctx, hash, module)
+		}
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("validate policy module %.12s: %w", hash, ctx.Err())
+		}
+		// A refusal is the same for the same bytes; a compilation that
+		// its own caller gave up on is tried again.
+		if call.err != nil && !isContextError(call.err) {
+			return nil, call.err
+		}
 	}
-	m, err := h.compile(ctx, hash, module)
+}
+
+func isContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// validateNew compiles and dry-runs a module no one else is compiling.
+func (h *Host) validateNew(ctx context.Context, hash string, module []byte) (m *Module, err error) {
+	defer func() { h.finishCompile(hash, m, err) }()
+	select {
+	case h.compiles <- struct{}{}:
+		defer func() { <-h.compiles }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("validate policy module %.12s: waiting for other compilations: %w", hash, ctx.Err())
+	}
+	m, err = h.compile(ctx, hash, module)
 	if err != nil {
 		return nil, err
 	}
@@ -221,36 +352,59 @@ func (h *Host) Validate(ctx context.Context, module []byte) (*Module, error) {
 		m.destroy(ctx)
 		return nil, err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		m.destroy(ctx)
-		return nil, fmt.Errorf("validate policy module: host %w", ErrClosed)
-	}
-	m.refs = 1
-	h.modules[hash] = m
 	return m, nil
 }
 
-// lookup returns the loaded module with the hash, with a new reference.
-func (h *Host) lookup(hash string) (*Module, error) {
+// finishCompile publishes a compilation's result to those waiting for it.
+func (h *Host) finishCompile(hash string, m *Module, err error) {
+	h.mu.Lock()
+	call := h.compiling[hash]
+	delete(h.compiling, hash)
+	if err == nil && h.closed {
+		err = fmt.Errorf("validate policy module: host %w", ErrClosed)
+		defer m.destroy(context.Background())
+	}
+	if err == nil {
+		m.refs = 1
+		h.modules[hash] = m
+	}
+	call.err = err
+	h.mu.Unlock()
+	close(call.done)
+}
+
+// lookup returns the loaded module with the hash, with a new reference;
+// or the compilation of it in progress; or neither, and then registers
+// the caller's compilation.
+func (h *Host) lookup(hash string) (*Module, *compileCall, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, fmt.Errorf("validate policy module: host %w", ErrClosed)
+		return nil, nil, fmt.Errorf("validate policy module: host %w", ErrClosed)
 	}
-	m := h.modules[hash]
-	if m != nil {
+	if m := h.modules[hash]; m != nil {
 		m.refs++
+		return m, nil, nil
 	}
-	return m, nil
+	if call := h.compiling[hash]; call != nil {
+		return nil, call, nil
+	}
+	h.compiling[hash] = &compileCall{done: make(chan struct{})}
+	return nil, nil, nil
 }
 
 // compile checks what can be checked without running the module.
 func (h *Host) compile(ctx context.Context, hash string, module []byte) (*Module, error) {
+	if _, ve := checkStructure(module, h.cfg.Limits); ve != nil {
+		ve.Hash = hash
+		return nil, ve
+	}
 	if ve := checkMemorySection(module, h.cfg.MaxMemoryPages); ve != nil {
 		ve.Hash = hash
 		return nil, ve
+	}
+	if err := h.compileIsolated(ctx, hash, module); err != nil {
+		return nil, err
 	}
 	cm, err := h.rt.CompileModule(ctx, module)
 	if err != nil {
@@ -270,7 +424,11 @@ func (h *Host) compile(ctx context.Context, hash string, module []byte) (*Module
 		hooks:    hooks,
 		hasInit:  hasInit,
 	}
-	m.pool = newPool(h.cfg.PoolSize, m.newInstance)
+	for _, hk := range Hooks {
+		if hooks.has(hk) {
+			m.pools[hk] = newPool(h.cfg.PoolSize, h.budget, m.newInstance)
+		}
+	}
 	return m, nil
 }
 

@@ -23,8 +23,8 @@ type Module struct {
 	compiled wazero.CompiledModule
 	hooks    hookSet
 	hasInit  bool
-	pool     *pool
-	refs     int // guarded by host.mu
+	pools    [numHooks]*pool // per hook, so one hook's load never starves another's
+	refs     int             // guarded by host.mu
 }
 
 // Hash returns the module's identity: the SHA-256 of its bytes in hex.
@@ -58,8 +58,16 @@ func (m *Module) Close() error {
 }
 
 func (m *Module) destroy(ctx context.Context) {
-	m.pool.close()
+	m.closePools()
 	_ = m.compiled.Close(ctx)
+}
+
+func (m *Module) closePools() {
+	for _, p := range m.pools {
+		if p != nil {
+			p.close()
+		}
+	}
 }
 
 // instance is one instantiation of a module with its exports resolved.
@@ -72,13 +80,14 @@ type instance struct {
 	stack [2]uint64
 }
 
-// newInstance instantiates the module and runs _initialize. It has its own
-// deadline, not the caller's: a Go guest's runtime start-up takes longer
-// than a call may, and an instance outlives the call that created it.
+// newInstance instantiates the module and runs _initialize, off the call
+// path (a pool's filler, or the dry run), under its own deadline: a Go
+// guest's runtime start-up takes longer than a call may. Canceling ctx
+// (a pool closing) ends it.
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.host.cfg.InitTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.host.cfg.InitTimeout)
 	defer cancel()
-	out := m.host.cfg.GuestOutput
+	out := m.host.out
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithStdout(out).WithStderr(out)
 	mod, err := m.host.rt.InstantiateModule(ctx, m.compiled, cfg)
 	if err != nil {
@@ -179,6 +188,9 @@ func callError(err error) error {
 		return fmt.Errorf("%w: guest exited with code %d", ErrTrap, exit.ExitCode())
 	}
 	msg, _, _ := strings.Cut(err.Error(), "\n")
+	if strings.HasSuffix(msg, "stack overflow") { // wazero's wasmruntime.ErrRuntimeStackOverflow
+		return ErrStackOverflow
+	}
 	return fmt.Errorf("%w: %s", ErrTrap, msg)
 }
 
@@ -192,9 +204,18 @@ func (m *Module) invoke(ctx context.Context, h Hook, input []byte, check func([]
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.host.cfg.CallTimeout)
 	defer cancel()
-	in, err := m.pool.get(ctx)
+	if h == HookRouteFilter {
+		select {
+		case m.host.routeCalls <- struct{}{}:
+			defer func() { <-m.host.routeCalls }()
+		case <-ctx.Done():
+			return 0, fmt.Errorf("policy module %.12s %s: %w: %w", m.hash, h, ErrBusy, ctx.Err())
+		}
+	}
+	pl := m.pools[h]
+	in, err := pl.get(ctx)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("policy module %.12s %s: %w", m.hash, h, err)
 	}
 	start := time.Now()
 	out, err := in.call(ctx, h, input, m.host.cfg.MaxOutputSize)
@@ -202,7 +223,7 @@ func (m *Module) invoke(ctx context.Context, h Hook, input []byte, check func([]
 	if err == nil {
 		err = check(out)
 	}
-	m.pool.put(in, err == nil)
+	pl.put(in, err == nil)
 	if err != nil {
 		return took, fmt.Errorf("policy module %.12s %s: %w", m.hash, h, err)
 	}

@@ -26,6 +26,11 @@ func (s *Set) RouteFilter(ctx context.Context, addr string, client wire.ClientAt
 		return route, routeVersion, nil
 	}
 	defer s.done(b)
+	if err := checkLabels(client.Labels); err != nil {
+		// Not the module's fault: counted as a fallback, not an error.
+		s.failed(ctx, b, 0, err)
+		return route, routeVersion, nil
+	}
 	now := s.cfg.Now()
 	k := s.memo.key(b.module, topic, routeVersion, addr, client.Zone, client.Labels)
 	if e := s.memo.get(k, now.UnixNano(), b.module, topic, routeVersion, addr, client.Zone, client.Labels); e != nil {
@@ -57,4 +62,25 @@ func (s *Set) RouteFilter(ctx context.Context, addr string, client wire.ClientAt
 	}
 	s.failed(ctx, b, took, err)
 	return route, routeVersion, ctx.Err()
+}
+
+// Caps on a client's labels: they are part of the memo key and of every
+// guest input, and a client chooses them.
+const (
+	MaxClientLabels     = 16
+	MaxClientLabelBytes = 256 // key plus value
+)
+
+// checkLabels refuses labels over the caps; the read then gets the
+// unfiltered route (the route filter fails open) and a fallback is counted.
+func checkLabels(labels map[string]string) error {
+	if len(labels) > MaxClientLabels {
+		return fmt.Errorf("%w: %d client labels, at most %d", ErrBadInput, len(labels), MaxClientLabels)
+	}
+	for k, v := range labels {
+		if len(k)+len(v) > MaxClientLabelBytes {
+			return fmt.Errorf("%w: client label %.32q is %d bytes, at most %d", ErrBadInput, k, len(k)+len(v), MaxClientLabelBytes)
+		}
+	}
+	return nil
 }

@@ -73,16 +73,30 @@ func sampleConfirmInput() ConfirmInput {
 // hooks, and calls every hook it implements once on the sample inputs,
 // with the same deadline and checks as real calls.
 func (m *Module) dryRun(ctx context.Context) error {
-	in, err := m.pool.get(ctx)
+	first := m.pools[m.Hooks()[0]]
+	in, err := first.getNew(ctx)
 	if err != nil {
 		return refuse(m.hash, ErrDryRun, "%v", err)
 	}
 	ve := m.checkInstance(ctx, in)
-	m.pool.put(in, ve == nil)
+	first.put(in, ve == nil)
 	if ve != nil {
 		return ve
 	}
+	for _, h := range Hooks {
+		if !m.hooks.has(h) && m.pools[h] != nil {
+			m.pools[h].close() // not in the module's edgereg_hooks mask
+			m.pools[h] = nil
+		}
+	}
 	for _, h := range m.Hooks() {
+		// Each hook's first instance is made here, so a module whose
+		// instantiation fails is refused with the reason.
+		in, err := m.pools[h].getNew(ctx)
+		if err != nil {
+			return refuse(m.hash, ErrDryRun, "%s: %v", h, err)
+		}
+		m.pools[h].put(in, true)
 		if err := m.dryRunHook(ctx, h); err != nil {
 			return refuse(m.hash, ErrDryRun, "%s: %v", h, err)
 		}
@@ -133,23 +147,75 @@ func callI32(ctx context.Context, mod api.Module, name string, timeout time.Dura
 	return int32(uint32(res[0])), nil
 }
 
+// dryRunHook calls hook h on each of its sample inputs, which cover the
+// kinds of input real traffic brings (a client with and without zone and
+// labels, a one-group route; a broker's first heartbeat and a steady one,
+// a broker that asked for its own timeout; one due lease and several, a
+// mass expiry with few heartbeats arriving), with the same checks as real
+// calls: the same threshold range, the same output rules.
 func (m *Module) dryRunHook(ctx context.Context, h Hook) error {
+	cfg := &m.host.cfg
 	switch h {
 	case HookRouteFilter:
-		in, orig, err := sampleRouteInput()
-		if err != nil {
-			return err
+		for i, in := range sampleRouteInputs() {
+			var orig wire.Route
+			if err := wire.Unmarshal(in.Route, &orig); err != nil {
+				return err
+			}
+			if _, _, err := m.filterRoute(ctx, &in, &orig); err != nil {
+				return fmt.Errorf("sample %d: %w", i+1, err)
+			}
 		}
-		_, _, err = m.filterRoute(ctx, &in, &orig)
-		return err
 	case HookExpiryThreshold:
-		in := sampleThresholdInput()
-		_, _, err := m.expiryThreshold(ctx, &in, time.Millisecond, 24*time.Hour)
-		return err
+		for i, in := range sampleThresholdInputs() {
+			if _, _, err := m.expiryThreshold(ctx, &in, cfg.MinThreshold, cfg.MaxThreshold); err != nil {
+				return fmt.Errorf("sample %d: %w", i+1, err)
+			}
+		}
 	case HookExpiryConfirm:
-		in := sampleConfirmInput()
-		_, _, err := m.confirmExpiry(ctx, &in)
-		return err
+		for i, in := range sampleConfirmInputs() {
+			if _, _, err := m.confirmExpiry(ctx, &in); err != nil {
+				return fmt.Errorf("sample %d: %w", i+1, err)
+			}
+		}
+	default:
+		return fmt.Errorf("%w: %d", ErrUnknownHook, h)
 	}
-	return fmt.Errorf("%w: %d", ErrUnknownHook, h)
+	return nil
+}
+
+// sampleRouteInputs are the dry run's route filter inputs; the first is
+// SampleInput's.
+func sampleRouteInputs() []RouteFilterInput {
+	first, _, _ := sampleRouteInput()
+	bare := first
+	bare.Client = ClientInfo{}
+	one := wire.Route{
+		Queues:  []wire.QueueData{{BrokerName: "broker-a", ReadQueues: 4, WriteQueues: 4, Perm: wire.PermRead | wire.PermWrite}},
+		Brokers: []wire.BrokerData{{Cluster: "DefaultCluster", Name: "broker-a", Addrs: map[int64]string{0: "10.0.1.1:10911"}}},
+	}
+	single := first
+	single.Client = ClientInfo{Addr: "10.0.9.10", Zone: "zone-2"}
+	single.Route, _ = wire.Marshal(&one)
+	return []RouteFilterInput{first, bare, single}
+}
+
+func sampleThresholdInputs() []ThresholdInput {
+	steady := sampleThresholdInput()
+	first := steady
+	first.Stats = BrokerStats{Heartbeats: 0, IntervalsMs: []int64{}}
+	asked := steady
+	asked.DefaultMs = 30_000
+	asked.Stats.RTTMs, asked.Stats.LossPermille, asked.Stats.Missed = 0, 0, 0
+	return []ThresholdInput{steady, first, asked}
+}
+
+func sampleConfirmInputs() []ConfirmInput {
+	several := sampleConfirmInput()
+	one := several
+	one.Due = several.Due[:1]
+	one.Stats.Due = 1
+	wave := several
+	wave.Stats = ConfirmStats{Leases: 3, Due: 3, HeartbeatSuccessPermille: 150}
+	return []ConfirmInput{several, one, wave}
 }

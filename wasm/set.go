@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,8 @@ const (
 	DefaultMinThreshold         = 10 * time.Second
 	DefaultMaxThreshold         = 10 * time.Minute
 	DefaultMaxConsecutiveFails  = 5
+	DefaultFailureWindow        = 20
+	DefaultMaxWindowFailures    = 10
 	DefaultMemoEntries          = 1 << 16
 	DefaultMemoTTL              = time.Minute
 	DefaultHeartbeatInterval    = 30 * time.Second
@@ -32,12 +35,17 @@ type SetConfig struct {
 	// HeartbeatInterval is the brokers' heartbeat interval, used to
 	// estimate missed heartbeats and the heartbeat success rate; default 30 s.
 	HeartbeatInterval time.Duration
-	// MinThreshold and MaxThreshold clamp what threshold policies return;
-	// default [10 s, 10 min].
+	// MinThreshold and MaxThreshold bound what threshold policies may
+	// return: an answer outside is a failed call; default the Host's
+	// range, [10 s, 10 min].
 	MinThreshold, MaxThreshold time.Duration
 	// MaxConsecutiveFailures is how many failed calls in a row deactivate a
 	// policy and restore the last known good one; default 5.
 	MaxConsecutiveFailures int
+	// FailureWindow and MaxWindowFailures deactivate a policy that fails
+	// often but not in a row: MaxWindowFailures failures among the last
+	// FailureWindow calls; default 10 of 20.
+	FailureWindow, MaxWindowFailures int
 	// MemoEntries bounds the memoized route-filter results; default 65536.
 	MemoEntries int
 	// MemoTTL bounds how long a memoized route-filter result is served, so a
@@ -45,6 +53,11 @@ type SetConfig struct {
 	MemoTTL time.Duration
 	// Store, when set, persists every change and is loaded by NewSet.
 	Store *Store
+	// RestoreInBackground makes NewSet return at once and restore the
+	// Store's modules in the background (Restored tells when it is done):
+	// a node serves, with the built-in behaviour, while persisted modules
+	// compile. Errors are logged rather than returned.
+	RestoreInBackground bool
 	// LinkStats, when set, tells the transport's view of a broker (RTT,
 	// loss) for threshold policies.
 	LinkStats func(cluster, addr string) (LinkStats, bool)
@@ -70,12 +83,18 @@ func (c *SetConfig) setDefaults(h *Host) {
 	}
 	setDur(&c.DefaultThreshold, DefaultSetDefaultThreshold)
 	setDur(&c.HeartbeatInterval, DefaultHeartbeatInterval)
-	setDur(&c.MinThreshold, DefaultMinThreshold)
-	setDur(&c.MaxThreshold, DefaultMaxThreshold)
+	setDur(&c.MinThreshold, h.cfg.MinThreshold)
+	setDur(&c.MaxThreshold, h.cfg.MaxThreshold)
 	setDur(&c.MemoTTL, DefaultMemoTTL)
 	c.MaxThreshold = max(c.MaxThreshold, c.MinThreshold)
 	if c.MaxConsecutiveFailures <= 0 {
 		c.MaxConsecutiveFailures = DefaultMaxConsecutiveFails
+	}
+	if c.FailureWindow <= 0 {
+		c.FailureWindow = DefaultFailureWindow
+	}
+	if c.MaxWindowFailures <= 0 {
+		c.MaxWindowFailures = min(DefaultMaxWindowFailures, c.FailureWindow)
 	}
 	if c.MemoEntries <= 0 {
 		c.MemoEntries = DefaultMemoEntries
@@ -107,6 +126,9 @@ type Set struct {
 
 	mu    sync.Mutex // serializes changes and persistence
 	slots [numHooks]slot
+	// records keeps each hook's module statistics across activations,
+	// newest last, bounded by maxRecords. Guarded by mu.
+	records [numHooks][]*moduleRecord
 
 	memo  *memo
 	thr   *thresholdCache
@@ -114,6 +136,7 @@ type Set struct {
 
 	// fallbacks counts every fallback since NewSet, across activations.
 	fallbacks atomic.Uint64
+	restored  chan struct{} // closed when the Store's modules are restored
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -132,7 +155,9 @@ type binding struct {
 	hook        Hook
 	module      *Module
 	activatedAt time.Time
-	stats       hookStats
+	stats       *hookStats // the module's record for the hook, shared by its activations
+	record      *moduleRecord
+	health      *health // this activation's failures
 	users       atomic.Int64
 	retired     atomic.Bool
 	once        sync.Once
@@ -156,16 +181,38 @@ func NewSet(ctx context.Context, host *Host, cfg SetConfig) (*Set, error) {
 		beats: newBeatRate(cfg.HeartbeatInterval),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if cfg.Store != nil {
-		if err := s.restore(ctx, cfg.Store); err != nil {
+	s.restored = make(chan struct{})
+	switch {
+	case cfg.Store != nil && cfg.RestoreInBackground:
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer close(s.restored)
+			if err := s.restore(s.ctx, cfg.Store); err != nil {
+				s.log.Error("saved policies not restored", "err", err)
+			}
+		}()
+	case cfg.Store != nil:
+		err := s.restore(ctx, cfg.Store)
+		close(s.restored)
+		if err != nil {
 			s.cancel()
 			return nil, err
 		}
+	default:
+		close(s.restored)
 	}
 	s.wg.Add(1)
 	go s.refreshThresholds()
 	return s, nil
 }
+
+// Active reports whether hook h has an active module.
+func (s *Set) Active(h Hook) bool { return h < numHooks && s.slots[h].active.Load() != nil }
+
+// Restored is closed once the modules of the Store are restored (at once
+// unless SetConfig.RestoreInBackground).
+func (s *Set) Restored() <-chan struct{} { return s.restored }
 
 // Close stops the Set's background work and drops its module references.
 // Calls after Close get the built-in behaviour.
@@ -223,17 +270,84 @@ func (s *Set) retire(b *binding) {
 	}
 }
 
-// newBinding takes a reference to m for a new activation.
+// newBinding takes a reference to m for a new activation. With s.mu held.
 func (s *Set) newBinding(h Hook, m *Module, at time.Time) *binding {
 	s.host.retain(m)
-	return &binding{hook: h, module: m, activatedAt: at}
+	return s.bindingOf(h, m, at)
+}
+
+// bindingOf makes an activation of m, whose reference the caller gives
+// it. With s.mu held.
+func (s *Set) bindingOf(h Hook, m *Module, at time.Time) *binding {
+	m.pools[h].warm() // instances ready before the first call needs one
+	rec := s.record(h, m)
+	return &binding{hook: h, module: m, activatedAt: at, stats: &rec.stats, record: rec, health: newHealth(s.cfg.FailureWindow)}
+}
+
+// maxRecords bounds the modules whose statistics a hook remembers.
+const maxRecords = 8
+
+// moduleRecord is what a Set remembers of a module for one hook: its
+// cumulative call statistics and why it was last deactivated.
+type moduleRecord struct {
+	hash  string
+	size  int
+	stats hookStats
+	// proven is set when a saved manifest says the module had answered
+	// real calls well before a restart.
+	proven        bool
+	deactivated   string // the last deactivation's cause, empty if none
+	deactivatedAt time.Time
+}
+
+// record returns the record of m for hook h, creating it and forgetting
+// the oldest one beyond maxRecords. With s.mu held.
+func (s *Set) record(h Hook, m *Module) *moduleRecord {
+	recs := s.records[h]
+	for i, r := range recs {
+		if r.hash == m.hash {
+			// Most recently used last, so eviction takes the stalest.
+			s.records[h] = append(append(recs[:i:i], recs[i+1:]...), r)
+			return r
+		}
+	}
+	r := &moduleRecord{hash: m.hash, size: m.Size()}
+	if len(recs) >= maxRecords {
+		recs = slices.Delete(recs, 0, 1)
+	}
+	s.records[h] = append(recs, r)
+	return r
 }
 
 // Activate makes m the active policy of hook h; the module it replaces
 // becomes the last known good. The Set keeps its own reference to m: the
 // caller still Closes its own. Activating the module already active is a
 // no-op. With a Store, the change is saved before it takes effect.
-func (s *Set) Activate(h Hook, m *Module) error {
+func (s *Set) Activate(h Hook, m *Module) error { return s.ActivateAs(h, m, Change{}) }
+
+// Change says who asked for a change and from where, for the one log line
+// each change gets.
+type Change struct {
+	// By is the operator's identity (a certificate name), empty when the
+	// node changed something by itself.
+	By string
+	// Source is where the module came from: upload, a directory, ...
+	Source string
+}
+
+func (c Change) attrs() []any {
+	var out []any
+	if c.By != "" {
+		out = append(out, "by", c.By)
+	}
+	if c.Source != "" {
+		out = append(out, "source", c.Source)
+	}
+	return out
+}
+
+// ActivateAs is Activate, logged as the change c.
+func (s *Set) ActivateAs(h Hook, m *Module, c Change) error {
 	if h >= numHooks {
 		return fmt.Errorf("activate: %w: %d", ErrUnknownHook, h)
 	}
@@ -260,14 +374,17 @@ func (s *Set) Activate(h Hook, m *Module) error {
 		return fmt.Errorf("activate %.12s as %s: %w", m.hash, h, err)
 	}
 	s.swap(h, nb, lastGood)
-	s.log.Info("policy activated", "hook", h.String(), "hash", m.hash, "size", m.Size())
+	s.log.Info("policy activated", append([]any{"hook", h.String(), "hash", m.hash, "size", m.Size()}, c.attrs()...)...)
 	return nil
 }
 
 // Rollback swaps the active policy of hook h with its last known good, so
 // a second Rollback undoes the first. After Remove, Rollback restores the
 // removed policy.
-func (s *Set) Rollback(h Hook) error {
+func (s *Set) Rollback(h Hook) error { return s.RollbackAs(h, Change{}) }
+
+// RollbackAs is Rollback, logged as the change c.
+func (s *Set) RollbackAs(h Hook, c Change) error {
 	if h >= numHooks {
 		return fmt.Errorf("rollback: %w: %d", ErrUnknownHook, h)
 	}
@@ -287,14 +404,17 @@ func (s *Set) Rollback(h Hook) error {
 		return fmt.Errorf("rollback %s: %w", h, err)
 	}
 	s.swap(h, nb, newLastGood)
-	s.log.Info("policy rolled back", "hook", h.String(), "hash", nb.module.hash)
+	s.log.Info("policy rolled back", append([]any{"hook", h.String(), "hash", nb.module.hash}, c.attrs()...)...)
 	return nil
 }
 
 // Remove deactivates the policy of hook h, which then gets the built-in
 // behaviour; the removed module becomes the last known good, so Rollback
 // undoes a Remove.
-func (s *Set) Remove(h Hook) error {
+func (s *Set) Remove(h Hook) error { return s.RemoveAs(h, Change{}) }
+
+// RemoveAs is Remove, logged as the change c.
+func (s *Set) RemoveAs(h Hook, c Change) error {
 	if h >= numHooks {
 		return fmt.Errorf("remove: %w: %d", ErrUnknownHook, h)
 	}
@@ -309,7 +429,7 @@ func (s *Set) Remove(h Hook) error {
 		return fmt.Errorf("remove %s: %w", h, err)
 	}
 	s.swap(h, nil, old.module)
-	s.log.Info("policy removed", "hook", h.String(), "hash", old.module.hash)
+	s.log.Info("policy removed", append([]any{"hook", h.String(), "hash", old.module.hash}, c.attrs()...)...)
 	return nil
 }
 
@@ -335,8 +455,9 @@ func (s *Set) swap(h Hook, nb *binding, lastGood *Module) {
 // succeeded records a good call.
 func (s *Set) succeeded(b *binding, took time.Duration) {
 	b.stats.calls.Add(1)
-	b.stats.consecutive.Store(0)
+	b.stats.successes.Add(1)
 	b.stats.times.record(took)
+	b.health.record(false)
 }
 
 // failed records a call that fell back to the built-in behaviour. A
@@ -346,32 +467,40 @@ func (s *Set) failed(ctx context.Context, b *binding, took time.Duration, err er
 	b.stats.calls.Add(1)
 	b.stats.fallbacks.Add(1)
 	s.fallbacks.Add(1)
-	if errors.Is(err, ErrBusy) || ctx.Err() != nil && errors.Is(err, ErrTimeout) {
+	if errors.Is(err, ErrBusy) || errors.Is(err, ErrBadInput) || ctx.Err() != nil && errors.Is(err, ErrTimeout) {
 		return
 	}
 	b.stats.errors.Add(1)
 	if took > 0 {
 		b.stats.times.record(took)
 	}
-	n := b.stats.consecutive.Add(1)
+	streak, failures, calls := b.health.record(true)
 	s.log.Debug("policy call failed", "hook", b.hook.String(), "hash", b.module.hash, "err", err)
-	if n >= int64(s.cfg.MaxConsecutiveFailures) {
-		s.deactivate(b, n, err)
+	switch {
+	case errors.Is(err, ErrStackOverflow):
+		s.deactivate(b, "a stack overflow", err)
+	case streak >= s.cfg.MaxConsecutiveFailures:
+		s.deactivate(b, fmt.Sprintf("%d failures in a row", streak), err)
+	case failures >= s.cfg.MaxWindowFailures:
+		s.deactivate(b, fmt.Sprintf("%d failures in the last %d calls", failures, calls), err)
 	}
 }
 
-// deactivate replaces a failing binding with the last known good module,
-// or with nothing, unless it was replaced already.
-func (s *Set) deactivate(b *binding, failures int64, cause error) {
+// deactivate replaces a failing binding with the last known good module
+// — one that has answered real traffic well for this hook — or with the
+// built-in behaviour, unless it was replaced already.
+func (s *Set) deactivate(b *binding, rule string, cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := &s.slots[b.hook]
 	if sl.active.Load() != b {
 		return
 	}
+	b.record.deactivated = rule + ": " + cause.Error()
+	b.record.deactivatedAt = s.cfg.Now()
 	var nb *binding
 	restored := ""
-	if lg := sl.lastGood; lg != nil && lg != b.module {
+	if lg := sl.lastGood; lg != nil && lg != b.module && s.proven(b.hook, lg) {
 		nb = s.newBinding(b.hook, lg, s.cfg.Now())
 		restored = lg.hash
 	}
@@ -379,9 +508,22 @@ func (s *Set) deactivate(b *binding, failures int64, cause error) {
 		s.log.Error("policy deactivation not saved", "hook", b.hook.String(), "err", err)
 	}
 	s.swap(b.hook, nb, nil)
-	s.log.Warn("policy deactivated after consecutive failures",
-		"hook", b.hook.String(), "hash", b.module.hash, "failures", failures,
+	if restored == "" {
+		restored = "built-in behaviour"
+	}
+	s.log.Warn("policy deactivated", "hook", b.hook.String(), "hash", b.module.hash, "rule", rule,
 		"reason", cause.Error(), "restored", restored)
+}
+
+// proven reports whether m has answered real calls of hook h well. With
+// s.mu held.
+func (s *Set) proven(h Hook, m *Module) bool {
+	for _, r := range s.records[h] {
+		if r.hash == m.hash {
+			return r.proven || r.stats.successes.Load() > 0
+		}
+	}
+	return false
 }
 
 // Status is the state of one hook.
@@ -394,13 +536,38 @@ type Status struct {
 	LastGood *ModuleInfo
 	// ActivatedAt is when Active was activated.
 	ActivatedAt time.Time
-	// Calls, Errors and Fallbacks count the calls of the active module since
-	// its activation: every call, those the guest failed, and those answered
-	// with the built-in behaviour (every error, plus calls that could not
-	// get an instance before their deadline).
+	// Calls, Errors and Fallbacks count the calls of the active module for
+	// this hook, over all its activations: every call, those the guest
+	// failed, and those answered with the built-in behaviour (every error,
+	// plus calls that could not get an instance before their deadline).
 	Calls, Errors, Fallbacks uint64
 	// P50 and P99 are call-time quantiles, within 25%.
 	P50, P99 time.Duration
+	// Modules are the statistics of every module this hook remembers
+	// (active, last good, replaced or deactivated), oldest first.
+	Modules []ModuleStats
+}
+
+// ModuleStats is the record of one module for one hook.
+type ModuleStats struct {
+	ModuleInfo
+	// State is active, last_good, deactivated or replaced.
+	State                               string
+	Calls, Errors, Fallbacks, Successes uint64
+	// Deactivated says why the module was last deactivated, if it was.
+	Deactivated   string
+	DeactivatedAt time.Time
+	// Times is the call-time histogram.
+	Times HistogramSnapshot
+}
+
+// HistogramSnapshot is a call-time histogram: cumulative counts at upper
+// bounds, the total count and the sum.
+type HistogramSnapshot struct {
+	Upper      []time.Duration
+	Cumulative []uint64
+	Count      uint64
+	Sum        time.Duration
 }
 
 // ModuleInfo identifies a module.
@@ -420,7 +587,8 @@ func (s *Set) List() []Status {
 		if lg := sl.lastGood; lg != nil {
 			st.LastGood = &ModuleInfo{Hash: lg.hash, Size: lg.Size()}
 		}
-		if b := sl.active.Load(); b != nil {
+		active := sl.active.Load()
+		if b := active; b != nil {
 			st.Active = &ModuleInfo{Hash: b.module.hash, Size: b.module.Size()}
 			st.ActivatedAt = b.activatedAt
 			st.Calls = b.stats.calls.Load()
@@ -428,6 +596,23 @@ func (s *Set) List() []Status {
 			st.Fallbacks = b.stats.fallbacks.Load()
 			st.P50 = b.stats.times.quantile(0.5)
 			st.P99 = b.stats.times.quantile(0.99)
+		}
+		for _, r := range s.records[h] {
+			ms := ModuleStats{ModuleInfo: ModuleInfo{Hash: r.hash, Size: r.size},
+				Calls: r.stats.calls.Load(), Errors: r.stats.errors.Load(), Fallbacks: r.stats.fallbacks.Load(),
+				Successes: r.stats.successes.Load(), Deactivated: r.deactivated, DeactivatedAt: r.deactivatedAt}
+			ms.Times.Upper, ms.Times.Cumulative, ms.Times.Count, ms.Times.Sum = r.stats.times.Buckets()
+			switch {
+			case active != nil && active.module.hash == r.hash:
+				ms.State = "active"
+			case sl.lastGood != nil && sl.lastGood.hash == r.hash:
+				ms.State = "last_good"
+			case r.deactivated != "":
+				ms.State = "deactivated"
+			default:
+				ms.State = "replaced"
+			}
+			st.Modules = append(st.Modules, ms)
 		}
 		out = append(out, st)
 	}

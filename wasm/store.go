@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +43,10 @@ type ManifestEntry struct {
 	Active      string    `json:"active,omitempty"`
 	LastGood    string    `json:"last_good,omitempty"`
 	ActivatedAt time.Time `json:"activated_at,omitzero"`
+	// Proven names the modules of Active and LastGood that had answered
+	// real calls well when the manifest was saved: only those are restored
+	// automatically when the active module fails.
+	Proven []string `json:"proven,omitempty"`
 }
 
 // OpenStore opens (creating if needed) a store in dir.
@@ -174,47 +179,78 @@ func (s *Set) persist(h Hook, nb *binding, lastGood *Module) error {
 		if b != nil {
 			e.Active, e.ActivatedAt = b.module.hash, b.activatedAt.UTC()
 			mods[b.module.hash] = b.module.bytes
+			if s.proven(hk, b.module) {
+				e.Proven = append(e.Proven, b.module.hash)
+			}
 		}
 		if lg != nil {
 			e.LastGood = lg.hash
 			mods[lg.hash] = lg.bytes
+			if s.proven(hk, lg) && !slices.Contains(e.Proven, lg.hash) {
+				e.Proven = append(e.Proven, lg.hash)
+			}
 		}
-		if e != (ManifestEntry{}) {
+		if e.Active != "" || e.LastGood != "" {
 			man.Hooks[hk.String()] = e
 		}
 	}
 	return st.Save(man, mods)
 }
 
-// restore activates what the store's manifest names. With no other
-// reference to s yet.
+// restore activates what the store's manifest names. The modules are
+// validated (compiled) without holding s.mu, so the Set serves calls and
+// changes meanwhile; a hook an operator changed during the restore keeps
+// the operator's choice.
 func (s *Set) restore(ctx context.Context, st *Store) error {
 	man, err := st.Load()
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for name, e := range man.Hooks {
 		h, err := ParseHook(name)
 		if err != nil {
 			s.log.Warn("saved policy skipped", "hook", name, "err", err)
 			continue
 		}
-		sl := &s.slots[h]
-		if lg := s.restoreModule(ctx, st, h, e.LastGood); lg != nil {
-			sl.lastGood = lg
-		}
-		if m := s.restoreModule(ctx, st, h, e.Active); m != nil {
-			at := e.ActivatedAt
-			if at.IsZero() {
-				at = s.cfg.Now()
-			}
-			sl.active.Store(&binding{hook: h, module: m, activatedAt: at})
-			s.log.Info("policy restored", "hook", h.String(), "hash", m.hash)
-		}
+		lg := s.restoreModule(ctx, st, h, e.LastGood)
+		m := s.restoreModule(ctx, st, h, e.Active)
+		s.install(h, e, m, lg)
 	}
 	return nil
+}
+
+// install puts restored modules (each with a reference it takes over) in
+// slot h, unless the slot changed since the Set started.
+func (s *Set) install(h Hook, e ManifestEntry, m, lg *Module) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := &s.slots[h]
+	if s.closed.Load() || sl.active.Load() != nil || sl.lastGood != nil {
+		for _, mod := range []*Module{m, lg} {
+			if mod != nil {
+				_ = mod.Close()
+			}
+		}
+		if !s.closed.Load() {
+			s.log.Info("saved policy not restored: the hook was changed meanwhile", "hook", h.String())
+		}
+		return
+	}
+	if lg != nil {
+		sl.lastGood = lg
+		s.record(h, lg).proven = slices.Contains(e.Proven, lg.hash)
+	}
+	if m != nil {
+		at := e.ActivatedAt
+		if at.IsZero() {
+			at = s.cfg.Now()
+		}
+		b := s.bindingOf(h, m, at)
+		b.record.proven = slices.Contains(e.Proven, m.hash)
+		sl.active.Store(b)
+		s.memo.clear()
+		s.log.Info("policy restored", "hook", h.String(), "hash", m.hash)
+	}
 }
 
 // restoreModule loads and validates one saved module, returning it with a

@@ -60,7 +60,7 @@ func TestStorePersistsAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := man.Hooks["route-filter"]; e.Active != empty.Hash() || e.LastGood != zone.Hash() {
+	if e := man.Hooks["route"]; e.Active != empty.Hash() || e.LastGood != zone.Hash() {
 		t.Errorf("manifest %+v", man)
 	}
 	files, _ = filepath.Glob(filepath.Join(dir, "*.wasm"))

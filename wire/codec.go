@@ -52,6 +52,21 @@ func init() {
 func Marshal(v any) ([]byte, error) { return encMode.Marshal(v) }
 
 // Unmarshal decodes CBOR data into v with the package's decoding limits:
-// duplicate map keys, indefinite lengths and tags are errors. Unknown
-// fields are ignored, so a newer peer may add optional fields (see PROTOCOL.md).
-func Unmarshal(data []byte, v any) error { return decMode.Unmarshal(data, v) }
+// duplicate map keys (at any depth, inside unknown fields and embedded
+// items too), indefinite lengths and tags are errors. Unknown fields are
+// ignored, so a newer peer may add optional fields (see PROTOCOL.md).
+func Unmarshal(data []byte, v any) error {
+	if err := decMode.Unmarshal(data, v); err != nil {
+		return err
+	}
+	return checkDupKeys(data)
+}
+
+// unmarshalFrame is Unmarshal for a Frame map, whose body DecodeBody
+// checks.
+func unmarshalFrame(data []byte, f *Frame) error {
+	if err := decMode.Unmarshal(data, f); err != nil {
+		return err
+	}
+	return checkFrameKeys(data)
+}

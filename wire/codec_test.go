@@ -102,7 +102,7 @@ func TestDecodeLimits(t *testing.T) {
 		{"unknown text key", "a2 01 6161 6178 01", factory[KVValue](), "", &KVValue{Value: "a"}},
 		{"unknown key holding a map", "a2 1863 a2 01 02 03 8104 01 6161", factory[KVValue](), "", &KVValue{Value: "a"}},
 		{"unknown key in nested struct", "a1 01 a3 01 07 02 1a000f4240 1864 f5", factory[RegisterAck](), "", &RegisterAck{Lease: LeaseAck{Epoch: 7, DeadlineMs: 1000000}}},
-		{"unknown key 5 in LeaseAck", "a3 01 07 02 01 05 6178", factory[LeaseAck](), "", &LeaseAck{Epoch: 7, DeadlineMs: 1}},
+		{"unknown key 6 in LeaseAck", "a3 01 07 02 01 06 6178", factory[LeaseAck](), "", &LeaseAck{Epoch: 7, DeadlineMs: 1}},
 
 		// Absent and null fields are zero values.
 		{"empty map", "a0", factory[Register](), "", &Register{}},
@@ -161,6 +161,13 @@ func TestDecodeLimitsInFrames(t *testing.T) {
 		{"body nested to the limit", "a3 0111 0201 03 a1 1863 " + nestedArrays(MaxNestingLevel-2), "", factory[Pong](), ""},
 		{"body nested over the limit", "a3 0111 0201 03 a1 1863 " + nestedArrays(MaxNestingLevel-1), "exceeded max nested level", nil, ""},
 		{"duplicate key in body", "a3 01 1818 0201 03 a2 01 6161 01 6162", "", factory[KVValue](), "duplicate map key"},
+		// §3.2: duplicates are refused in unknown fields and embedded items too.
+		{"duplicate key inside an unknown body field", "a3 01 1818 0201 03 a2 01 6161 09 a2 0101 0102", "", factory[KVValue](), "duplicate map key"},
+		{"duplicate key deep in an unknown body field", "a3 01 1818 0201 03 a1 09 81 a1 01 a2 6178 00 6178 01", "", factory[KVValue](), "duplicate map key"},
+		{"duplicate integer key of two widths", "a3 01 1818 0201 03 a1 09 a2 01 00 1801 01", "", factory[KVValue](), "duplicate map key"},
+		{"duplicate key in an embedded item", "a3 01 1822 0201 03 a2 01 65726f757465 03 a2 0101 0102", "", factory[PolicyTest](), "duplicate map key"},
+		{"duplicate key inside an unknown frame field", "a3 0111 0201 09 a2 0101 0102", "duplicate map key", nil, ""},
+		{"no duplicate: equal keys in sibling maps", "a3 01 1818 0201 03 a2 01 6161 09 82 a1 0101 a1 0101", "", factory[KVValue](), ""},
 		{"invalid UTF-8 in body", "a3 01 1818 0201 03 a1 01 61ff", "", factory[KVValue](), "invalid UTF-8"},
 		{"body as a byte string", "a3 01 1818 0201 03 43 a10160", "", factory[KVValue](), "cannot unmarshal byte string"},
 		{"duplicate frame key", "a3 0111 0201 0102", "duplicate map key", nil, ""},

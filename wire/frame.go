@@ -71,19 +71,55 @@ func ReadFrameBytes(r io.Reader, limit int) ([]byte, error) {
 	case n > limit:
 		return nil, &FrameTooLargeError{Len: n, Limit: limit}
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	return ReadBody(r, n, nil)
+}
+
+// firstBodyChunk is how much of a frame's body a reader allocates before
+// any of it has arrived: enough for a typical request in one piece.
+const firstBodyChunk = 512
+
+// ReadBody reads the n bytes of a frame's body, n as its header declared.
+// The buffer grows as bytes arrive (doubling, up to n), never to n up
+// front: a peer that declares a large frame and sends nothing more costs
+// the reader firstBodyChunk bytes, not n. When reserve is not nil it is
+// called before each growth with the bytes to add, and may refuse with an
+// error that ReadBody returns. It returns io.ErrUnexpectedEOF when the
+// stream ends inside the body.
+func ReadBody(r io.Reader, n int, reserve func(int) error) ([]byte, error) {
+	size := min(n, firstBodyChunk)
+	if reserve != nil {
+		if err := reserve(size); err != nil {
+			return nil, err
 		}
-		return nil, err
+	}
+	buf := make([]byte, 0, size)
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grow := min(2*cap(buf), n) - cap(buf)
+			if reserve != nil {
+				if err := reserve(grow); err != nil {
+					return nil, err
+				}
+			}
+			grown := make([]byte, len(buf), cap(buf)+grow)
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return buf, nil
 }
 
 // DecodeFrame decodes a frame's CBOR bytes with the protocol's limits.
 func DecodeFrame(b []byte, f *Frame) error {
-	if err := Unmarshal(b, f); err != nil {
+	if err := unmarshalFrame(b, f); err != nil {
 		return fmt.Errorf("malformed frame: %w", err)
 	}
 	return nil

@@ -22,7 +22,7 @@ const (
 	TypeWatch             Type = 14 // Watch -> WatchAck, then RouteEvent pushes
 	TypeRouteEvent        Type = 15 // pushed by the node on a watch stream, ID 0
 	TypeUnwatch           Type = 16 // Unwatch -> WatchAck
-	TypePing              Type = 17 // (no body) -> Pong
+	TypePing              Type = 17 // (no body, or Ping) -> Pong
 	TypeNodeInfo          Type = 18 // (no body) -> NodeInfo (role operator)
 
 	// Administration (role operator).
@@ -108,6 +108,15 @@ type LeaseAck struct {
 	// VersionChanged asks the broker to register in full: the node holds a
 	// different data version.
 	VersionChanged bool `cbor:"3,keyasint,omitempty"`
+	// HeartbeatIntervalMs is the heartbeat period the node expects of its
+	// brokers, in milliseconds (its --heartbeat-interval); 0 from nodes
+	// that do not say. A broker heartbeats at least this often.
+	HeartbeatIntervalMs uint64 `cbor:"4,keyasint,omitempty"`
+	// ThresholdMs is how long this lease may go without a heartbeat now,
+	// in milliseconds (the broker's requested timeout, the node's
+	// --expiry-threshold, or what its expiry policy says); 0 from nodes
+	// that do not say.
+	ThresholdMs uint64 `cbor:"5,keyasint,omitempty"`
 }
 
 // UpdateTopics changes some of a registered broker's topics.
@@ -283,6 +292,19 @@ type RouteEvent struct {
 	Node   NodeState        `cbor:"3,keyasint,omitempty"`
 }
 
+// Ping is the optional body of a ping request. A node ignores it: it is
+// there to make the request's packet larger than 42 bytes, the size up to
+// which quic-go answers no packet with a stateless reset, so that a ping on
+// a connection a restarted node no longer knows draws one (see
+// PingPadding).
+type Ping struct {
+	Padding []byte `cbor:"1,keyasint,omitempty"`
+}
+
+// PingPadding is how many padding bytes a probe carries: its packet then
+// has 70 bytes or more, well above the 42 that draw no stateless reset.
+const PingPadding = 32
+
 // Pong answers a ping with facts about the node.
 type Pong struct {
 	NodeID string `cbor:"1,keyasint"`
@@ -372,6 +394,9 @@ var PolicyHooks = []string{"route", "expiry", "confirm"}
 type PolicyPush struct {
 	Hook   string `cbor:"1,keyasint"`
 	Module []byte `cbor:"2,keyasint"`
+	// TimeoutMs is how long the sender waits for the answer: the node
+	// answers within it or changes nothing. 0: the node's own bound.
+	TimeoutMs int64 `cbor:"3,keyasint,omitempty"`
 }
 
 // PolicyHook names a hook to roll back or clear.
@@ -394,6 +419,21 @@ type PolicyInfo struct {
 	P99Micros     int64  `cbor:"9,keyasint,omitempty"`
 	// LastGoodHash is what a rollback would restore.
 	LastGoodHash string `cbor:"10,keyasint,omitempty"`
+	// Modules are the counters of every module the node remembers for
+	// the hook (active, last good, replaced, deactivated), oldest first.
+	Modules []PolicyModuleInfo `cbor:"11,keyasint,omitempty"`
+}
+
+// PolicyModuleInfo is one module's record for a hook.
+type PolicyModuleInfo struct {
+	Hash string `cbor:"1,keyasint"`
+	// State is active, last_good, replaced or deactivated.
+	State     string `cbor:"2,keyasint"`
+	Calls     uint64 `cbor:"3,keyasint,omitempty"`
+	Errors    uint64 `cbor:"4,keyasint,omitempty"`
+	Fallbacks uint64 `cbor:"5,keyasint,omitempty"`
+	// Deactivated says why the node deactivated the module, if it did.
+	Deactivated string `cbor:"6,keyasint,omitempty"`
 }
 
 // PolicyList answers policy-list: one entry per hook.
@@ -408,6 +448,8 @@ type PolicyTest struct {
 	Hook   string          `cbor:"1,keyasint"`
 	Module []byte          `cbor:"2,keyasint"`
 	Input  cbor.RawMessage `cbor:"3,keyasint,omitempty"`
+	// TimeoutMs is as in PolicyPush.
+	TimeoutMs int64 `cbor:"4,keyasint,omitempty"`
 }
 
 // PolicyTestResult is the hook's checked output (CBOR, see wasm/ABI.md)

@@ -166,7 +166,13 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 	defer stop()
 	logger.Info("broker agent starting", "cluster", bf.id.Cluster, "broker", bf.id.BrokerName, "id", bf.id.BrokerID,
 		"addr", bf.id.Addr, "topics", len(topics))
+	// Run returns the nodes' refusals when every node refused the broker
+	// for good (not authorized for its group, invalid, conflict): the
+	// agent then exits non-zero with the nodes' messages.
 	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if errors.Is(err, broker.ErrRefused) {
+			return fmt.Errorf("broker %s refused by every node: %w", bf.id.BrokerName, err)
+		}
 		return err
 	}
 	logger.Info("broker agent stopped: unregistered")

@@ -279,13 +279,16 @@ func TestCLIPolicies(t *testing.T) {
 	addr, dir := cliNode(t)
 	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir, "EDGEREG_TIMEOUT=60s"}
 	module := filepath.Join("..", "..", "testdata", "wasm", "jitter-threshold.wasm")
+	input := filepath.Join(t.TempDir(), "input.json")
+	os.WriteFile(input, []byte(`{"broker": {"cluster": "C", "name": "a", "id": 0, "addr": "10.0.0.1:1"}, "stats": {"jitter_ms": 2500}, "default_ms": 120000}`), 0o600)
 	steps := []struct {
 		args     []string
 		wantCode int
 		wantOut  string
 	}{
 		{[]string{"policy", "ls"}, 0, "(built-in)"},
-		{[]string{"policy", "test", module, "--hook", "expiry"}, 0, `{"1":`},
+		{[]string{"policy", "test", module, "--hook", "expiry"}, 0, `{"threshold_ms":`},
+		{[]string{"policy", "test", module, "--hook", "expiry", "--input", input}, 0, `{"threshold_ms":130000}`},
 		{[]string{"policy", "push", module, "--hook", "expiry"}, 0, "expiry: "},
 		{[]string{"policy", "ls", "-o", "json"}, 0, `"Hook": "expiry"`},
 		{[]string{"policy", "push", module, "--hook", "route"}, 1, "does not implement"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgereg/edgereg/wasm"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 )
@@ -125,10 +127,18 @@ func newPolicyLsCmd(g *globals) *cobra.Command {
 func printPolicy(tw *tabwriter.Writer, node string, p wire.PolicyInfo) {
 	if p.Hash == "" {
 		fmt.Fprintf(tw, "%s\t%s\t(built-in)\t\t\t\t\t\t\t\n", node, p.Hook)
-		return
+	} else {
+		fmt.Fprintf(tw, "%s\t%s\t%.12s\t%d\t%s\t%d\t%d\t%d\t%dµs\t%dµs\n", node, p.Hook, p.Hash, p.Size,
+			time.UnixMilli(p.ActivatedAtMs).Format(time.RFC3339), p.Calls, p.Errors, p.Fallbacks, p.P50Micros, p.P99Micros)
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%.12s\t%d\t%s\t%d\t%d\t%d\t%dµs\t%dµs\n", node, p.Hook, p.Hash, p.Size,
-		time.UnixMilli(p.ActivatedAtMs).Format(time.RFC3339), p.Calls, p.Errors, p.Fallbacks, p.P50Micros, p.P99Micros)
+	// The other modules the node remembers keep their counters, so a
+	// deactivated module's errors stay visible after a restore.
+	for _, m := range p.Modules {
+		if m.State == "active" {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t  %s\t%.12s\t\t%s\t%d\t%d\t%d\t\t\n", node, m.State, m.Hash, m.Deactivated, m.Calls, m.Errors, m.Fallbacks)
+	}
 }
 
 func newPolicyTestCmd(g *globals) *cobra.Command {
@@ -136,31 +146,37 @@ func newPolicyTestCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "test FILE --hook H [--input FILE]",
 		Short: "Run a module's hook once on a node, activating nothing",
-		Long: `Validate a module on a node and run one hook once. --input names the hook's input
-as CBOR (see wasm/ABI.md); without it the node's built-in sample input is used.
-Prints the hook's output as JSON with the ABI's integer keys, and the call time.`,
+		Long: `Validate a module on a node and run one hook once. --input names a file with the
+hook's input, as JSON with the field names of wasm/ABI.md (for example
+{"broker": {...}, "stats": {"jitter_ms": 2500}, "default_ms": 120000}) or as
+CBOR; without it the node's built-in sample input is used. Prints the hook's
+checked output with the ABI's field names, and the call time.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			module, err := readModuleFile(a[0])
 			if err != nil {
 				return err
 			}
+			h, err := wasm.ParseHook(hook)
+			if err != nil {
+				return usageError{fmt.Errorf("--hook: %w", err)}
+			}
 			var input []byte
 			if inputFile != "" {
-				if input, err = os.ReadFile(inputFile); err != nil {
-					return fmt.Errorf("policy input: %w", err)
+				if input, err = readPolicyInput(h, inputFile); err != nil {
+					return err
 				}
 			}
 			return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) {
-				res, err := c.PolicyTest(ctx, hook, module, input)
+				res, err := c.PolicyTest(ctx, h.String(), module, input)
 				if err != nil {
 					return nil, err
 				}
-				var output any
-				if err := wire.Unmarshal(res.Output, &output); err != nil {
+				output, err := wasm.OutputJSON(h, res.Output)
+				if err != nil {
 					return nil, fmt.Errorf("decode output: %w", err)
 				}
-				return map[string]any{"node": c.Addr(), "hash": res.Hash, "duration_us": res.DurationUs, "output": jsonable(output)}, nil
+				return map[string]any{"node": c.Addr(), "hash": res.Hash, "duration_us": res.DurationUs, "output": output}, nil
 			}, func(tw *tabwriter.Writer, v any) {
 				m := v.(map[string]any)
 				out, _ := json.Marshal(m["output"])
@@ -169,26 +185,20 @@ Prints the hook's output as JSON with the ABI's integer keys, and the call time.
 		},
 	}
 	cmd.Flags().StringVar(&hook, "hook", "", "route, expiry or confirm (required)")
-	cmd.Flags().StringVar(&inputFile, "input", "", "the hook's input as a CBOR file")
+	cmd.Flags().StringVar(&inputFile, "input", "", "a file with the hook's input: JSON with wasm/ABI.md's field names, or CBOR")
 	cmd.MarkFlagRequired("hook")
 	return cmd
 }
 
-// jsonable turns decoded CBOR (maps with integer keys) into values
-// encoding/json can print.
-func jsonable(v any) any {
-	switch x := v.(type) {
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i := range x {
-			x[i] = jsonable(x[i])
-		}
-		return x
+// readPolicyInput reads a hook's input for policy test: JSON (it starts
+// with "{") with wasm/ABI.md's field names, or CBOR as is.
+func readPolicyInput(h wasm.Hook, path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy input: %w", err)
 	}
-	return v
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
+		return wasm.InputFromJSON(h, t)
+	}
+	return b, nil
 }

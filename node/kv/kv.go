@@ -78,6 +78,9 @@ func (s *Store) Put(namespace, key, value string) error {
 
 // Get returns a value.
 func (s *Store) Get(namespace, key string) (string, error) {
+	if err := validate(namespace, key); err != nil {
+		return "", err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	v, ok := s.data[namespace][key]
@@ -90,6 +93,9 @@ func (s *Store) Get(namespace, key string) (string, error) {
 // Delete removes a key and persists the store; a namespace left empty
 // disappears.
 func (s *Store) Delete(namespace, key string) error {
+	if err := validate(namespace, key); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.data[namespace][key]; !ok {
@@ -102,6 +108,9 @@ func (s *Store) Delete(namespace, key string) error {
 
 // List returns a copy of one namespace.
 func (s *Store) List(namespace string) (map[string]string, error) {
+	if err := validate(namespace, "-"); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ns, ok := s.data[namespace]
@@ -146,6 +155,9 @@ func (s *Store) commit(namespace string, next map[string]string) error {
 	return nil
 }
 
+// validate checks names for every operation, not only for the put that
+// stores them, so a name no put could have stored is refused (code 1), not
+// reported as not found.
 func validate(namespace, key string) error {
 	switch {
 	case namespace == "" || key == "":

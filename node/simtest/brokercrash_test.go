@@ -89,6 +89,7 @@ func TestBrokerCrashExpires(t *testing.T) {
 			}
 			lastBeat[i] = l.LastHeartbeat
 		}
+		kept := s.snapshotLeases()
 		killAt := time.Now()
 		victim.kill()
 
@@ -143,6 +144,11 @@ func TestBrokerCrashExpires(t *testing.T) {
 			if _, _, err := sn.n.Registry().RouteData(victim.topic); err == nil {
 				t.Errorf("node %d still has a route for %s", sn.idx, victim.topic)
 			}
+		}
+
+		// No other broker lost its lease anywhere (epochs, registrations).
+		for _, l := range s.leasesLost(kept) {
+			t.Errorf("after the kill: %s", l)
 		}
 
 		// Watchers: told within a second of the first expiry, and not

@@ -785,7 +785,7 @@ func (s *sim) waitSynced(within time.Duration) {
 
 // brokerTotals sums the registrars' per-node counters.
 type brokerTotals struct {
-	Heartbeats, Registrations, Updates, Dials uint64
+	Heartbeats, Registrations, Updates, Dials, Resumes uint64
 }
 
 func (s *sim) brokerTotals() brokerTotals {
@@ -796,6 +796,7 @@ func (s *sim) brokerTotals() brokerTotals {
 			t.Registrations += st.Registrations
 			t.Updates += st.Updates
 			t.Dials += st.Dials
+			t.Resumes += st.Resumes
 		}
 	}
 	return t
@@ -826,4 +827,77 @@ func pct(part, whole uint64) float64 {
 		return 0
 	}
 	return 100 * float64(part) / float64(whole)
+}
+
+// leaseSnapshot is what a lost lease changes, by counters independent of
+// the logs: the epoch of every lease on every node (a node that lost a
+// lease holds it under a new epoch once the broker registers again, or
+// not at all), and every registrar's count of full registrations with
+// each node (a lost lease costs one more).
+type leaseSnapshot struct {
+	epochs []map[string]uint64          // by node index, then broker address
+	regs   map[string]map[string]uint64 // by broker address, then node address
+}
+
+func (s *sim) snapshotLeases() leaseSnapshot {
+	ls := leaseSnapshot{epochs: make([]map[string]uint64, len(s.nodes)), regs: make(map[string]map[string]uint64)}
+	for i, sn := range s.nodes {
+		ls.epochs[i] = make(map[string]uint64)
+		if sn.n == nil {
+			continue
+		}
+		for _, l := range sn.n.Registry().Leases() {
+			ls.epochs[i][l.Addr] = l.Epoch
+		}
+	}
+	for _, b := range s.brokers {
+		if b.killed {
+			continue
+		}
+		ls.regs[b.addr] = make(map[string]uint64)
+		for _, st := range b.r.Nodes() {
+			ls.regs[b.addr][st.Addr] = st.Registrations
+		}
+	}
+	return ls
+}
+
+// leasesLost describes every lease on nodes lost since before was taken
+// (of brokers still alive), and every full registration since.
+func (s *sim) leasesLost(before leaseSnapshot, nodes ...*simNode) []string {
+	if len(nodes) == 0 {
+		nodes = s.nodes
+	}
+	now := s.snapshotLeases()
+	var out []string
+	for _, sn := range nodes {
+		for addr, e := range before.epochs[sn.idx] {
+			if _, alive := now.regs[addr]; alive && now.epochs[sn.idx][addr] != e {
+				out = append(out, fmt.Sprintf("node %d: the lease of %s had epoch %d, now %d (0: none)", sn.idx, addr, e, now.epochs[sn.idx][addr]))
+			}
+		}
+		for addr, regs := range now.regs {
+			if n, was := regs[sn.ap.String()], before.regs[addr][sn.ap.String()]; n != was {
+				out = append(out, fmt.Sprintf("broker %s registered with node %d %d more times", addr, sn.idx, n-was))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkLoss fails the test unless the network dropped about the share of
+// packets it was configured to: a loss test whose packets all arrive
+// proves nothing.
+func (s *sim) checkLoss() netStats {
+	s.t.Helper()
+	ns := s.net.snapshot()
+	if s.cfg.Loss == 0 {
+		return ns
+	}
+	got := float64(ns.Lost) / float64(max(ns.Sent, 1))
+	if ns.Lost == 0 || got < s.cfg.Loss*0.8 || got > s.cfg.Loss*1.2 {
+		s.t.Errorf("the network dropped %d of %d packets (%.1f%%), want about %.0f%%", ns.Lost, ns.Sent, 100*got, 100*s.cfg.Loss)
+	}
+	return ns
 }

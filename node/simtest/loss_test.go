@@ -13,9 +13,10 @@ import (
 // lossRun is what one run of the loss scenario measured.
 type lossRun struct {
 	Loss            float64
-	Expiries        int // leases removed by an expiry scan: all false here
-	LeaseDips       int // 10 s checks where a node held fewer than every lease
-	NewLeases       int // leases a node created anew after the initial sync
+	Expiries        int    // expiries the nodes logged: all false here
+	LeaseDips       int    // 10 s checks where a node held fewer than every lease
+	LeasesLost      int    // leases whose epoch changed, and registrations again, after the sync
+	Resumes         uint64 // reconnects that kept the lease with a heartbeat
 	Heartbeats      uint64
 	HeartbeatFails  int
 	RegisterAgain   int // full re-registrations after the first one
@@ -28,10 +29,10 @@ type lossRun struct {
 }
 
 func (r lossRun) String() string {
-	return fmt.Sprintf("loss %.0f%%: false expiries %d, lease dips %d, leases created anew %d, heartbeats acked %d, heartbeat attempts failed %d (%.2f%% success), "+
-		"re-registrations %d, dials %d, route reads %d (errors %d, short %d), refreshes %d (errors %d), packets %d (lost %d)",
-		100*r.Loss, r.Expiries, r.LeaseDips, r.NewLeases, r.Heartbeats, r.HeartbeatFails,
-		pct(r.Heartbeats, r.Heartbeats+uint64(r.HeartbeatFails)), r.RegisterAgain, r.Dials,
+	return fmt.Sprintf("loss %.0f%%: false expiries %d, lease dips %d, leases lost %d, heartbeats acked %d, heartbeat attempts failed %d (%.2f%% success), "+
+		"re-registrations %d, resumed leases %d, dials %d, route reads %d (errors %d, short %d), refreshes %d (errors %d), packets %d (lost %d)",
+		100*r.Loss, r.Expiries, r.LeaseDips, r.LeasesLost, r.Heartbeats, r.HeartbeatFails,
+		pct(r.Heartbeats, r.Heartbeats+uint64(r.HeartbeatFails)), r.RegisterAgain, r.Resumes, r.Dials,
 		r.Reads, r.ReadErrs, r.ShortRoutes, r.Refreshes, r.RefreshErrs, r.Net.Sent, r.Net.Lost)
 }
 
@@ -61,7 +62,7 @@ func runLoss(t *testing.T, loss float64, d time.Duration, seed uint64, strict bo
 			t.Logf("loss %.0f%%: not every node holds every lease after 5 minutes", 100*loss)
 		}
 	}
-	syncedAt := time.Now()
+	synced, regsAtSync := s.snapshotLeases(), s.brokerTotals().Registrations
 	rd := s.startReaders(s.clients, 10*time.Second, func(i int) []string {
 		return []string{sharedTopic, brokerTopic(i)}
 	})
@@ -77,23 +78,21 @@ func runLoss(t *testing.T, loss float64, d time.Duration, seed uint64, strict bo
 	}
 	rd.stop()
 
+	// Lost leases, by counters rather than log records: a lease lost
+	// changes its epoch on the node and costs its registrar one more full
+	// registration. The expiry log only explains what is found.
+	lost := s.leasesLost(synced)
+	res.LeasesLost = len(lost)
+	for _, l := range lost {
+		fail("after every broker had registered: %s", l)
+	}
 	res.Expiries = len(s.ev.expired())
 	for _, e := range s.ev.expired() {
-		fail("false expiry: node %d expired %s at %s, %s after its last heartbeat", e.Node, e.Addr, e.At.Format(time.TimeOnly), e.silence())
-	}
-	// A second proxy, independent of the expiry log: a node logs "broker
-	// registered" only for a broker it holds no lease for, so after the
-	// initial registrations any such record means a lease was lost.
-	for _, sn := range s.nodes {
-		if regs := s.ev.registeredOn(sn.idx, syncedAt); len(regs) > 0 {
-			res.NewLeases += len(regs)
-			fail("node %d created %d leases anew after every broker had registered (first %s at %s): a lease was lost",
-				sn.idx, len(regs), regs[0].Addr, regs[0].At.Format(time.TimeOnly))
-		}
+		t.Logf("node %d logged the expiry of %s at %s, %s after its last heartbeat", e.Node, e.Addr, e.At.Format(time.TimeOnly), e.silence())
 	}
 	bt := s.brokerTotals()
-	res.Heartbeats, res.Dials = bt.Heartbeats, bt.Dials
-	res.RegisterAgain = s.ev.count("broker: registered with node again")
+	res.Heartbeats, res.Dials, res.Resumes = bt.Heartbeats, bt.Dials, bt.Resumes
+	res.RegisterAgain = int(bt.Registrations - regsAtSync)
 	res.HeartbeatFails = s.ev.count("broker: request to node failed: retrying [heartbeat]")
 	for _, r := range rd.all() {
 		switch {
@@ -115,7 +114,11 @@ func runLoss(t *testing.T, loss float64, d time.Duration, seed uint64, strict bo
 			}
 		}
 	}
-	res.Net = s.net.snapshot()
+	if strict {
+		res.Net = s.checkLoss()
+	} else {
+		res.Net = s.net.snapshot()
+	}
 	t.Logf("%v", res)
 	t.Logf("route clients: %+v", s.clientTotals())
 	t.Logf("log records:%s", s.ev.summary())
@@ -133,8 +136,10 @@ func allLeased(s *sim, n int) bool {
 
 // TestLossyNetworkDefaults is issue 4's main scenario: at the default
 // timings, 10% and 30% packet loss both ways on every link for 30 virtual
-// minutes cost no broker its lease on any node (no expiry, no lease ever
-// missing at a 10 s check, no lease created anew), and every refresh (a
+// minutes cost no broker its lease on any node (no lease ever missing at a
+// 10 s check, every lease under the epoch it had at the sync, no registrar
+// registering again; the network really dropped that share of packets),
+// and every refresh (a
 // poll of the nodes in turn, 3 s each, with failover) and every route read
 // succeeds with every broker in it.
 //

@@ -116,7 +116,8 @@ func TestPartitionedNode(t *testing.T) {
 			t.Errorf("after healing: the isolated node holds %d leases (%d registered again), want %d", isolated.leases(), len(back), nBrokers)
 		}
 		// Each was retrying its dial with backoff: the longest wait is
-		// Backoff.Max (30 s), plus a dial.
+		// Backoff.Max (30 s; half the probe interval while probing), plus
+		// a dial.
 		if within := 35 * time.Second; len(back) > 0 && back[len(back)-1] > within {
 			t.Errorf("the last cut-off broker registered again %s after the cut healed, want within %s", back[len(back)-1], within)
 		}

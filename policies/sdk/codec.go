@@ -194,6 +194,10 @@ func decodeThresholdInput(d *decoder) (in ThresholdInput) {
 			in.NowMs = d.int()
 		case 5:
 			in.Rand = d.uint()
+		case 6:
+			in.MinMs = d.int()
+		case 7:
+			in.MaxMs = d.int()
 		default:
 			d.skip()
 		}

@@ -110,6 +110,10 @@ type ThresholdInput struct {
 	DefaultMs int64 // the node's threshold without a policy
 	NowMs     int64
 	Rand      uint64
+	// MinMs and MaxMs are the range the node accepts (0 when the node does
+	// not say); the SDK clamps the policy's answer into it, since an answer
+	// outside is a failed call.
+	MinMs, MaxMs int64
 }
 
 // DueLease is a lease past its deadline.
@@ -159,7 +163,8 @@ var (
 func RouteFilter(fn func(in RouteInput) (Route, error)) { routeFilter = fn }
 
 // ExpiryThreshold registers the expiry threshold policy: it returns, in
-// milliseconds, how long the broker may stay silent (the host clamps it).
+// milliseconds, how long the broker may stay silent (the SDK clamps it to
+// the range the node gives in the input).
 func ExpiryThreshold(fn func(in ThresholdInput) (int64, error)) { expiryThreshold = fn }
 
 // ExpiryConfirm registers the expiry confirm policy: it returns the
@@ -210,6 +215,12 @@ func Handle(h Hook, input []byte) ([]byte, error) {
 		ms, err := expiryThreshold(in)
 		if err != nil {
 			return nil, err
+		}
+		if in.MinMs > 0 {
+			ms = max(ms, in.MinMs)
+		}
+		if in.MaxMs > 0 {
+			ms = min(ms, in.MaxMs)
 		}
 		e.mapn(1)
 		e.uint(1)

@@ -6,7 +6,9 @@
 ;;   threshold_ms = default_ms + 4 * stats.jitter_ms
 ;;
 ;; so a broker whose heartbeats arrive irregularly gets more slack, and a
-;; regular one keeps the node's default (the host clamps the result).
+;; regular one keeps the node's default. The answer is clamped to the
+;; range the input gives (min_ms, max_ms; [10 s, 10 min] when absent): the
+;; host counts an answer outside it as a failed call.
 ;;
 ;; Memory layout: the answer is written at 64; the input buffer starts at
 ;; 1024. One instance serves one call at a time and the host frees both
@@ -154,7 +156,7 @@
   ;; edgereg_expiry_threshold: input {1: broker, 2: stats {.., 4: jitter_ms, ..},
   ;; 3: default_ms, ..}; output {1: threshold_ms}.
   (func (export "edgereg_expiry_threshold") (param $ptr i32) (param $len i32) (result i64)
-    (local $def i64) (local $jitter i64) (local $t i64)
+    (local $def i64) (local $jitter i64) (local $t i64) (local $lo i64) (local $hi i64)
     (global.set $bad (i32.const 0))
     (global.set $end (i32.add (local.get $ptr) (local.get $len)))
     ;; default_ms
@@ -167,6 +169,16 @@
     (if (call $find (i64.const 4)) (then (local.set $jitter (call $uint))))
     (if (global.get $bad) (then (return (i64.const -1))))
     (local.set $t (i64.add (local.get $def) (i64.mul (local.get $jitter) (i64.const 4))))
+    ;; min_ms and max_ms
+    (local.set $lo (i64.const 10000))
+    (local.set $hi (i64.const 600000))
+    (global.set $pos (local.get $ptr))
+    (if (call $find (i64.const 6)) (then (local.set $lo (call $uint))))
+    (global.set $pos (local.get $ptr))
+    (if (call $find (i64.const 7)) (then (local.set $hi (call $uint))))
+    (if (global.get $bad) (then (return (i64.const -1))))
+    (if (i64.lt_u (local.get $t) (local.get $lo)) (then (local.set $t (local.get $lo))))
+    (if (i64.gt_u (local.get $t) (local.get $hi)) (then (local.set $t (local.get $hi))))
     ;; {1: t} at 64
     (global.set $pos (i32.const 64))
     (call $put (i32.const 0xa1))

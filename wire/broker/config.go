@@ -70,11 +70,15 @@ type Config struct {
 	// HeartbeatInterval is how often each node's lease is renewed. Default 30 s.
 	HeartbeatInterval time.Duration
 	// ProbeInterval is how often a session that sent nothing else pings its
-	// node. A node that crashed and came back answers the ping's packet with
+	// node. A node that crashed and came back answers the ping's packet
+	// (padded for that: quic-go answers no packet of 42 bytes or less) with
 	// a QUIC stateless reset, so the broker reconnects and registers within
-	// a probe interval and a round trip of the node's return, instead of at
-	// its next heartbeat (QUIC's own keep-alives are too small to draw a
-	// reset). Default 5 s; negative turns probing off.
+	// a probe interval and a few round trips of the node's return, instead
+	// of at its next heartbeat (QUIC's own keep-alives are too small to
+	// draw a reset). While probing is on, Backoff.Max is capped at half of
+	// it, so a node whose connection had already timed out is dialled
+	// again often enough to be found within about a probe interval too.
+	// Default 5 s; negative turns probing off.
 	ProbeInterval time.Duration
 	// HeartbeatTimeout is how long the broker asks each node to keep its
 	// lease without a heartbeat; it must exceed HeartbeatInterval. Zero
@@ -85,7 +89,8 @@ type Config struct {
 	// by it.
 	RequestTimeout time.Duration
 	// Backoff schedules retries of failed requests and reconnects, per
-	// node. Default 200 ms to 30 s with full jitter.
+	// node. Default 200 ms to 30 s with full jitter; at most half the
+	// ProbeInterval while probing is on.
 	Backoff nodes.Backoff
 	// Logger receives registrations, node list changes and failures;
 	// default slog.Default().
@@ -93,6 +98,13 @@ type Config struct {
 	// Now tells the time for data version timestamps and NodeState; default
 	// time.Now. Timers (heartbeats, backoff) use the runtime's clock.
 	Now func() time.Time
+	// OnStateChange, when set, is called with a node's state each time its
+	// session connects, disconnects, registers (or resumes its lease),
+	// loses its registration, or is refused for good (NodeState.Refused).
+	// It is called from that node's session goroutine, in order for one
+	// node and concurrently for several, without the Registrar's lock
+	// held: it may call the Registrar, and should return quickly.
+	OnStateChange func(NodeState)
 	// Transport, when set, is the QUIC transport to dial nodes from (see
 	// client.Config.Transport); tests use it for a simulated network.
 	Transport *quic.Transport

@@ -23,6 +23,8 @@ type udpProxy struct {
 	ln     *net.UDPConn
 	target *net.UDPAddr
 	dropPc atomic.Uint32 // percent of datagrams dropped
+	// dropped counts datagrams dropped: [0] from clients, [1] to them.
+	dropped [2]atomic.Uint64
 
 	mu       sync.Mutex
 	upstream map[string]*net.UDPConn // by client address
@@ -49,9 +51,15 @@ func newUDPProxy(t *testing.T, target string) *udpProxy {
 
 func (p *udpProxy) addr() string { return p.ln.LocalAddr().String() }
 
-func (p *udpProxy) drop() bool {
+// drop decides whether to drop a datagram going toClient or not, and
+// counts it.
+func (p *udpProxy) drop(toClient int) bool {
 	pc := p.dropPc.Load()
-	return pc > 0 && rand.Uint32N(100) < pc
+	if pc > 0 && rand.Uint32N(100) < pc {
+		p.dropped[toClient].Add(1)
+		return true
+	}
+	return false
 }
 
 func (p *udpProxy) fromClients() {
@@ -62,7 +70,7 @@ func (p *udpProxy) fromClients() {
 		if err != nil {
 			return
 		}
-		if p.drop() {
+		if p.drop(0) {
 			continue
 		}
 		up := p.upstreamFor(from)
@@ -96,7 +104,7 @@ func (p *udpProxy) upstreamFor(client *net.UDPAddr) *net.UDPConn {
 			if err != nil {
 				return
 			}
-			if !p.drop() {
+			if !p.drop(1) {
 				p.ln.WriteToUDP(buf[:n], client)
 			}
 		}
@@ -115,36 +123,59 @@ func (p *udpProxy) close() {
 	p.wg.Wait()
 }
 
+// TestLossyLink runs a lease of 2 s (the node's threshold) through 6 s of
+// a link that loses a third of all datagrams both ways: the lease can only
+// hold if heartbeats keep reaching the node, two a second, a lost one
+// retransmitted by QUIC or retried by the registrar well within the
+// threshold. The node checks for expired leases every 20 ms, and the lease
+// must be there, under the same epoch, at every check of the test.
 func TestLossyLink(t *testing.T) {
+	t.Parallel() // mostly waits on timers and timeouts
+	const threshold, window = 2 * time.Second, 6 * time.Second
 	ca := newTestCA(t)
-	tn := startNode(t, ca, func(c *node.Config) { c.ScanInterval = 20 * time.Millisecond })
+	tn := startNode(t, ca, func(c *node.Config) {
+		c.ScanInterval = 20 * time.Millisecond
+		c.HeartbeatInterval, c.ExpiryThreshold = 500*time.Millisecond, threshold
+	})
 	proxy := newUDPProxy(t, tn.Addr())
 	cfg := testConfig(t, ca, nodes.Static(proxy.addr()))
-	// The lease the broker asks for; requests keep testConfig's 2 s timeout,
-	// which a QUIC handshake under -race fits even when every package's
-	// tests run at once on 2 cores (with 250 ms or 500 ms, reconnects after
-	// the dead link timed out for good there). node/simtest covers loss
-	// deterministically, in virtual time.
-	cfg.HeartbeatTimeout = 8 * time.Second
+	// Two heartbeats a second: four lost in a row, unretried, cost the
+	// lease. Requests keep testConfig's 2 s timeout, which a QUIC
+	// handshake under -race fits even when every package's tests run at
+	// once on 2 cores. node/simtest covers loss deterministically, in
+	// virtual time.
+	cfg.HeartbeatInterval = 500 * time.Millisecond
 	r := startRegistrar(t, cfg)
 	if err := r.WaitSynced(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+	before, _ := lease(tn, brokerAddr)
+	if before.Threshold != threshold {
+		t.Fatalf("lease threshold %s, want the node's %s", before.Threshold, threshold)
+	}
 
-	// A third of all datagrams lost, both ways, for two seconds: failed
-	// heartbeats are retried at once, and the lease holds throughout.
 	beats := r.Nodes()[0].Heartbeats
 	proxy.dropPc.Store(33)
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if _, ok := lease(tn, brokerAddr); !ok {
-			t.Fatal("the node dropped the lease on a lossy link")
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if l, ok := lease(tn, brokerAddr); !ok || l.Epoch != before.Epoch {
+			t.Fatalf("the node lost the lease on a lossy link (lease %v, epoch %d, was %d)", ok, l.Epoch, before.Epoch)
 		}
 	}
 	proxy.dropPc.Store(0)
-	waitFor(t, "heartbeats after the loss", func() bool { return r.Nodes()[0].Heartbeats > beats+5 })
+	st := r.Nodes()[0]
+	up, down := proxy.dropped[0].Load(), proxy.dropped[1].Load()
+	t.Logf("%s of 33%% loss: %d datagrams dropped to the node and %d from it; %d heartbeats acknowledged, %d registrations, %d dials",
+		window, up, down, st.Heartbeats-beats, st.Registrations, st.Dials)
+	if up == 0 || down == 0 {
+		t.Fatalf("the proxy dropped %d datagrams to the node and %d from it: the link was not lossy", up, down)
+	}
+	if st.Registrations != 1 {
+		t.Errorf("%d full registrations, want 1", st.Registrations)
+	}
+	waitFor(t, "heartbeats after the loss", func() bool { return r.Nodes()[0].Heartbeats > st.Heartbeats+2 })
 
 	// A link that carries nothing: the registrar notices, replaces the
-	// connection, and registers again once the link is back.
+	// connection, and resumes the lease once the link is back.
 	dials := r.Nodes()[0].Dials
 	proxy.dropPc.Store(100)
 	waitFor(t, "the registrar to notice the dead link", func() bool {
@@ -192,6 +223,7 @@ func deafNode(t *testing.T, ca *testCA) string {
 }
 
 func TestNodeThatDoesNotReadCannotWedgeTheRegistrar(t *testing.T) {
+	t.Parallel() // mostly waits on timers and timeouts
 	ca := newTestCA(t)
 	cfg := testConfig(t, ca, nodes.Static(deafNode(t, ca)))
 	cfg.RequestTimeout = 200 * time.Millisecond
@@ -216,4 +248,46 @@ func TestNodeThatDoesNotReadCannotWedgeTheRegistrar(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Stop did not return")
 	}
+}
+
+// TestReconnectResumesTheLease forces a reconnect (the link carries nothing
+// until the registrar gives the connection up) while the node still holds
+// the lease: the registrar resumes it with a heartbeat naming the epoch it
+// holds, on the new connection, and sends no full registration.
+func TestReconnectResumesTheLease(t *testing.T) {
+	t.Parallel() // mostly waits on timers and timeouts
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil) // leases last the node's default 120 s
+	proxy := newUDPProxy(t, tn.Addr())
+	r := startRegistrar(t, testConfig(t, ca, nodes.Static(proxy.addr())))
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := lease(tn, brokerAddr)
+	dials := r.Nodes()[0].Dials
+
+	proxy.dropPc.Store(100)
+	waitFor(t, "the registrar to give the dead connection up", func() bool {
+		st := r.Nodes()[0]
+		return st.LastError != "" && !st.Connected
+	})
+	proxy.dropPc.Store(0)
+	waitFor(t, "a new connection that renews the lease", func() bool {
+		st := r.Nodes()[0]
+		l, _ := lease(tn, brokerAddr)
+		return st.Dials > dials && st.Registered && st.LastError == "" && l.Heartbeats > before.Heartbeats+2
+	})
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Nodes()[0]
+	after, ok := lease(tn, brokerAddr)
+	if !ok || after.Epoch != before.Epoch || st.Epoch != before.Epoch {
+		t.Errorf("epoch %d before the reconnect; after it the node holds %d (lease %v) and the registrar %d", before.Epoch, after.Epoch, ok, st.Epoch)
+	}
+	if st.Registrations != 1 || st.Resumes != 1 {
+		t.Errorf("%d full registrations and %d resumptions over %d dials, want 1 and 1: a reconnect within the lease resumes it with a heartbeat",
+			st.Registrations, st.Resumes, st.Dials)
+	}
+	t.Logf("%d full registrations, %d dials, %d heartbeats acknowledged", st.Registrations, st.Dials, st.Heartbeats)
 }

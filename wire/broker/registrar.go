@@ -5,13 +5,27 @@
 // goroutine owned by the Registrar. A session dials the node, registers the
 // broker's full topic configuration, and then renews its lease with a
 // heartbeat every HeartbeatInterval, recording every acknowledgement
-// (epoch, lease deadline). It registers in full again after a reconnect,
-// when a heartbeat acknowledgement says the node holds another data
-// version, and when the node answers lease-not-found or stale-epoch (it
-// restarted, or expired the lease). A failed request is retried after a
-// short backoff rather than a full interval, so a lossy link does not cost
-// the lease; a connection that is gone, or that failed twice in a row, is
-// replaced, with exponential backoff and full jitter between attempts.
+// (epoch, lease deadline). After a reconnect it resumes the lease with a
+// heartbeat naming the epoch it holds; it registers in full again only
+// when the node says it must: a heartbeat acknowledgement says the node
+// holds another data version, or the node answers lease-not-found or
+// stale-epoch (it restarted, or expired the lease). A failed request is
+// retried after a short backoff rather than a full interval, so a lossy
+// link does not cost the lease; a connection that is gone, or that failed
+// twice in a row, is replaced, with exponential backoff and full jitter
+// between attempts.
+//
+// # Timings, restarts and refusals
+//
+// Every acknowledgement says the node's heartbeat interval and the lease's
+// threshold; the Registrar heartbeats at least as often as the tightest
+// node asks (HeartbeatInterval). An idle session pings its node every
+// ProbeInterval with a ping padded to draw a QUIC stateless reset from a
+// node that restarted, so a restart is noticed within one probe interval.
+// A refusal that retrying cannot change (not authorized for the group,
+// invalid, stale state, conflict) ends that node's session: WaitSynced
+// returns it at once, Config.OnStateChange delivers it, and Run returns
+// once every listed node has refused.
 //
 // Topic changes (SetTopics, UpsertTopics, RemoveTopics) bump the data
 // version and reach every node as small incremental updates; a node that
@@ -53,9 +67,34 @@ var (
 	ErrStarted = errors.New("broker registrar already started")
 	// ErrStopped is returned by calls on a stopped or closed Registrar.
 	ErrStopped = errors.New("broker registrar stopped")
-	// ErrNotStarted is returned by Stop and WaitSynced before Start.
+	// ErrRefused is matched (errors.Is) by every RefusedError.
+	ErrRefused = errors.New("node refused the broker")
+	// ErrNotStarted is no longer returned: WaitSynced before Start waits
+	// for the start. It is kept for callers that compare with it.
 	ErrNotStarted = errors.New("broker registrar not started")
 )
+
+// RefusedError is a node's permanent refusal of the broker: a full
+// registration answered with bad request, frame too large, unknown message
+// type, not authorized, stale state or conflict. Retrying cannot change
+// the answer, so the session with that node stops; the Registrar gives up
+// (Run returns) once every listed node has refused. errors.Is matches
+// ErrRefused and the node's code (wire.ErrNotAuthorized, ...).
+type RefusedError struct {
+	Node string // the node's address
+	Op   string // the request refused: "register"
+	Err  error  // the node's answer, a *wire.Error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("refused for good: %v", e.Err)
+}
+
+// Unwrap returns the node's answer.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrRefused) hold.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
 type lifecycle uint8
 
@@ -71,11 +110,11 @@ type NodeState struct {
 	Addr string
 	// Connected reports whether a QUIC connection to the node is up.
 	Connected bool
-	// Registered reports whether the node acknowledged the registration
-	// over the current connection and nothing said since that it lost it.
-	// After a reconnect it is false until the full registration is
-	// acknowledged again (the node may hold the lease meanwhile: leases
-	// outlive connections).
+	// Registered reports whether the node acknowledged the registration,
+	// or its resumption, over the current connection and nothing said
+	// since that it lost it. After a reconnect it is false until the node
+	// acknowledges a heartbeat naming the held epoch (leases outlive
+	// connections) or, when the node lost the lease, the full registration.
 	Registered bool
 	// Epoch is the epoch of the last acknowledged registration; later
 	// frames name it. Zero before the first registration.
@@ -88,16 +127,26 @@ type NodeState struct {
 	// LeaseDeadline is when the lease runs out unless renewed, by the
 	// node's clock.
 	LeaseDeadline time.Time
+	// NodeHeartbeatInterval and Threshold are what the node's last
+	// acknowledgement said: the heartbeat period it expects, and how long
+	// this lease may go without a heartbeat. Zero from nodes that do not
+	// say. The Registrar heartbeats at least as often as the tightest node
+	// asks (see Registrar.HeartbeatInterval).
+	NodeHeartbeatInterval, Threshold time.Duration
 	// MasterAddr and MasterHAAddr tell a slave where its group's master
 	// is, as the last registration acknowledgement said.
 	MasterAddr, MasterHAAddr string
 	// LastError is why the most recent request or dial failed; empty once
 	// one succeeds again.
 	LastError string
+	// Refused is the node's permanent refusal (a *RefusedError), after
+	// which the session with it stopped; nil otherwise.
+	Refused error
 	// Registrations, Heartbeats and Updates count acknowledged full
 	// registrations, heartbeats and incremental topic updates; Dials counts
-	// connections made.
-	Registrations, Heartbeats, Updates, Dials uint64
+	// connections made; Resumes counts reconnects that kept the lease with
+	// a heartbeat (counted in Heartbeats too) instead of registering again.
+	Registrations, Heartbeats, Updates, Dials, Resumes uint64
 }
 
 // Registrar keeps one broker registered with every node of a node source.
@@ -106,6 +155,7 @@ type Registrar struct {
 	cfg         Config
 	log         *slog.Logger
 	hbTimeoutMs uint64
+	backoff     nodes.Backoff // cfg.Backoff, capped at the probe interval
 
 	mu       sync.Mutex
 	state    lifecycle
@@ -115,6 +165,9 @@ type Registrar struct {
 	sessions map[string]*session
 	listed   bool          // the node list was read at least once
 	changed  chan struct{} // closed and replaced on every state change
+	beat     time.Duration // heartbeat interval in effect: see HeartbeatInterval
+	refused  chan struct{} // closed once every listed node refused the broker
+	fatal    error         // those refusals, joined; set when refused closes
 
 	stopFollow context.CancelFunc
 	wg         sync.WaitGroup // the follow loop and every session
@@ -130,10 +183,21 @@ func New(cfg Config) (*Registrar, error) {
 		cfg:         cfg,
 		log:         cfg.Logger.With("cluster", cfg.Identity.Cluster, "broker", cfg.Identity.BrokerName, "addr", cfg.Identity.Addr),
 		hbTimeoutMs: uint64(cfg.HeartbeatTimeout.Milliseconds()),
+		backoff:     cfg.Backoff,
 		topics:      make(map[string]wire.TopicConfig, len(cfg.Topics)),
 		version:     wire.DataVersion{State: cfg.Identity.StateVersion, Timestamp: cfg.Now().UnixMilli()},
 		sessions:    make(map[string]*session),
 		changed:     make(chan struct{}),
+		refused:     make(chan struct{}),
+		beat:        cfg.HeartbeatInterval,
+	}
+	if cfg.ProbeInterval > 0 {
+		// A node that is down is dialled again within half a probe
+		// interval of a failed dial, so one that comes back is found
+		// within about one (a dial in progress retransmits its first
+		// packet with growing gaps, the last ones seconds apart), as a
+		// node whose connection is still up is by the next probe.
+		r.backoff.Max = max(min(r.backoff.Max, cfg.ProbeInterval/2), r.backoff.Min)
 	}
 	for _, t := range cfg.Topics {
 		r.topics[t.Name] = t
@@ -154,6 +218,7 @@ func (r *Registrar) Start() error {
 		return ErrStopped
 	}
 	r.state = stateRunning
+	r.broadcastLocked() // a WaitSynced called before Start waits on
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopFollow = cancel
 	r.wg.Add(1)
@@ -171,15 +236,114 @@ func (r *Registrar) Start() error {
 
 // Run starts the registrar, keeps the broker registered until ctx ends,
 // then unregisters from every node (bounded by RequestTimeout) and
-// returns. It returns nil after a clean unregistration.
+// returns. It returns nil after a clean unregistration. When every listed
+// node has refused the broker for good (see RefusedError) it stops at
+// once and returns the refusals.
 func (r *Registrar) Run(ctx context.Context) error {
 	if err := r.Start(); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	var fatal error
+	select {
+	case <-ctx.Done():
+	case <-r.refused:
+		r.mu.Lock()
+		fatal = r.fatal
+		r.mu.Unlock()
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.RequestTimeout)
 	defer cancel()
-	return r.Stop(sctx)
+	return errors.Join(fatal, r.Stop(sctx))
+}
+
+// checkRefusedLocked gives up when every listed node has refused the
+// broker. With mu held.
+func (r *Registrar) checkRefusedLocked() {
+	if r.fatal != nil || !r.listed || len(r.sessions) == 0 {
+		return
+	}
+	var errs []error
+	for _, addr := range slices.Sorted(maps.Keys(r.sessions)) {
+		st := r.sessions[addr].st
+		if st.Refused == nil {
+			return
+		}
+		errs = append(errs, st.Refused)
+	}
+	r.fatal = errors.Join(errs...)
+	r.log.Error("every node refused the broker: giving up", "nodes", len(errs), "err", r.fatal)
+	close(r.refused)
+}
+
+// MinNodeHeartbeatInterval is the shortest heartbeat interval a node can
+// make a Registrar follow, whatever it says.
+const MinNodeHeartbeatInterval = time.Second
+
+// HeartbeatInterval returns the heartbeat interval in effect: the
+// configured one, or shorter where a node asks for it. Each node's
+// acknowledgements say the node's heartbeat interval and the lease's
+// threshold; the Registrar follows the tightest node, heartbeating every
+// node at least as often as that node's interval and a third of its
+// threshold (never below MinNodeHeartbeatInterval), so a node run with
+// shorter timings than the broker's does not expire it.
+func (r *Registrar) HeartbeatInterval() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.beat
+}
+
+// advisedInterval is how often a node's last acknowledgement asks the
+// broker to heartbeat; zero when it said nothing.
+func (st *NodeState) advisedInterval() time.Duration {
+	var d time.Duration
+	for _, v := range []time.Duration{st.NodeHeartbeatInterval, st.Threshold / 3} {
+		if v > 0 && (d == 0 || v < d) {
+			d = v
+		}
+	}
+	if d == 0 {
+		return 0
+	}
+	return max(d, MinNodeHeartbeatInterval)
+}
+
+// followLocked sets the heartbeat interval from the configured one and
+// every listed node's advice, logging a change. With mu held.
+func (r *Registrar) followLocked() {
+	iv, from := r.cfg.HeartbeatInterval, ""
+	for _, addr := range slices.Sorted(maps.Keys(r.sessions)) {
+		if d := r.sessions[addr].st.advisedInterval(); d > 0 && d < iv {
+			iv, from = d, addr
+		}
+	}
+	if iv == r.beat {
+		return
+	}
+	if from != "" {
+		st := r.sessions[from].st
+		r.log.Info("following the tightest node's timings: heartbeating more often than configured", "node", from,
+			"interval", iv, "configured", r.cfg.HeartbeatInterval,
+			"node_interval", st.NodeHeartbeatInterval, "threshold", st.Threshold)
+	} else {
+		r.log.Info("back to the configured heartbeat interval", "interval", iv)
+	}
+	if iv < r.beat {
+		for _, s := range r.sessions {
+			s.signal() // reschedule heartbeats planned at the longer interval
+		}
+	}
+	r.beat = iv
+}
+
+// refusalsLocked joins the refusals of listed nodes. With mu held.
+func (r *Registrar) refusalsLocked() error {
+	var errs []error
+	for _, addr := range slices.Sorted(maps.Keys(r.sessions)) {
+		if err := r.sessions[addr].st.Refused; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Stop unregisters the broker from every node in parallel, naming each
@@ -231,14 +395,21 @@ func (r *Registrar) shutdown(ctx context.Context, unregister bool) error {
 	}
 	r.wg.Wait()
 	var errs []error
+	refused := 0
 	for _, s := range sessions {
+		if s.st.Refused != nil { // every session goroutine has ended
+			refused++
+		}
 		s.stopOps()
 		if s.unregErr != nil {
 			errs = append(errs, s.unregErr)
 		}
 	}
-	if unregister {
-		r.log.Info("broker unregistered", "nodes", len(sessions), "failed", len(errs))
+	switch {
+	case unregister && refused == len(sessions):
+		r.log.Info("broker registrar stopped: no node had accepted the broker", "refused", refused)
+	case unregister:
+		r.log.Info("broker unregistered", "nodes", len(sessions)-refused, "failed", len(errs), "refused", refused)
 	}
 	return errors.Join(errs...)
 }
@@ -260,6 +431,7 @@ func (r *Registrar) setNodes(addrs []string) {
 			s.stopRun()
 		}
 	}
+	r.followLocked()
 	for _, addr := range addrs {
 		if _, ok := r.sessions[addr]; ok {
 			continue
@@ -287,16 +459,20 @@ func (r *Registrar) Nodes() []NodeState {
 
 // WaitSynced waits until the node list has been read and every listed node
 // has acknowledged the current data version over its current connection.
-// Call it after Start to wait for the registration, or after a topic
-// change to wait until every node applied it.
+// Call it to wait for the registration, or after a topic change to wait
+// until every node applied it. Called before Start (as with go r.Run(ctx)
+// followed by WaitSynced), it waits for the start too. It returns
+// ErrStopped once the registrar stops, the refusal (a RefusedError) as
+// soon as a node refused the broker for good, since the broker can then
+// never be registered everywhere, and ctx's error when ctx ends first.
 func (r *Registrar) WaitSynced(ctx context.Context) error {
 	for {
 		r.mu.Lock()
-		state, synced, ch := r.state, r.syncedLocked(), r.changed
+		state, synced, refused, ch := r.state, r.syncedLocked(), r.refusalsLocked(), r.changed
 		r.mu.Unlock()
 		switch {
-		case state == stateNew:
-			return ErrNotStarted
+		case refused != nil:
+			return refused
 		case state == stateStopped:
 			return ErrStopped
 		case synced:

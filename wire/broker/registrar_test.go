@@ -403,6 +403,13 @@ type fakeResolver struct {
 	hosts map[string][]string
 	srv   map[string][]*net.SRV
 	err   error
+	fails int // lookups answered with err
+}
+
+func (f *fakeResolver) failures() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fails
 }
 
 func (f *fakeResolver) LookupHost(_ context.Context, host string) ([]string, error) {
@@ -418,6 +425,7 @@ func (f *fakeResolver) LookupSRV(_ context.Context, service, proto, name string)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
+		f.fails++
 		return "", nil, f.err
 	}
 	return name, slices.Clone(f.srv[name]), nil
@@ -464,9 +472,9 @@ func TestDNSSources(t *testing.T) {
 		res.mu.Lock()
 		res.err = errors.New("SERVFAIL")
 		res.mu.Unlock()
-		time.Sleep(200 * time.Millisecond)
-		if n := len(r.Nodes()); n != 2 {
-			t.Fatalf("%d nodes after a failed lookup, want 2 kept", n)
+		waitFor(t, "three failed lookups", func() bool { return res.failures() >= 3 })
+		if got := r.Nodes(); len(got) != 2 || !got[0].Registered || !got[1].Registered {
+			t.Fatalf("nodes after failed lookups: %+v, want the 2 kept, registered", got)
 		}
 		res.mu.Lock()
 		res.err = nil
@@ -533,12 +541,17 @@ func TestSlaveLearnsItsMaster(t *testing.T) {
 		return len(st) == 1 && st[0].MasterAddr == brokerAddr && st[0].MasterHAAddr == "10.0.0.1:10912"
 	})
 	// A slave's topic change is sent in full (the node takes topic config
-	// only from masters) and still acknowledged.
+	// only from masters, and refuses a slave's update) and still
+	// acknowledged; the node ignores the slave's topics.
+	regs := rs.Nodes()[0].Registrations
 	if err := rs.UpsertTopics(topics("slave-topic")...); err != nil {
 		t.Fatal(err)
 	}
 	if err := rs.WaitSynced(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+	if st := rs.Nodes()[0]; st.Registrations <= regs || st.Updates != 0 || st.Refused != nil {
+		t.Errorf("slave after a topic change: %d registrations (was %d), %d updates, refused %v; want a full registration", st.Registrations, regs, st.Updates, st.Refused)
 	}
 }
 
@@ -574,13 +587,48 @@ func TestConfigValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WaitSynced(ctxT(t)); !errors.Is(err, broker.ErrNotStarted) {
-		t.Errorf("WaitSynced before Start: %v", err)
-	}
 	if err := r.Stop(ctxT(t)); err != nil {
 		t.Errorf("Stop before Start: %v", err)
 	}
 	if err := r.Start(); !errors.Is(err, broker.ErrStopped) {
 		t.Errorf("Start after Stop: %v", err)
+	}
+}
+
+// TestWaitSyncedBeforeRun is the README's pattern: go r.Run(ctx), then
+// WaitSynced, which may well run before Run has started the registrar. It
+// waits for the start instead of failing.
+func TestWaitSyncedBeforeRun(t *testing.T) {
+	ca := newTestCA(t)
+	_, addrs := startNodes(t, ca, 1)
+	r, err := broker.New(testConfig(t, ca, nodes.Static(addrs...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() {
+		time.Sleep(20 * time.Millisecond) // let WaitSynced come first
+		ran <- r.Run(ctx)
+	}()
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Errorf("WaitSynced called before Run started: %v", err)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+
+	// A registrar closed before it ever started ends the wait too.
+	r2, err := broker.New(testConfig(t, ca, nodes.Static(addrs...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		r2.Close()
+	}()
+	if err := r2.WaitSynced(ctxT(t)); !errors.Is(err, broker.ErrStopped) {
+		t.Errorf("WaitSynced on a registrar closed before it started: %v, want ErrStopped", err)
 	}
 }

@@ -34,7 +34,8 @@ type session struct {
 	stopRun context.CancelFunc
 	opCtx   context.Context
 	stopOps context.CancelFunc
-	wake    chan struct{} // a topic change is pending
+	wake    chan struct{} // a topic change is pending, or the interval shrank
+	beatAt  time.Time     // when the next heartbeat was scheduled; run's goroutine only
 
 	// Guarded by Registrar.mu.
 	st         NodeState
@@ -81,22 +82,26 @@ func (s *session) run() {
 				}
 				s.failed("dial", err, failures)
 				failures++
-				if !s.sleep(nil, s.r.cfg.Backoff.Delay(failures-1)) {
+				if !s.sleep(nil, s.r.backoff.Delay(failures-1)) {
 					return
 				}
 				continue
 			}
 			conn = c
 		}
-		s.serve(conn, &failures)
+		refused := s.serve(conn, &failures)
 		if s.runCtx.Err() != nil {
 			return // finish unregisters over conn if asked to
+		}
+		if refused != nil {
+			s.refuse(refused)
+			return
 		}
 		conn.Close()
 		conn = nil
 		s.update(func(st *NodeState) { st.Connected, st.Registered = false, false })
 		s.log.Debug("reconnecting to node")
-		if !s.sleep(nil, s.r.cfg.Backoff.Delay(failures)) {
+		if !s.sleep(nil, s.r.backoff.Delay(failures)) {
 			return
 		}
 	}
@@ -116,9 +121,15 @@ func (s *session) dial() (*client.Conn, error) {
 
 // serve registers over conn and keeps the lease renewed until the
 // connection must be replaced or the session stops. failures counts
-// consecutive failed requests and dials, for the backoff.
-func (s *session) serve(conn *client.Conn, failures *int) {
-	needFull := true // after every (re)connect
+// consecutive failed requests and dials, for the backoff. It returns the
+// node's refusal when the node refused the full registration for good.
+func (s *session) serve(conn *client.Conn, failures *int) *RefusedError {
+	// A lease outlives its connection: one held from an earlier connection
+	// is resumed with a heartbeat naming its epoch, and only a node that
+	// says it lost the lease or holds another version gets the full
+	// configuration again (up to 16 MiB over a link that just failed).
+	resuming := s.heldEpoch() != 0
+	needFull := !resuming
 	transportFails := 0
 	var nextBeat, nextProbe time.Time
 	for s.runCtx.Err() == nil {
@@ -126,7 +137,23 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 			op  string
 			err error
 		)
+		nextBeat = s.tighten(nextBeat)
 		switch {
+		case resuming:
+			var again bool
+			op = "resume"
+			again, err = s.resume(conn)
+			switch {
+			case err == nil:
+				resuming, needFull, nextBeat = false, again, s.nextBeat()
+			case errors.Is(err, wire.ErrLeaseNotFound), errors.Is(err, wire.ErrStaleEpoch):
+				// The node restarted, expired the lease or holds a newer
+				// registration: not a failure, the answer a full
+				// registration is for.
+				s.log.Info("node no longer holds the lease: registering in full", "err", err)
+				resuming, needFull = false, true
+				continue
+			}
 		case needFull:
 			op, err = "register", s.register(conn)
 			if err == nil {
@@ -152,14 +179,14 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 				needFull, nextBeat = again, s.nextBeat()
 			}
 		case s.probing() && !time.Now().Before(nextProbe):
-			op, err = "ping", s.do(conn, func(ctx context.Context) error { _, err := conn.Ping(ctx); return err })
+			op, err = "ping", s.probe(conn)
 		default:
 			wait := time.Until(nextBeat)
 			if s.probing() {
 				wait = min(wait, time.Until(nextProbe))
 			}
 			if !s.idle(conn, wait) {
-				return
+				return nil
 			}
 			continue
 		}
@@ -169,7 +196,19 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 			continue
 		}
 		if s.runCtx.Err() != nil || s.opCtx.Err() != nil {
-			return
+			return nil
+		}
+		if permanent(err) {
+			if op == "register" {
+				return &RefusedError{Node: s.addr, Op: op, Err: err}
+			}
+			// A heartbeat or an update refused for good (say, the lease
+			// at this address is another group's now): the full
+			// registration decides whether the broker may stay.
+			s.failed(op, err, 0)
+			resuming, needFull = false, true
+			s.update(func(st *NodeState) { st.Registered = false })
+			continue
 		}
 		s.failed(op, err, *failures)
 		*failures++
@@ -186,7 +225,7 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 				continue
 			}
 		case errors.Is(err, wire.ErrUnavailable):
-			return // the node is shutting down: reconnect, perhaps to its successor
+			return nil // the node is shutting down: reconnect, perhaps to its successor
 		case errors.As(err, &we):
 			if op == "update-topics" {
 				needFull = true // re-synchronize by a full registration
@@ -194,22 +233,78 @@ func (s *session) serve(conn *client.Conn, failures *int) {
 		default:
 			transportFails++
 			if transportFails >= maxTransportFailures || isDone(conn.Done()) {
-				return
+				return nil
 			}
 		}
-		if !s.sleep(conn, s.r.cfg.Backoff.Delay(*failures-1)) {
-			return
+		if !s.sleep(conn, s.r.backoff.Delay(*failures-1)) {
+			return nil
 		}
 	}
+	return nil
 }
 
 func (s *session) probing() bool { return s.r.cfg.ProbeInterval > 0 }
 
+// permanent reports whether a node's answer will not change by retrying:
+// the request is invalid or too large, the node does not know the message
+// type, the certificate does not allow the group, or the broker id or
+// group belongs elsewhere (stale state, conflict). Retrying those for
+// ever would look healthy from outside while the broker is registered
+// nowhere.
+func permanent(err error) bool {
+	for _, target := range []error{wire.ErrBadRequest, wire.ErrFrameTooLarge, wire.ErrUnknownType,
+		wire.ErrNotAuthorized, wire.ErrStaleState, wire.ErrConflict} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse records that the node refused the broker for good: the session
+// ends without retrying, and the Registrar gives up once every listed node
+// has refused.
+func (s *session) refuse(err *RefusedError) {
+	s.log.Error("node refused the broker: not retrying this node", "op", err.Op, "err", err.Err)
+	s.update(func(st *NodeState) {
+		st.Connected, st.Registered = false, false
+		st.Refused, st.LastError = err, err.Error()
+	})
+	s.r.mu.Lock()
+	s.r.checkRefusedLocked()
+	s.r.mu.Unlock()
+}
+
+// probeBody pads every probe: quic-go answers no packet of 42 bytes or
+// less with a stateless reset, and a bare ping's packet has 36, so a
+// restarted node would not answer it at all and the broker would learn of
+// the restart only when the ping timed out twice (10 to 15 s at the
+// defaults). The node ignores the padding. Read-only.
+var probeBody = &wire.Ping{Padding: make([]byte, wire.PingPadding)}
+
+// probe pings the node with a packet large enough to draw a stateless
+// reset from a node that restarted and no longer knows the connection.
+func (s *session) probe(conn *client.Conn) error {
+	return s.do(conn, func(ctx context.Context) error {
+		return conn.Call(ctx, wire.TypePing, probeBody, nil)
+	})
+}
+
 // nextBeat is when the next heartbeat is due: one interval from now, less
 // up to a tenth at random, so brokers started together drift apart.
 func (s *session) nextBeat() time.Time {
-	iv := s.r.cfg.HeartbeatInterval
-	return time.Now().Add(iv - rand.N(iv/10+1))
+	iv := s.r.HeartbeatInterval()
+	s.beatAt = time.Now()
+	return s.beatAt.Add(iv - rand.N(iv/10+1))
+}
+
+// tighten pulls a scheduled heartbeat in when the interval in effect
+// shrank since it was scheduled (another node asked for shorter).
+func (s *session) tighten(next time.Time) time.Time {
+	if at := s.beatAt.Add(s.r.HeartbeatInterval()); !next.IsZero() && at.Before(next) {
+		return at
+	}
+	return next
 }
 
 // idle waits up to d for a topic change; it returns false when the session
@@ -361,6 +456,28 @@ func (s *session) updateTopics(conn *client.Conn) error {
 	return nil
 }
 
+// heldEpoch returns the epoch of the lease the node last acknowledged, or
+// zero before the first registration.
+func (s *session) heldEpoch() uint64 {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	return s.st.Epoch
+}
+
+// resume renews, over a new connection, the lease held from an earlier
+// one. It returns true when the node asks for a full registration; on
+// success without that the session counts as registered again.
+func (s *session) resume(conn *client.Conn) (bool, error) {
+	again, err := s.heartbeat(conn)
+	if err != nil || again {
+		return again, err
+	}
+	var epoch uint64
+	s.update(func(st *NodeState) { st.Registered, st.Resumes, epoch = true, st.Resumes+1, st.Epoch })
+	s.log.Info("resumed the lease on node", "epoch", epoch)
+	return false, nil
+}
+
 // heartbeat renews the lease. It names the data version the node last
 // acknowledged, so a topic change still queued does not read as a
 // mismatch; it returns true when the node asks for a full registration.
@@ -398,15 +515,29 @@ func (s *session) ackLocked(st *NodeState, ack wire.LeaseAck, v wire.DataVersion
 	if !ack.VersionChanged {
 		st.DataVersion = v
 	}
+	st.NodeHeartbeatInterval = time.Duration(ack.HeartbeatIntervalMs) * time.Millisecond
+	st.Threshold = time.Duration(ack.ThresholdMs) * time.Millisecond
+	s.r.followLocked()
 }
 
 // update changes the session's state under the Registrar's lock and wakes
 // WaitSynced. A session dropped from the list no longer reports.
+//
+// When Connected, Registered or Refused changed, it then calls
+// Config.OnStateChange, after unlocking: updates come from the session's
+// goroutine only, so one node's changes are delivered in order.
 func (s *session) update(fn func(*NodeState)) {
-	s.r.mu.Lock()
-	defer s.r.mu.Unlock()
+	r := s.r
+	r.mu.Lock()
+	before := s.st
 	fn(&s.st)
-	s.r.broadcastLocked()
+	after := s.st
+	r.broadcastLocked()
+	r.mu.Unlock()
+	if cb := r.cfg.OnStateChange; cb != nil && (before.Connected != after.Connected ||
+		before.Registered != after.Registered || before.Refused != after.Refused) {
+		cb(after)
+	}
 }
 
 // failed records and logs a failed request: at Warn the first time in a

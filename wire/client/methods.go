@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/edgereg/edgereg/wire"
 )
@@ -158,8 +159,22 @@ func (c *Conn) Leases(ctx context.Context) ([]wire.LeaseInfo, error) {
 // expiry or confirm) once the node has validated it.
 func (c *Conn) PolicyPush(ctx context.Context, hook string, module []byte) (wire.PolicyInfo, error) {
 	var info wire.PolicyInfo
-	err := c.Call(ctx, wire.TypePolicyPush, &wire.PolicyPush{Hook: hook, Module: module}, &info)
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	err := c.Call(ctx, wire.TypePolicyPush, &wire.PolicyPush{Hook: hook, Module: module, TimeoutMs: uploadTimeoutMs(ctx)}, &info)
 	return info, err
+}
+
+// uploadTimeoutMs tells the node how long the caller waits, less a margin
+// for the answer's trip back, so an upload the caller gave up on never
+// activates later.
+func uploadTimeoutMs(ctx context.Context) int64 {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	d := time.Until(deadline)
+	return max((d - min(d/10, time.Second)).Milliseconds(), 1)
 }
 
 // PolicyList returns the state of every hook.
@@ -187,6 +202,8 @@ func (c *Conn) PolicyRemove(ctx context.Context, hook string) (wire.PolicyInfo, 
 // input is the hook's CBOR input; nil means the built-in sample.
 func (c *Conn) PolicyTest(ctx context.Context, hook string, module, input []byte) (wire.PolicyTestResult, error) {
 	var r wire.PolicyTestResult
-	err := c.Call(ctx, wire.TypePolicyTest, &wire.PolicyTest{Hook: hook, Module: module, Input: input}, &r)
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	err := c.Call(ctx, wire.TypePolicyTest, &wire.PolicyTest{Hook: hook, Module: module, Input: input, TimeoutMs: uploadTimeoutMs(ctx)}, &r)
 	return r, err
 }

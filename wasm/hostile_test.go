@@ -1,0 +1,168 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/wasm/wasmtest"
+)
+
+// rssBytes reads the process's resident set size.
+func rssBytes(t testing.TB) int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skip("no /proc/self/statm")
+	}
+	f := strings.Fields(string(b))
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// peakRSS samples the RSS while fn runs and returns the largest growth.
+func peakRSS(t testing.TB, fn func()) int64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	base := rssBytes(t)
+	var peak atomic.Int64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			peak.Store(max(peak.Load(), rssBytes(t)-base))
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	fn()
+	close(done)
+	<-sampled
+	return max(peak.Load(), rssBytes(t)-base)
+}
+
+// TestHostileStructureRefused uploads each shape to a host: each is
+// refused, with a message naming the limit, before wazero decodes it, and
+// the process's memory stays where it was.
+func TestHostileStructureRefused(t *testing.T) {
+	h := newHost(t, HostConfig{CacheDir: t.TempDir()})
+	for _, sh := range wasmtest.HostileShapes() {
+		if f := os.Getenv("HOSTILE_ONLY"); f != "" && !strings.Contains(f, sh.Name) {
+			continue
+		}
+		var err error
+		var took time.Duration
+		grew := peakRSS(t, func() {
+			start := time.Now()
+			var m *Module
+			m, err = h.Validate(context.Background(), sh.Module)
+			took = time.Since(start)
+			if m != nil {
+				m.Close()
+			}
+		})
+		t.Logf("%-22s %8d bytes: refused in %v, RSS +%d MiB: %v", sh.Name, len(sh.Module), took.Round(time.Microsecond), grew>>20, err)
+		var ve *ValidationError
+		if !errors.As(err, &ve) || !strings.Contains(err.Error(), sh.Limit) {
+			t.Errorf("%s: Validate = %v, want a refusal naming %q", sh.Name, err, sh.Limit)
+		}
+		if grew > 64<<20 {
+			t.Errorf("%s: RSS grew by %d MiB during the refusal", sh.Name, grew>>20)
+		}
+	}
+}
+
+// recursion is a route filter that calls itself without end, with a few
+// locals per frame.
+const recursion = `(module ` + abiPrelude + `
+  (func $deep (param i32) (result i64) (local i64 i64 i64 i64)
+    (call $deep (i32.add (local.get 0) (i32.const 1))))
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64)
+    (call $deep (i32.const 0))))`
+
+// TestRecursionCost measures what unbounded recursion costs: wazero has no
+// stack-depth setting (its call stack may grow to 400 MB), so the bound is
+// the call deadline plus the node-wide instance budget. ABI.md quotes the
+// figures this logs.
+func TestRecursionCost(t *testing.T) {
+	b := wat(t, recursion)
+	if b == nil {
+		t.Skip("wat2wasm not installed")
+	}
+	h := newHost(t, HostConfig{CallTimeout: DefaultCallTimeout})
+	// The dry run fails on the recursion itself; compile and call directly.
+	m, err := h.compile(context.Background(), "recursion", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.destroy(context.Background())
+	route := encode(t, zonedRoute())
+	var worst time.Duration
+	var callErr error
+	grew := peakRSS(t, func() {
+		for range 5 {
+			start := time.Now()
+			_, callErr = m.FilterRoute(context.Background(), RouteFilterInput{Route: route, Rand: 1})
+			worst = max(worst, time.Since(start))
+		}
+	})
+	t.Logf("unbounded recursion: %v; slowest of 5 calls %v (deadline %v); peak RSS +%d MiB", callErr, worst.Round(time.Millisecond), DefaultCallTimeout, grew>>20)
+	if !errors.Is(callErr, ErrTrap) && !errors.Is(callErr, ErrTimeout) {
+		t.Fatalf("recursion: %v, want a trap or a timeout", callErr)
+	}
+	// One wazero stack of about 100 MB plus the copy it grows from;
+	// measured +300 MiB without -race, +600 MiB with it.
+	if grew > 1<<30 {
+		t.Errorf("recursion grew the RSS by %d MiB", grew>>20)
+	}
+}
+
+// recursionAfterDryRun passes the dry run, then recurses without end.
+const recursionAfterDryRun = `(module ` + abiPrelude + `
+  (func $dry (param $p i32) (param $n i32) (result i32)
+    (local $i i32)
+    (block $no
+      (loop $scan
+        (br_if $no (i32.gt_s (i32.add (local.get $i) (i32.const 8)) (local.get $n)))
+        (if (i64.eq (i64.load (i32.add (local.get $p) (local.get $i))) (i64.const 0x157c4a7fb979379e))
+          (then (return (i32.const 1))))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $scan)))
+    (i32.const 0))
+  (func $deep (param i32) (result i64) (local i64 i64 i64 i64)
+    (call $deep (i32.add (local.get 0) (i32.const 1))))
+  (func (export "edgereg_route_filter") (param $p i32) (param $n i32) (result i64)
+    (if (call $dry (local.get $p) (local.get $n)) (then (return (i64.const 0x0000004000000007))))
+    (call $deep (i32.const 0))))`
+
+// TestStackOverflowDeactivates: one stack overflow deactivates a module,
+// since each costs about 100 MB of stack and runs past the deadline;
+// before, it took five in a row.
+func TestStackOverflowDeactivates(t *testing.T) {
+	b := wat(t, recursionAfterDryRun)
+	if b == nil {
+		t.Skip("wat2wasm not installed")
+	}
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{})
+	m, err := h.Validate(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	activate(t, s, HookRouteFilter, m)
+	filter(t, s, "T")
+	if got := activeHash(s, HookRouteFilter); got != "" {
+		t.Fatalf("still active after a stack overflow (%+v)", status(s, HookRouteFilter))
+	}
+}

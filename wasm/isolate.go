@@ -1,0 +1,219 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// Compilation in a child process.
+//
+// The structural limits (structure.go) bound what a module can make the
+// compiler do, but not exactly: a body under the size limit can still be
+// expensive in ways no cheap static check predicts. So Host.Validate
+// compiles a module first in a child process of the same binary, under an
+// address-space limit (RLIMIT_AS, set by the child on itself) and a time
+// limit (the parent kills it), and the child fills the on-disk compilation
+// cache that the node's own runtime then loads. A module that makes the
+// child run out of memory or time is refused; the node never compiled it.
+//
+// The child is the same executable started with childEnv set; the
+// package's init function notices and runs the compilation instead of the
+// program, so every binary that links this package (edgereg, and the test
+// binaries of every package that uses it) can act as the child without
+// changes to its main or TestMain.
+
+const (
+	childEnv       = "EDGEREG_WASM_COMPILE_CHILD" // set to the cache directory
+	childPagesEnv  = "EDGEREG_WASM_COMPILE_PAGES"
+	childMemoryEnv = "EDGEREG_WASM_COMPILE_MEMORY"
+	childSizeEnv   = "EDGEREG_WASM_COMPILE_MAX_SIZE"
+
+	// childExitInvalid is the child's exit code when wazero refused the
+	// module; its message is on stderr.
+	childExitInvalid = 3
+	// childExitSetup is the child's exit code when it could not start.
+	childExitSetup = 4
+)
+
+// Defaults of HostConfig's compilation limits.
+const (
+	// DefaultCompileMemory bounds what compiling one module may add to the
+	// child's address space. Compiling the 2 MB shipped Go modules needs
+	// under 200 MiB (TestIsolatedCompileOfShippedModule).
+	DefaultCompileMemory = 1 << 30
+	// DefaultCompileTimeout bounds compiling one module.
+	DefaultCompileTimeout = 60 * time.Second
+)
+
+func init() {
+	if dir := os.Getenv(childEnv); dir != "" {
+		os.Exit(runCompileChild(dir))
+	}
+}
+
+// runtimeConfig is the runtime configuration of both the node and the
+// compile child: wazero keys its cache by the module and by whether
+// instances close on a done context, so both must agree.
+func runtimeConfig(pages uint32, cache wazero.CompilationCache) wazero.RuntimeConfig {
+	return wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(pages).
+		WithCompilationCache(cache)
+}
+
+// runCompileChild compiles the module on stdin into the cache in dir.
+func runCompileChild(dir string) int {
+	pages, _ := strconv.ParseUint(os.Getenv(childPagesEnv), 10, 32)
+	budget, _ := strconv.ParseInt(os.Getenv(childMemoryEnv), 10, 64)
+	maxSize, _ := strconv.ParseInt(os.Getenv(childSizeEnv), 10, 64)
+	if pages == 0 || budget <= 0 || maxSize <= 0 {
+		fmt.Fprintln(os.Stderr, "compile child: missing limits")
+		return childExitSetup
+	}
+	if err := limitAddressSpace(budget * raceFactor); err != nil {
+		fmt.Fprintln(os.Stderr, "compile child:", err)
+		return childExitSetup
+	}
+	debug.SetMemoryLimit(budget / 2)
+	module, err := io.ReadAll(io.LimitReader(os.Stdin, maxSize+1))
+	if err != nil || int64(len(module)) > maxSize {
+		fmt.Fprintln(os.Stderr, "compile child: cannot read the module")
+		return childExitSetup
+	}
+	if _, ve := checkStructure(module, Limits{}); ve != nil && !errors.Is(ve, ErrLimit) {
+		// The parent checked with its own limits already; this only keeps
+		// the decoder away from bytes that are not a module at all.
+		fmt.Fprintln(os.Stderr, ve.Detail)
+		return childExitInvalid
+	}
+	ctx := context.Background()
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compile child:", err)
+		return childExitSetup
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, runtimeConfig(uint32(pages), cache))
+	if _, err := rt.CompileModule(ctx, module); err != nil {
+		msg, _, _ := strings.Cut(err.Error(), "\n")
+		fmt.Fprintln(os.Stderr, msg)
+		return childExitInvalid
+	}
+	_ = rt.Close(ctx)
+	_ = cache.Close(ctx)
+	return 0
+}
+
+// compileIsolated compiles module in a child process into the host's
+// compilation cache, so that the node's own compilation is a cache load.
+// A module the child could not compile within its limits is refused.
+func (h *Host) compileIsolated(ctx context.Context, hash string, module []byte) error {
+	if h.cfg.CompileInProcess {
+		return nil
+	}
+	marker := filepath.Join(h.cacheDir, compiledMarkerDir(), hash)
+	if _, err := os.Stat(marker); err == nil {
+		return nil // compiled by an earlier child; wazero's cache has it
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("compile policy module in a child process: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, h.cfg.CompileTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, exe)
+	cmd.Env = append(os.Environ(),
+		childEnv+"="+h.cacheDir,
+		childPagesEnv+"="+strconv.FormatUint(uint64(h.cfg.MaxMemoryPages), 10),
+		childMemoryEnv+"="+strconv.FormatInt(h.cfg.CompileMemory, 10),
+		childSizeEnv+"="+strconv.Itoa(h.cfg.MaxModuleSize),
+	)
+	cmd.Stdin = bytes.NewReader(module)
+	stderr := &cappedBuffer{max: 4096}
+	cmd.Stderr = stderr
+	cmd.WaitDelay = time.Second
+	start := time.Now()
+	err = cmd.Run()
+	took := time.Since(start)
+	msg := lastLine(stderr.String())
+	switch {
+	case err == nil:
+		_ = os.MkdirAll(filepath.Dir(marker), 0o700)
+		_ = os.WriteFile(marker, nil, 0o600)
+		peak := childPeakRSS(cmd)
+		h.childPeak.Store(peak)
+		h.log.Debug("policy module compiled in a child process", "hash", hash, "took", took, "peak_rss_bytes", peak)
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("compile policy module %.12s: %w", hash, ctx.Err())
+	case cctx.Err() != nil:
+		return refuse(hash, ErrLimit, "compilation took longer than %v (compile time limit)", h.cfg.CompileTimeout)
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case childExitInvalid:
+			return refuse(hash, ErrMalformed, "%s", msg)
+		case childExitSetup:
+			return fmt.Errorf("compile policy module %.12s in a child process: %s", hash, msg)
+		}
+	}
+	return refuse(hash, ErrLimit, "compilation exceeded its memory limit of %d MiB (compile memory limit): %v: %s",
+		h.cfg.CompileMemory>>20, err, msg)
+}
+
+// compiledMarkerDir names the directory of markers for modules already in
+// wazero's cache, per wazero version and platform: another wazero keeps
+// another cache.
+func compiledMarkerDir() string {
+	v := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" {
+				v = d.Version
+			}
+		}
+	}
+	return "edgereg-compiled-" + v + "-" + runtime.GOOS + "-" + runtime.GOARCH
+}
+
+// cappedBuffer keeps the first max bytes written to it: the Go runtime
+// says why it died before its goroutine dump.
+type cappedBuffer struct {
+	max int
+	buf []byte
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (b *cappedBuffer) String() string { return string(b.buf) }
+
+// lastLine returns the child's reason: the Go runtime's fatal error, or
+// the first line it wrote.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.HasPrefix(l, "fatal error:") {
+			return l // the Go runtime's reason, e.g. out of memory
+		}
+	}
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}

@@ -1,0 +1,55 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestIsolatedCompileOfShippedModule compiles a 2 MB Go module in a child
+// process into a fresh cache: the node's own compilation is then a cache
+// load, and the child's peak memory is what DefaultCompileMemory must
+// cover.
+func TestIsolatedCompileOfShippedModule(t *testing.T) {
+	h := newHost(t, HostConfig{CacheDir: t.TempDir()})
+	start := time.Now()
+	m, err := h.Validate(context.Background(), testdata(t, "zone-affinity.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	peak := h.childPeak.Load()
+	t.Logf("zone-affinity.wasm validated in %v; compile child peak RSS %d MiB", time.Since(start).Round(time.Millisecond), peak>>20)
+	if peak == 0 {
+		t.Fatal("no compile child ran")
+	}
+}
+
+// TestIsolatedCompileLimits: a compilation over the child's memory or
+// time limit is refused with a message naming the limit, and the node
+// process never compiled the module.
+func TestIsolatedCompileLimits(t *testing.T) {
+	module := testdata(t, "zone-affinity.wasm")
+	for _, tc := range []struct {
+		name  string
+		cfg   HostConfig
+		limit string
+	}{
+		{"memory", HostConfig{CompileMemory: 1 << 20}, "compile memory limit"},
+		{"time", HostConfig{CompileTimeout: 50 * time.Millisecond}, "compile time limit"},
+	} {
+		tc.cfg.CacheDir = t.TempDir()
+		h := newHost(t, tc.cfg)
+		start := time.Now()
+		m, err := h.Validate(context.Background(), module)
+		if m != nil {
+			m.Close()
+		}
+		t.Logf("%s: refused in %v: %v", tc.name, time.Since(start).Round(time.Millisecond), err)
+		if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), tc.limit) {
+			t.Errorf("%s: Validate = %v, want a refusal naming %q", tc.name, err, tc.limit)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+// Package wasmtest builds hostile WebAssembly modules for tests: modules
+// of the edgereg policy ABI whose route filter or table is a bomb for a
+// decoder or compiler (the shapes of issue 11), as bytes, so tests need no
+// toolchain and the shapes can be any size.
+package wasmtest
+
+import "bytes"
+
+// Shape is one hostile module and the limit its refusal must name.
+type Shape struct {
+	Name, Limit string
+	Module      []byte
+}
+
+// HostileShapes returns every shape.
+func uleb(v uint64) []byte {
+	var out []byte
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v != 0 {
+			out = append(out, c|0x80)
+			continue
+		}
+		return append(out, c)
+	}
+}
+
+func vec(items ...[]byte) []byte {
+	out := uleb(uint64(len(items)))
+	for _, it := range items {
+		out = append(out, it...)
+	}
+	return out
+}
+
+func name(s string) []byte { return append(uleb(uint64(len(s))), s...) }
+
+func wasmSection(id byte, payload []byte) []byte {
+	return append(append([]byte{id}, uleb(uint64(len(payload)))...), payload...)
+}
+
+// hostileShape describes the parts of an ABI module a shape replaces.
+type hostileShape struct {
+	// body is the route filter's body after its local declarations
+	// (ending in end); nil for `i64.const 0 end`.
+	body []byte
+	// locals are the route filter's local declarations, as (count, type).
+	locals [][2]uint64
+	table  []byte // a table section payload, or nil
+	start  bool   // add a start section naming the version function
+	extra  int    // extra empty functions
+}
+
+// abiModule builds a module with the ABI's exports and shape's bombs.
+func abiModule(sh hostileShape) []byte {
+	const i32, i64 = 0x7f, 0x7e
+	types := wasmSection(1, vec(
+		[]byte{0x60, 0, 1, i32},           // 0: () -> i32
+		[]byte{0x60, 1, i32, 1, i32},      // 1: (i32) -> i32
+		[]byte{0x60, 2, i32, i32, 0},      // 2: (i32, i32) -> ()
+		[]byte{0x60, 2, i32, i32, 1, i64}, // 3: (i32, i32) -> i64
+		[]byte{0x60, 0, 0},                // 4: () -> ()
+	))
+	fnTypes := [][]byte{{0}, {1}, {2}, {3}}
+	for range sh.extra {
+		fnTypes = append(fnTypes, []byte{4})
+	}
+	funcs := wasmSection(3, vec(fnTypes...))
+	memory := wasmSection(5, vec([]byte{0, 1}))
+	exports := wasmSection(7, vec(
+		append(name("memory"), 2, 0),
+		append(name("edgereg_abi_version"), 0, 0),
+		append(name("edgereg_alloc"), 0, 1),
+		append(name("edgereg_free"), 0, 2),
+		append(name("edgereg_route_filter"), 0, 3),
+	))
+	code := func(locals [][2]uint64, body []byte) []byte {
+		var decl [][]byte
+		for _, l := range locals {
+			decl = append(decl, append(uleb(l[0]), byte(l[1])))
+		}
+		b := append(vec(decl...), body...)
+		return append(uleb(uint64(len(b))), b...)
+	}
+	body := sh.body
+	if body == nil {
+		body = []byte{0x42, 0, 0x0b}
+	}
+	bodies := [][]byte{
+		code(nil, []byte{0x41, 1, 0x0b}),
+		code(nil, []byte{0x41, 0x80, 0x08, 0x0b}),
+		code(nil, []byte{0x0b}),
+		code(sh.locals, body),
+	}
+	for range sh.extra {
+		bodies = append(bodies, code(nil, []byte{0x0b}))
+	}
+	out := []byte("\x00asm\x01\x00\x00\x00")
+	out = append(out, types...)
+	out = append(out, funcs...)
+	if sh.table != nil {
+		out = append(out, wasmSection(4, sh.table)...)
+	}
+	out = append(out, memory...)
+	out = append(out, exports...)
+	if sh.start {
+		out = append(out, wasmSection(8, uleb(0))...)
+	}
+	return append(out, wasmSection(10, vec(bodies...))...)
+}
+
+func repeat(b []byte, n int) []byte { return bytes.Repeat(b, n) }
+
+func HostileShapes() []Shape {
+	nested := func(open []byte, n int) []byte {
+		b := repeat(open, n)
+		b = append(b, repeat([]byte{0x0b}, n)...)
+		return append(b, 0x42, 0, 0x0b)
+	}
+	brTable := func(n int) []byte {
+		b := []byte{0x02, 0x40, 0x41, 0, 0x0e}
+		b = append(b, uleb(uint64(n))...)
+		b = append(b, repeat([]byte{0}, n+1)...)
+		return append(b, 0x0b, 0x42, 0, 0x0b)
+	}
+	stack := func(n int) []byte {
+		b := repeat([]byte{0x41, 0}, n)
+		b = append(b, repeat([]byte{0x1a}, n)...)
+		return append(b, 0x42, 0, 0x0b)
+	}
+	tableGrow := append(append([]byte{0xd0, 0x70, 0x41}, uleb(1_000_000)...), 0xfc, 15, 0, 0x1a, 0x42, 0, 0x0b)
+	return []Shape{
+		{"locals-2^32-1", "locals", abiModule(hostileShape{locals: [][2]uint64{{1<<32 - 1, 0x7f}}})},
+		{"locals-2^24", "locals", abiModule(hostileShape{locals: [][2]uint64{{1 << 24, 0x7f}}})},
+		{"locals-overflow", "locals", abiModule(hostileShape{locals: [][2]uint64{{1<<32 - 1, 0x7f}, {1<<32 - 1, 0x7f}, {2, 0x7f}}})},
+		{"nested-blocks-100k", "nesting depth", abiModule(hostileShape{body: nested([]byte{0x02, 0x40}, 100_000)})},
+		{"nested-loops-300k", "nesting depth", abiModule(hostileShape{body: nested([]byte{0x03, 0x40}, 300_000)})},
+		{"nested-ifs-150k", "nesting depth", abiModule(hostileShape{body: nested([]byte{0x41, 0, 0x04, 0x40}, 150_000)})},
+		{"br_table-900k", "br_table targets", abiModule(hostileShape{body: brTable(900_000)})},
+		{"operand-stack-300k", "operand stack height", abiModule(hostileShape{body: stack(300_000)})},
+		// The sizes issue 11 measured are over the body size limit first.
+		{"nested-loops-1M", "body size", abiModule(hostileShape{body: nested([]byte{0x03, 0x40}, 1_000_000)})},
+		{"nested-ifs-700k", "body size", abiModule(hostileShape{body: nested([]byte{0x41, 0, 0x04, 0x40}, 700_000)})},
+		{"br_table-3.9M", "body size", abiModule(hostileShape{body: brTable(3_900_000)})},
+		{"operand-stack-1M", "body size", abiModule(hostileShape{body: stack(1_000_000)})},
+		{"huge-function", "body size", abiModule(hostileShape{body: append(repeat([]byte{0x01}, 2<<20), 0x42, 0, 0x0b)})},
+		{"table-100M", "table 0 minimum entries", abiModule(hostileShape{table: vec([]byte{0x70, 0, 0x80, 0xc2, 0xd7, 0x2f})})},
+		{"table-grow-unbounded", "table.grow, so its table must declare a maximum", abiModule(hostileShape{table: vec([]byte{0x70, 0, 1}), body: tableGrow})},
+		{"two-tables", "tables", abiModule(hostileShape{table: vec([]byte{0x70, 0, 1}, []byte{0x70, 0, 1})})},
+		{"functions-30k", "functions", abiModule(hostileShape{extra: 30_000})},
+		{"start-function", "start function", abiModule(hostileShape{start: true})},
+	}
+}
