@@ -21,6 +21,10 @@ DEPLOY  := cmd/edgereg/deploy
 # FUZZ_EXECS bounds each fuzz target's run by executions rather than time:
 # a count is reproducible and avoids go1.26's fuzz-coordinator deadline race.
 FUZZ_EXECS ?= 300000x
+# FUZZ_PKGS are the packages whose Fuzz targets `make fuzz` runs, each in
+# turn (go test -fuzz takes one target of one package at a time): the wire
+# codec, the RocketMQ remoting codec, and the node's remoting handler.
+FUZZ_PKGS  ?= ./wire ./wire/remoting ./node
 
 .PHONY: all build run test image bench fuzz policies policies-check clean
 
@@ -47,9 +51,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bench.txt
 
 fuzz:
-	@for target in $$($(GO) test ./wire -list '^Fuzz' | grep '^Fuzz'); do \
-		echo "== $$target"; \
-		$(GO) test ./wire -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZ_EXECS) -parallel 1 || exit 1; \
+	@for pkg in $(FUZZ_PKGS); do \
+		for target in $$($(GO) test $$pkg -list '^Fuzz' | grep '^Fuzz'); do \
+			echo "== $$pkg $$target"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZ_EXECS) -parallel 1 || exit 1; \
+		done; \
 	done
 
 # policies rebuilds every shipped policy module and hostile test module into

@@ -236,80 +236,88 @@ func setDefault[T comparable](v *T, def T) {
 }
 
 // Validate reports the first setting that cannot work, with a message that
-// names it.
+// names it by the flag of `edgereg node` that sets it (--max-conns), so a
+// user of the command knows what to change.
 func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		return fmt.Errorf("listen address %q: %w", c.Addr, err)
+		return fmt.Errorf("--addr %q: %w", c.Addr, err)
 	}
 	if c.AdminAddr != AdminOff {
 		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
-			return fmt.Errorf("admin address %q: %w", c.AdminAddr, err)
+			return fmt.Errorf("--admin-addr %q: %w", c.AdminAddr, err)
 		}
 	}
 	if c.RemotingAddr != "" {
 		if _, _, err := net.SplitHostPort(c.RemotingAddr); err != nil {
-			return fmt.Errorf("remoting address %q: %w", c.RemotingAddr, err)
+			return fmt.Errorf("--remoting-addr %q: %w", c.RemotingAddr, err)
 		}
 	}
 	if c.RemotingMaxFrame < 64<<10 || c.RemotingMaxFrame > 1<<30 {
-		return fmt.Errorf("remoting max frame must be between 64 KiB and 1 GiB, got %d", c.RemotingMaxFrame)
+		return fmt.Errorf("--remoting-max-frame-size must be between 64 KiB and 1 GiB (65536 to 1073741824 bytes), got %d", c.RemotingMaxFrame)
 	}
 	if c.StatusAddr != "" && c.StatusAddr != AdminOff {
 		if _, _, err := net.SplitHostPort(c.StatusAddr); err != nil {
-			return fmt.Errorf("status address %q: %w", c.StatusAddr, err)
+			return fmt.Errorf("--status-addr %q: %w", c.StatusAddr, err)
 		}
 	}
 	if n := countSet(c.CertFile, c.KeyFile, c.ClientCAFile); n != 0 && n != 3 {
 		return errors.New("--tls-cert, --tls-key and --tls-client-ca go together: give all three or none")
 	}
+	// Each setting is named by the flag of `edgereg node` that sets it,
+	// so the message points at what to change.
 	positive := []struct {
-		name string
+		flag string
 		d    time.Duration
 	}{
-		{"heartbeat interval", c.HeartbeatInterval}, {"expiry threshold", c.ExpiryThreshold},
-		{"scan interval", c.ScanInterval}, {"read timeout", c.ReadTimeout}, {"write timeout", c.WriteTimeout}, {"idle timeout", c.IdleTimeout},
-		{"policy call timeout", c.PolicyCallTimeout},
-		{"min lease timeout", c.MinLeaseTimeout}, {"max lease timeout", c.MaxLeaseTimeout},
+		{"--heartbeat-interval", c.HeartbeatInterval}, {"--expiry-threshold", c.ExpiryThreshold},
+		{"--scan-interval", c.ScanInterval}, {"--read-timeout", c.ReadTimeout}, {"--write-timeout", c.WriteTimeout}, {"--idle-timeout", c.IdleTimeout},
+		{"--policy-call-timeout", c.PolicyCallTimeout},
+		{"--min-lease-timeout", c.MinLeaseTimeout}, {"--max-lease-timeout", c.MaxLeaseTimeout},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
-			return fmt.Errorf("%s must be positive, got %s", p.name, p.d)
+			return fmt.Errorf("%s must be positive, got %s", p.flag, p.d)
 		}
 	}
 	if c.MaxLeaseTimeout < c.MinLeaseTimeout {
-		return fmt.Errorf("max lease timeout %s is below the min lease timeout %s", c.MaxLeaseTimeout, c.MinLeaseTimeout)
+		return fmt.Errorf("--max-lease-timeout %s is below --min-lease-timeout %s", c.MaxLeaseTimeout, c.MinLeaseTimeout)
 	}
 	if c.ExpiryThreshold <= c.HeartbeatInterval {
-		return fmt.Errorf("expiry threshold %s must exceed the heartbeat interval %s, or every broker expires between heartbeats", c.ExpiryThreshold, c.HeartbeatInterval)
+		return fmt.Errorf("--expiry-threshold %s must exceed --heartbeat-interval %s, or every broker expires between heartbeats", c.ExpiryThreshold, c.HeartbeatInterval)
 	}
 	limits := []struct {
-		name string
+		flag string
 		v    int
 	}{
-		{"max connections", c.MaxConns}, {"max connections per host", c.MaxConnsPerHost},
-		{"max streams per connection", c.MaxStreamsPerConn}, {"workers", c.Workers},
-		{"max connections per identity", c.MaxConnsPerIdentity},
-		{"max broker connections per host", c.MaxBrokerConnsPerHost},
-		{"max handshakes per host", c.MaxHandshakesPerHost}, {"broker workers", c.BrokerWorkers},
-		{"max request size", c.MaxRequestLen}, {"max broker frame size", c.MaxBrokerFrameLen},
-		{"max watches per connection", c.MaxWatchesPerConn}, {"max bytes in flight", c.MaxBytesInFlight},
-		{"max policy uploads per minute", c.MaxPolicyUploadsPerMinute},
+		{"--max-conns", c.MaxConns}, {"--max-conns-per-host", c.MaxConnsPerHost},
+		{"--max-streams-per-conn", c.MaxStreamsPerConn}, {"--workers", c.Workers},
+		{"--max-conns-per-identity", c.MaxConnsPerIdentity},
+		{"--max-broker-conns-per-host", c.MaxBrokerConnsPerHost},
+		{"--max-handshakes-per-host", c.MaxHandshakesPerHost}, {"--broker-workers", c.BrokerWorkers},
+		{"--max-request-size", c.MaxRequestLen}, {"--max-broker-frame-size", c.MaxBrokerFrameLen},
+		{"--max-watches-per-conn", c.MaxWatchesPerConn}, {"--max-bytes-in-flight", c.MaxBytesInFlight},
+		{"--max-policy-uploads-per-minute", c.MaxPolicyUploadsPerMinute},
 	}
 	for _, l := range limits {
 		if l.v <= 0 {
-			return fmt.Errorf("%s must be positive, got %d", l.name, l.v)
+			return fmt.Errorf("%s must be positive, got %d", l.flag, l.v)
 		}
 	}
 	if c.PolicyDir != "" {
 		if fi, err := os.Stat(c.PolicyDir); err != nil || !fi.IsDir() {
-			return fmt.Errorf("policy directory %q is not a directory", c.PolicyDir)
+			return fmt.Errorf("--policy-dir %q is not a directory", c.PolicyDir)
 		}
 	}
-	if c.MaxBrokerFrameLen > wire.MaxFrameLen || c.MaxRequestLen > wire.MaxFrameLen {
-		return fmt.Errorf("frame size limits may not exceed %d bytes", wire.MaxFrameLen)
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{{"--max-request-size", c.MaxRequestLen}, {"--max-broker-frame-size", c.MaxBrokerFrameLen}} {
+		if l.v > wire.MaxFrameLen {
+			return fmt.Errorf("%s may not exceed %d bytes (the protocol's frame limit), got %d", l.flag, wire.MaxFrameLen, l.v)
+		}
 	}
 	if largest := max(c.MaxBrokerFrameLen, c.MaxRequestLen); c.MaxBytesInFlight < largest {
-		return fmt.Errorf("max bytes in flight %d is below the largest frame size limit %d: such a frame could never be received", c.MaxBytesInFlight, largest)
+		return fmt.Errorf("--max-bytes-in-flight %d is below the largest frame size limit %d (--max-request-size, --max-broker-frame-size): such a frame could never be received", c.MaxBytesInFlight, largest)
 	}
 	return nil
 }

@@ -14,13 +14,13 @@ func TestConfigRefusesWhatCannotWork(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{"identity limit", func(c *Config) { c.MaxConnsPerIdentity = -1 }, "max connections per identity"},
-		{"broker host limit", func(c *Config) { c.MaxBrokerConnsPerHost = -1 }, "max broker connections per host"},
-		{"handshakes", func(c *Config) { c.MaxHandshakesPerHost = -1 }, "max handshakes per host"},
+		{"identity limit", func(c *Config) { c.MaxConnsPerIdentity = -1 }, "--max-conns-per-identity"},
+		{"broker host limit", func(c *Config) { c.MaxBrokerConnsPerHost = -1 }, "--max-broker-conns-per-host"},
+		{"handshakes", func(c *Config) { c.MaxHandshakesPerHost = -1 }, "--max-handshakes-per-host"},
 		{"broker workers", func(c *Config) { c.BrokerWorkers = -1 }, ""}, // negative means the default
-		{"min lease", func(c *Config) { c.MinLeaseTimeout = -time.Second }, "min lease timeout"},
-		{"lease bounds", func(c *Config) { c.MinLeaseTimeout, c.MaxLeaseTimeout = time.Minute, time.Second }, "max lease timeout 1s is below the min lease timeout 1m0s"},
-		{"status address", func(c *Config) { c.StatusAddr = "nohostport" }, `status address "nohostport"`},
+		{"min lease", func(c *Config) { c.MinLeaseTimeout = -time.Second }, "--min-lease-timeout"},
+		{"lease bounds", func(c *Config) { c.MinLeaseTimeout, c.MaxLeaseTimeout = time.Minute, time.Second }, "--max-lease-timeout 1s is below --min-lease-timeout 1m0s"},
+		{"status address", func(c *Config) { c.StatusAddr = "nohostport" }, `--status-addr "nohostport"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -172,7 +172,7 @@ func TestCLIFailsClearly(t *testing.T) {
 	}{
 		{nil, []string{"--data", dir, "clusters"}, 1, "edgereg node"},
 		{[]string{"EDGEREG_TIMEOUT=nope"}, []string{"--data", dir, "clusters"}, 2, "--timeout"},
-		{nil, []string{"node", "--expiry-threshold", "10s", "--heartbeat-interval", "30s", "--data", dir}, 2, "expiry threshold"},
+		{nil, []string{"node", "--expiry-threshold", "10s", "--heartbeat-interval", "30s", "--data", dir}, 2, "--expiry-threshold 10s must exceed --heartbeat-interval"},
 		{nil, []string{"node", "--log-format", "xml", "--data", dir}, 2, "--log-format"},
 		{[]string{"EDGEREG_MAX_CONNS=many"}, []string{"node", "--data", dir}, 2, "EDGEREG_MAX_CONNS"},
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -140,5 +143,131 @@ func TestMessagesNameRealFlags(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestValidateNamesFlags: every error node.Config.Validate gives names the
+// flag of `edgereg node` that sets the setting at fault (used to be prose,
+// "remoting max frame must be ...", which a user cannot grep --help for).
+// Each case breaks one setting through the real command's flags; every
+// --name in the message must be a flag of `edgereg node`, and the flag
+// broken must be among them.
+func TestValidateNamesFlags(t *testing.T) {
+	cases := []struct {
+		set   map[string]string
+		after func(*node.Config) // for settings a flag cannot break past WithDefaults
+		want  []string
+	}{
+		{set: map[string]string{"addr": "nope"}, want: []string{"addr"}},
+		{set: map[string]string{"admin-addr": "nope"}, want: []string{"admin-addr"}},
+		{set: map[string]string{"remoting-addr": "nope"}, want: []string{"remoting-addr"}},
+		{set: map[string]string{"remoting-max-frame-size": "1"}, want: []string{"remoting-max-frame-size"}},
+		{set: map[string]string{"status-addr": "nope"}, want: []string{"status-addr"}},
+		{set: map[string]string{"tls-cert": "x.crt"}, want: []string{"tls-cert", "tls-key", "tls-client-ca"}},
+		{set: map[string]string{"heartbeat-interval": "-1s"}, want: []string{"heartbeat-interval"}},
+		{set: map[string]string{"expiry-threshold": "-1s"}, want: []string{"expiry-threshold"}},
+		{set: map[string]string{"scan-interval": "-1s"}, want: []string{"scan-interval"}},
+		{set: map[string]string{"read-timeout": "-1s"}, want: []string{"read-timeout"}},
+		{set: map[string]string{"write-timeout": "-1s"}, want: []string{"write-timeout"}},
+		{set: map[string]string{"idle-timeout": "-1s"}, want: []string{"idle-timeout"}},
+		{set: map[string]string{"policy-call-timeout": "-1s"}, want: []string{"policy-call-timeout"}},
+		{set: map[string]string{"min-lease-timeout": "-1s"}, want: []string{"min-lease-timeout"}},
+		{set: map[string]string{"max-lease-timeout": "-1s"}, want: []string{"max-lease-timeout"}},
+		{set: map[string]string{"min-lease-timeout": "20s", "max-lease-timeout": "10s"}, want: []string{"max-lease-timeout", "min-lease-timeout"}},
+		{set: map[string]string{"expiry-threshold": "10s", "heartbeat-interval": "30s"}, want: []string{"expiry-threshold", "heartbeat-interval"}},
+		{set: map[string]string{"max-conns": "-1"}, want: []string{"max-conns"}},
+		{set: map[string]string{"max-conns-per-host": "-1"}, want: []string{"max-conns-per-host"}},
+		{set: map[string]string{"max-streams-per-conn": "-1"}, want: []string{"max-streams-per-conn"}},
+		{after: func(c *node.Config) { c.Workers = -1 }, want: []string{"workers"}},
+		{set: map[string]string{"max-conns-per-identity": "-1"}, want: []string{"max-conns-per-identity"}},
+		{set: map[string]string{"max-broker-conns-per-host": "-1"}, want: []string{"max-broker-conns-per-host"}},
+		{set: map[string]string{"max-handshakes-per-host": "-1"}, want: []string{"max-handshakes-per-host"}},
+		{after: func(c *node.Config) { c.BrokerWorkers = -1 }, want: []string{"broker-workers"}},
+		{set: map[string]string{"max-request-size": "-1"}, want: []string{"max-request-size"}},
+		{set: map[string]string{"max-broker-frame-size": "-1"}, want: []string{"max-broker-frame-size"}},
+		{set: map[string]string{"max-watches-per-conn": "-1"}, want: []string{"max-watches-per-conn"}},
+		{set: map[string]string{"max-bytes-in-flight": "-1"}, want: []string{"max-bytes-in-flight"}},
+		{set: map[string]string{"max-bytes-in-flight": "1024"}, want: []string{"max-bytes-in-flight", "max-request-size", "max-broker-frame-size"}},
+		{set: map[string]string{"max-policy-uploads-per-minute": "-1"}, want: []string{"max-policy-uploads-per-minute"}},
+		{set: map[string]string{"policy-dir": filepath.Join(t.TempDir(), "none")}, want: []string{"policy-dir"}},
+		{set: map[string]string{"max-broker-frame-size": strconv.Itoa(1 << 30)}, want: []string{"max-broker-frame-size"}},
+		{set: map[string]string{"max-request-size": strconv.Itoa(1 << 30)}, want: []string{"max-request-size"}},
+	}
+	named := regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
+	for _, tc := range cases {
+		cmd := newNodeCmd(&globals{})
+		nf := &nodeFlags{}
+		fs := pflag.NewFlagSet("node", pflag.ContinueOnError)
+		addNodeFlags(fs, nf)
+		for k, v := range tc.set {
+			if err := fs.Set(k, v); err != nil {
+				t.Fatalf("--%s %s: %v", k, v, err)
+			}
+		}
+		cfg := nf.cfg.WithDefaults()
+		if tc.after != nil {
+			tc.after(&cfg)
+		}
+		err := cfg.Validate()
+		if err == nil {
+			t.Errorf("%v: Validate accepted it", tc.want)
+			continue
+		}
+		got := map[string]bool{}
+		for _, m := range named.FindAllStringSubmatch(err.Error(), -1) {
+			got[m[1]] = true
+			if cmd.Flags().Lookup(m[1]) == nil {
+				t.Errorf("%q names --%s, which edgereg node does not have", err, m[1])
+			}
+		}
+		for _, w := range tc.want {
+			if !got[w] {
+				t.Errorf("breaking --%s: %q does not name --%s", tc.want[0], err, w)
+			}
+		}
+	}
+}
+
+// TestValidateMessagesAllNameAFlag guards the cases above against a new
+// check in node.Config.Validate: the format of every error it builds names
+// a --flag, or starts with %s filled from a table of --flag names.
+func TestValidateMessagesAllNameAFlag(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "../../node/config.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var validate *ast.FuncDecl
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "Validate" && fd.Recv != nil {
+			validate = fd
+		}
+	}
+	if validate == nil {
+		t.Fatal("node/config.go has no Config.Validate")
+	}
+	n := 0
+	ast.Inspect(validate.Body, func(x ast.Node) bool {
+		call, ok := x.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || !(sel.Sel.Name == "Errorf" || sel.Sel.Name == "New") {
+			return true
+		}
+		lit, ok := call.Args[0].(*ast.BasicLit)
+		if !ok {
+			t.Errorf("%s: an error whose message is not a literal", fset.Position(call.Pos()))
+			return true
+		}
+		n++
+		if msg, _ := strconv.Unquote(lit.Value); !strings.HasPrefix(msg, "--") && !strings.HasPrefix(msg, "%s ") {
+			t.Errorf("%s: %s names no flag", fset.Position(call.Pos()), lit.Value)
+		}
+		return true
+	})
+	if n == 0 {
+		t.Fatal("found no error in Validate")
 	}
 }

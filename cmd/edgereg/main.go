@@ -25,6 +25,7 @@ import (
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/nodes"
 	"github.com/edgereg/edgereg/wire/pki"
+	"github.com/edgereg/edgereg/wire/routeclient"
 )
 
 func main() {
@@ -109,7 +110,7 @@ func isRefused(err error) bool {
 	case x509.UnknownAuthorityError, x509.CertificateInvalidError, x509.HostnameError, *tls.CertificateVerificationError:
 		return true
 	}
-	return errors.Is(err, pki.ErrRevoked)
+	return errors.Is(err, pki.ErrRevoked) || errors.Is(err, routeclient.ErrRefused)
 }
 
 func isNotFound(err error) bool {
@@ -127,7 +128,7 @@ func isUnreachable(err error) bool {
 	var oe *net.OpError
 	var de *net.DNSError
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &idle) || errors.As(err, &hs) ||
-		errors.As(err, &oe) || errors.As(err, &de) || errors.Is(err, nodes.ErrNoNodes)
+		errors.As(err, &oe) || errors.As(err, &de) || errors.Is(err, nodes.ErrNoNodes) || errors.Is(err, routeclient.ErrNoNodes)
 }
 
 // isCobraUsage recognises the usage errors cobra returns as plain errors:

@@ -18,9 +18,11 @@ import (
 
 // routeOut is one topic's route.
 type routeOut struct {
-	Topic        string             `json:"topic"`
-	Version      string             `json:"version"`
-	Node         string             `json:"node"`
+	Topic   string `json:"topic"`
+	Version string `json:"version"`
+	// Nodes are the nodes the read reached: a route is the merge of
+	// their answers (route, PROTOCOL.md 9.1).
+	Nodes        []string           `json:"nodes,omitempty"`
 	Queues       []node.StatusQueue `json:"queues"`
 	BrokerGroups []groupOut         `json:"broker_groups"`
 }
@@ -66,13 +68,16 @@ type dataVersionOut struct {
 }
 
 func newRouteOut(topic string, version uint64, nodeAddr string, r wire.Route) routeOut {
-	out := routeOut{Topic: topic, Version: node.FormatVersion(version), Node: nodeAddr,
+	out := routeOut{Topic: topic, Version: node.FormatVersion(version),
 		Queues: make([]node.StatusQueue, 0, len(r.Queues)), BrokerGroups: make([]groupOut, 0, len(r.Brokers))}
 	for _, q := range r.Queues {
 		out.Queues = append(out.Queues, node.QueueStatus(q))
 	}
 	for _, b := range r.Brokers {
 		out.BrokerGroups = append(out.BrokerGroups, newGroupOut(b))
+	}
+	if nodeAddr != "" {
+		out.Nodes = []string{nodeAddr}
 	}
 	return out
 }

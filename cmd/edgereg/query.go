@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/nodes"
+	"github.com/edgereg/edgereg/wire/routeclient"
 )
 
 // emit prints v as JSON with -o json, or as a table drawn by table.
@@ -37,6 +40,7 @@ func newRouteCmd(g *globals) *cobra.Command {
 	var labels []string
 	var watch bool
 	var wait time.Duration
+	var fanout int
 	var src nodeSourceFlags
 	cmd := &cobra.Command{
 		Use:   "route TOPIC... [--watch]",
@@ -44,8 +48,11 @@ func newRouteCmd(g *globals) *cobra.Command {
 		Long: `Show the route of each topic: its queues on every broker group that holds it,
 and the addresses of those groups' brokers. --zone and --label are sent to the
 node as the client's attributes, so a route policy filters as it would for a
-client in that zone. A topic not found, or a node still warming up, is asked
-again for --wait, so a read right after a broker starts sees its registration.
+client in that zone. Each read asks --fanout nodes at once and merges their
+answers, so a node cut off from some brokers cannot hide them: a topic is "not
+found" only when every ready node asked says so. A topic not found, or nodes
+still warming up, are asked again for --wait, so a read right after a broker
+starts sees its registration.
 With --watch it keeps running and prints each change as the node pushes it,
 failing over between nodes, until interrupted.`,
 		Args:              cobra.MinimumNArgs(1),
@@ -60,18 +67,27 @@ failing over between nodes, until interrupted.`,
 				return err
 			}
 			if watch {
+				if cmd.Flags().Changed("fanout") {
+					// runWatch (brokercmd.go) watches through the route
+					// client's default fanout.
+					return usageError{fmt.Errorf("--fanout goes without --watch: a watch merges %d nodes", routeclient.DefaultFanout)}
+				}
 				return runWatch(cmd, g, s, topics, attrs)
 			}
 			if wait < 0 {
 				return usageError{fmt.Errorf("--wait %s: give zero or a positive duration", wait)}
 			}
-			return runRoute(cmd, g, s, topics, attrs, wait)
+			if fanout < 1 {
+				return usageError{fmt.Errorf("--fanout %d: ask at least 1 node", fanout)}
+			}
+			return runRoute(cmd, g, s, topics, attrs, wait, fanout)
 		},
 	}
 	cmd.Flags().StringVar(&zone, "zone", "", "the client's zone, for route policies")
 	cmd.Flags().StringSliceVar(&labels, "label", nil, "client label key=value, for route policies (repeatable)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "keep running and print each change as it arrives")
 	cmd.Flags().DurationVar(&wait, "wait", 3*time.Second, "keep asking this long while a topic is not found or the nodes warm up (0: answer at once)")
+	cmd.Flags().IntVar(&fanout, "fanout", routeclient.DefaultFanout, "how many nodes a read asks at once; their answers are merged, so one partitioned node cannot hide brokers")
 	src.add(cmd)
 	return cmd
 }
@@ -91,26 +107,31 @@ func clientAttrs(zone string, labels []string) (wire.ClientAttrs, error) {
 	return attrs, nil
 }
 
-func runRoute(cmd *cobra.Command, g *globals, src nodes.Source, topics []string, attrs wire.ClientAttrs, wait time.Duration) error {
+func runRoute(cmd *cobra.Command, g *globals, src nodes.Source, topics []string, attrs wire.ClientAttrs, wait time.Duration, fanout int) error {
 	ctx, cancel, err := g.context(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	list, err := src.Nodes(ctx)
+	conf, err := g.clientTLS()
 	if err != nil {
-		return fmt.Errorf("find nodes (%s): %w", src, err)
+		return err
 	}
-	q := &wire.GetRoutes{Client: attrs}
-	for _, t := range topics {
-		q.Topics = append(q.Topics, wire.TopicVersion{Topic: t})
+	var reached answeredBy
+	rc, err := routeclient.New(routeclient.Config{Nodes: src, TLS: conf, Attrs: attrs, Fanout: fanout,
+		Logger: discardLogger(), OnConnState: reached.note})
+	if err != nil {
+		return usageError{err}
 	}
+	defer rc.Close()
 	giveUp := time.Now().Add(wait)
-	var out []routeOut
-	var missing []string
+	results := make([]routeResult, len(topics))
 	for attempt := 0; ; attempt++ {
-		out, missing, err = readRoutes(ctx, g, list, q)
-		again := (err == nil && len(missing) > 0) || errors.Is(err, wire.ErrWarmingUp)
+		readRoutes(ctx, rc, topics, results)
+		again := false
+		for _, r := range results {
+			again = again || errors.Is(r.err, wire.ErrNotFound) || errors.Is(r.err, wire.ErrWarmingUp)
+		}
 		if !again || !time.Now().Before(giveUp) {
 			break
 		}
@@ -124,8 +145,25 @@ func runRoute(cmd *cobra.Command, g *globals, src nodes.Source, topics []string,
 			break
 		}
 	}
-	if err != nil {
-		return err
+	out := []routeOut{}
+	var missing []string
+	var errs []error
+	for i, r := range results {
+		switch {
+		case r.err == nil:
+			o := newRouteOut(topics[i], r.version, "", r.route)
+			o.Nodes = reached.list()
+			out = append(out, o)
+		case errors.Is(r.err, wire.ErrNotFound):
+			missing = append(missing, topics[i])
+		case errors.Is(r.err, routeclient.ErrInvalidTopic):
+			return usageError{r.err}
+		default:
+			errs = append(errs, r.err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	if err := g.emit(cmd.OutOrStdout(), out, func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "TOPIC\tBROKER\tREAD\tWRITE\tPERM\tBROKER ID\tADDRESS\tZONE")
@@ -136,36 +174,61 @@ func runRoute(cmd *cobra.Command, g *globals, src nodes.Source, topics []string,
 		return err
 	}
 	if len(missing) > 0 {
-		return wire.Errorf(wire.CodeNotFound, "topic %s not found", strings.Join(missing, ", "))
+		return wire.Errorf(wire.CodeNotFound, "topic %s not found: every ready node asked says so", strings.Join(missing, ", "))
+	}
+	if g.output != "json" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "merged from %s\n", strings.Join(reached.list(), ", "))
 	}
 	return nil
 }
 
-// readRoutes asks the first node of list that answers for q's routes and
-// returns those found and the topics not found. A node still warming up is
-// passed over for the next.
-func readRoutes(ctx context.Context, g *globals, list []string, q *wire.GetRoutes) (out []routeOut, missing []string, err error) {
-	err = g.withNodes(ctx, list, func(c *client.Conn) error {
-		rs, err := c.GetRoutes(ctx, q)
-		if err != nil {
-			return err
+// routeResult is one topic's merged route, or why there is none.
+type routeResult struct {
+	route   wire.Route
+	version uint64
+	err     error
+	found   bool
+}
+
+// readRoutes reads, at once, the route of every topic that has none yet
+// in results. Each read asks Fanout nodes and merges their answers
+// (routeclient, PROTOCOL.md 9.1): a node cut off from some brokers cannot
+// hide them, and "not found" means every ready node asked says so.
+func readRoutes(ctx context.Context, rc *routeclient.Client, topics []string, results []routeResult) {
+	var wg sync.WaitGroup
+	for i, t := range topics {
+		if results[i].found {
+			continue
 		}
-		out, missing = []routeOut{}, nil
-		for i := range rs.Results {
-			r := &rs.Results[i]
-			if r.Status == wire.StatusNotFound {
-				missing = append(missing, r.Topic)
-				continue
-			}
-			route, version, err := client.DecodeResult(r)
-			if err != nil {
-				return err
-			}
-			out = append(out, newRouteOut(r.Topic, version, c.Addr(), route))
-		}
-		return nil
-	})
-	return out, missing, err
+		wg.Go(func() {
+			route, version, err := rc.Route(ctx, t)
+			results[i] = routeResult{route: route, version: version, err: err, found: err == nil}
+		})
+	}
+	wg.Wait()
+}
+
+// answeredBy collects the nodes a read reached, in the order they did.
+type answeredBy struct {
+	mu    sync.Mutex
+	nodes []string
+}
+
+func (a *answeredBy) note(ev routeclient.ConnEvent) {
+	if ev.State != routeclient.StateConnected {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !slices.Contains(a.nodes, ev.Node) {
+		a.nodes = append(a.nodes, ev.Node)
+	}
+}
+
+func (a *answeredBy) list() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.nodes)
 }
 
 func printRoute(tw io.Writer, r routeOut) {

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +63,8 @@ func TestJSONOutputIsSnakeCase(t *testing.T) {
 	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir}
 	for _, args := range [][]string{
 		{"route", "orders"}, {"clusters"}, {"topics"}, {"leases"}, {"version"},
-		{"kv", "put", "ns", "k", "v"}, {"kv", "get", "ns", "k"},
+		{"kv", "put", "ns", "k", "v"}, {"kv", "get", "ns", "k"}, {"kv", "del", "ns", "k"},
+		{"perm", "wipe", "broker-a"}, {"perm", "add", "broker-a"},
 		{"node", "--print-config"},
 		{"cert", "issue", "--role", "client", "--name", "json-client", "--out", t.TempDir()},
 	} {
@@ -299,5 +302,135 @@ func TestWatchJSONIsSnakeCase(t *testing.T) {
 	checkSnakeCase(t, "route --watch -o json", line)
 	if !strings.Contains(line, `"broker_groups"`) {
 		t.Errorf("watch line lacks the route: %s", line)
+	}
+}
+
+// timeKeys are the keys of -o json and /status.json that hold a time: each
+// must be an RFC 3339 string.
+var timeKeys = map[string]bool{"started": true, "now": true, "deadline": true, "last_heartbeat": true,
+	"activated_at": true, "time": true, "timestamp": true}
+
+// jsonKinds maps every key of a JSON document, at any depth, to the JSON
+// kinds its values have ("string", "number", "bool", "array", "object").
+func jsonKinds(t *testing.T, where, doc string) map[string]map[string]bool {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(doc), &v); err != nil {
+		t.Fatalf("%s: not JSON: %v\n%s", where, err, doc)
+	}
+	kinds := map[string]map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if kinds[k] == nil {
+					kinds[k] = map[string]bool{}
+				}
+				kinds[k][jsonKind(x)] = true
+				if timeKeys[k] {
+					if s, ok := x.(string); !ok {
+						t.Errorf("%s: %s = %v (%T): a time must be an RFC 3339 string", where, k, x, x)
+					} else if _, err := time.Parse(time.RFC3339, s); err != nil {
+						t.Errorf("%s: %s = %q: not RFC 3339", where, k, s)
+					}
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return kinds
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "bool"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "null"
+}
+
+// TestJSONOfMultiNodeCommands: the commands added with issue 15 (status,
+// ping, --all-nodes, the merged route) follow -o json's conventions:
+// snake_case keys, RFC 3339 times, and the names of a node's /status.json,
+// where a key means the same (a key both use holds the same kind of value:
+// "topics" is a list in /status.json, so a count is "topic_count").
+func TestJSONOfMultiNodeCommands(t *testing.T) {
+	dir := t.TempDir()
+	n, err := node.New(node.Config{Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", DataDir: dir, WarmUp: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go n.Serve()
+	defer n.Shutdown(context.Background())
+	addr1 := n.Addr().String()
+	addr2 := cliNodeSharingCA(t, dir)
+	registerBroker(t, addr1, dir, brokerReg("broker-a", "10.0.0.1:10911", "orders"))
+	registerBroker(t, addr2, dir, brokerReg("broker-a", "10.0.0.1:10911", "orders"))
+	registerBroker(t, addr1, dir, brokerReg("broker-b", "10.0.0.2:10911", "pay"))
+	module := filepath.Join("..", "..", "testdata", "wasm", "jitter-threshold.wasm")
+	env := []string{"EDGEREG_DATA=" + dir, "EDGEREG_NODES=" + addr1 + "," + addr2}
+	if out, errOut, code := run(t, env, "policy", "push", module, "--hook", "expiry", "--nodes", addr1); code != 0 {
+		t.Fatalf("policy push: %d\n%s%s", code, out, errOut)
+	}
+
+	resp, err := http.Get("http://" + n.StatusAddr().String() + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	statusKinds := jsonKinds(t, "/status.json", string(page))
+
+	for _, args := range [][]string{
+		{"status"}, {"ping", "--count", "1"}, {"version"},
+		{"clusters", "--all-nodes"}, {"leases", "--all-nodes"}, {"topics", "--all-nodes"},
+		{"route", "orders", "pay"},
+	} {
+		where := strings.Join(args, " ") + " -o json"
+		out, stderr, code := run(t, env, append(args, "-o", "json")...)
+		if code != 0 {
+			t.Errorf("%s: exit %d: %s", where, code, stderr)
+			continue
+		}
+		checkSnakeCase(t, where, out)
+		for k, kinds := range jsonKinds(t, where, out) {
+			if k == "value" || statusKinds[k] == nil { // --all-nodes' value is the command's own answer
+				continue
+			}
+			for kind := range kinds {
+				if kind != "null" && !statusKinds[k][kind] {
+					t.Errorf("%s: %q is a %s; in /status.json it is a %v", where, k, kind, slices.Collect(maps.Keys(statusKinds[k])))
+				}
+			}
+		}
+	}
+
+	// The facts status shows are named as /status.json names them.
+	out, _, _ := run(t, env, "status", "-o", "json")
+	var st struct {
+		Nodes []map[string]any `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Nodes) != 2 {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	for _, k := range []string{"node_id", "version", "started", "warming_up", "lease_count", "topic_count", "connections", "policies"} {
+		if _, ok := st.Nodes[0][k]; !ok {
+			t.Errorf("status -o json lacks %q: %v", k, st.Nodes[0])
+		}
 	}
 }

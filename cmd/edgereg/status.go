@@ -22,20 +22,29 @@ import (
 // drift apart (policies, lease counts, brokers one node lacks); --all-nodes
 // on leases, clusters and topics shows each node's answer.
 
-// nodeStatus is one node's row of `edgereg status`.
+// nodeStatus is one node's row of `edgereg status`. Its keys are those of
+// the node's /status.json for the same facts (warming_up, lease_count,
+// topic_count, policies as a list of hook and hash).
 type nodeStatus struct {
-	Node        string            `json:"node"`
-	Error       string            `json:"error,omitempty"`
-	NodeID      string            `json:"node_id,omitempty"`
-	Version     string            `json:"version,omitempty"`
-	Started     string            `json:"started,omitempty"` // RFC 3339
-	UptimeS     int64             `json:"uptime_s,omitempty"`
-	Ready       bool              `json:"ready"`
-	Leases      int               `json:"leases"`
-	Topics      int               `json:"topics"`
-	Connections int               `json:"connections"`
-	Policies    map[string]string `json:"policies,omitempty"` // hook -> module SHA-256
-	brokers     []string
+	Node          string       `json:"node"`
+	Error         string       `json:"error,omitempty"`
+	NodeID        string       `json:"node_id,omitempty"`
+	Version       string       `json:"version,omitempty"`
+	Started       time.Time    `json:"started,omitzero"`
+	UptimeSeconds int64        `json:"uptime_seconds,omitempty"`
+	WarmingUp     bool         `json:"warming_up"`
+	Leases        int          `json:"lease_count"`
+	Topics        int          `json:"topic_count"`
+	Connections   int          `json:"connections"`
+	Policies      []policyHash `json:"policies"` // the hooks that run a module, by hook
+	hashes        map[string]string
+	brokers       []string
+}
+
+// policyHash is the module active on a hook: its SHA-256, hex.
+type policyHash struct {
+	Hook string `json:"hook"`
+	Hash string `json:"hash"`
 }
 
 // drift is one way the nodes disagree.
@@ -129,10 +138,13 @@ func runStatus(cmd *cobra.Command, g *globals, src *nodeSourceFlags, tolerance i
 			return fmt.Errorf("leases: %w", err)
 		}
 		ns := &out.Nodes[i]
-		ns.NodeID, ns.Version, ns.Ready = info.NodeID, info.Version, !info.WarmingUp
-		ns.Started = time.UnixMilli(info.StartedMs).UTC().Format(time.RFC3339)
-		ns.UptimeS = (info.NowMs - info.StartedMs) / 1000
-		ns.Leases, ns.Topics, ns.Connections, ns.Policies = info.Leases, info.Topics, info.Connections, info.Policies
+		ns.NodeID, ns.Version, ns.WarmingUp = info.NodeID, info.Version, info.WarmingUp
+		ns.Started = time.UnixMilli(info.StartedMs).UTC()
+		ns.UptimeSeconds = (info.NowMs - info.StartedMs) / 1000
+		ns.Leases, ns.Topics, ns.Connections, ns.hashes = info.Leases, info.Topics, info.Connections, info.Policies
+		for _, hook := range slices.Sorted(maps.Keys(info.Policies)) {
+			ns.Policies = append(ns.Policies, policyHash{Hook: hook, Hash: info.Policies[hook]})
+		}
 		for _, l := range leases {
 			ns.brokers = append(ns.brokers, fmt.Sprintf("%s/%s/%d %s", l.Cluster, l.BrokerName, l.BrokerID, l.Addr))
 		}
@@ -141,6 +153,9 @@ func runStatus(cmd *cobra.Command, g *globals, src *nodeSourceFlags, tolerance i
 	failed := 0
 	for i, addr := range addrs {
 		out.Nodes[i].Node = addr
+		if out.Nodes[i].Policies == nil {
+			out.Nodes[i].Policies = []policyHash{}
+		}
 		if errs[i] != nil {
 			out.Nodes[i].Error = errs[i].Error()
 			failed++
@@ -155,11 +170,11 @@ func runStatus(cmd *cobra.Command, g *globals, src *nodeSourceFlags, tolerance i
 				continue
 			}
 			state := "ready"
-			if !n.Ready {
+			if n.WarmingUp {
 				state = "warming"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", n.Node, n.NodeID, n.Version,
-				(time.Duration(n.UptimeS) * time.Second).String(), state, n.Leases, n.Topics, n.Connections, hookHashes(n.Policies))
+				(time.Duration(n.UptimeSeconds) * time.Second).String(), state, n.Leases, n.Topics, n.Connections, hookHashes(n.hashes))
 		}
 		if len(out.Drift) == 0 {
 			fmt.Fprintln(tw, "\nno drift between the nodes that answered")
@@ -211,7 +226,7 @@ func findDrift(ns []nodeStatus, tolerance int) []drift {
 	for _, hook := range wire.PolicyHooks {
 		byHash := make(map[string][]string)
 		for _, n := range ok {
-			h := n.Policies[hook]
+			h := n.hashes[hook]
 			if h == "" {
 				h = "built-in"
 			}

@@ -93,7 +93,7 @@ func TestCLIStatusShowsDrift(t *testing.T) {
 	for _, n := range st.Nodes {
 		byAddr[n.Node] = n
 	}
-	if len(st.Nodes) != 2 || byAddr[addr1].Leases != 2 || byAddr[addr2].Leases != 1 || byAddr[addr1].Policies["expiry"] == "" ||
+	if len(st.Nodes) != 2 || byAddr[addr1].Leases != 2 || byAddr[addr2].Leases != 1 || len(byAddr[addr1].Policies) != 1 || byAddr[addr1].Policies[0].Hook != "expiry" || byAddr[addr1].Policies[0].Hash == "" ||
 		kinds["policy"] != 1 || kinds["lease_count"] != 1 || kinds["broker"] != 1 {
 		t.Errorf("status json: %+v", st)
 	}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/edgereg/edgereg/node/nodetest"
+)
+
+// TestRouteMergesNodes: nodes share nothing, so a node cut off from a
+// broker answers "not found" with full confidence. `route` without --watch
+// used to read only the first node that answered; it now asks --fanout
+// nodes and merges their answers, as the route client does, so a broker
+// registered on the second node only is still shown.
+func TestRouteMergesNodes(t *testing.T) {
+	ca := nodetest.NewCA(t)
+	empty, holder := nodetest.Start(t, ca, nil), nodetest.Start(t, ca, nil)
+	registerBroker(t, holder.Addr(), holder.Dir(), brokerReg("broker-a", "10.0.0.1:10911", "orders"))
+	env := []string{"EDGEREG_DATA=" + empty.Dir(), "EDGEREG_NODES=" + empty.Addr() + "," + holder.Addr()}
+
+	out, stderr, code := run(t, env, "route", "orders", "--wait", "0")
+	if code != 0 || !strings.Contains(out, "broker-a") || !strings.Contains(out, "10.0.0.1:10911") {
+		t.Fatalf("route with the empty node first: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	out, stderr, code = run(t, env, "route", "orders", "--wait", "0", "-o", "json")
+	var routes []routeOut
+	if err := json.Unmarshal([]byte(out), &routes); err != nil || code != 0 || len(routes) != 1 ||
+		len(routes[0].BrokerGroups) != 1 || routes[0].BrokerGroups[0].Name != "broker-a" || routes[0].Version == "" {
+		t.Fatalf("route -o json: exit %d, %v, stdout %q, stderr %q", code, err, out, stderr)
+	}
+	checkSnakeCase(t, "route (merged)", out)
+
+	// Not found is final only when every node asked says so.
+	if _, _, code := run(t, env, "route", "nope", "--wait", "0"); code != exitNotFound {
+		t.Errorf("route of a topic no node knows: exit %d, want %d", code, exitNotFound)
+	}
+	// One topic found, one not: the found one is printed, exit 3.
+	out, _, code = run(t, env, "route", "orders", "nope", "--wait", "0")
+	if code != exitNotFound || !strings.Contains(out, "broker-a") {
+		t.Errorf("route orders nope: exit %d, want %d, stdout %q", code, exitNotFound, out)
+	}
+	// Exit codes as before: no node answering is 4, a node of another CA 5.
+	dead := freeUDPAddr(t)
+	if _, stderr, code := run(t, env, "--nodes", dead, "--timeout", "2s", "route", "orders", "--wait", "0"); code != exitUnreachable {
+		t.Errorf("route with no node answering: exit %d, want %d: %s", code, exitUnreachable, stderr)
+	}
+	other := nodetest.Start(t, nodetest.NewCA(t), nil)
+	if _, stderr, code := run(t, env, "--nodes", other.Addr(), "route", "orders", "--wait", "0"); code != exitRefused {
+		t.Errorf("route on a node of another CA: exit %d, want %d: %s", code, exitRefused, stderr)
+	}
+	// A watch merges the route client's default; --fanout with it is
+	// refused rather than ignored.
+	if _, _, code := run(t, env, "route", "orders", "--watch", "--fanout", "3"); code != exitUsage {
+		t.Errorf("route --watch --fanout 3: exit %d, want %d", code, exitUsage)
+	}
+	if _, _, code := run(t, env, "route", "orders", "--fanout", "0"); code != exitUsage {
+		t.Errorf("route --fanout 0: exit %d, want %d", code, exitUsage)
+	}
+}
