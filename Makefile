@@ -1,15 +1,26 @@
-# edgereg — see README.md. `make run` starts a node with working defaults;
-# `make test` runs vet and the race-enabled test suite.
+# edgereg — see README.md. `make run` starts a node with working defaults
+# (`make run ARGS="--log-level debug"` passes flags); `make test` runs vet
+# and the race-enabled test suite; `make image` builds the OCI image.
 GO      ?= go
 BIN     ?= bin/edgereg
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/edgereg/edgereg/node.Version=$(VERSION)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/edgereg/edgereg/node.Version=$(VERSION) -X github.com/edgereg/edgereg/node.Commit=$(COMMIT)
+ARGS    ?=
+# The image: a static binary for linux on this machine's architecture,
+# packed by cmd/edgereg/deploy/mkimage (no container daemon needed).
+IMAGE      ?= bin/edgereg-image.tar
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# The deployment files' tests (Kubernetes API types, the image) live in
+# their own module, so the main module does not depend on k8s.io/api.
+DEPLOY  := cmd/edgereg/deploy
 
 # FUZZ_EXECS bounds each fuzz target's run by executions rather than time:
 # a count is reproducible and avoids go1.26's fuzz-coordinator deadline race.
 FUZZ_EXECS ?= 300000x
 
-.PHONY: all build run test bench fuzz policies policies-check clean
+.PHONY: all build run test image bench fuzz policies policies-check clean
 
 all: build
 
@@ -17,11 +28,17 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/edgereg
 
 run: build
-	./$(BIN) node
+	./$(BIN) node $(ARGS)
 
 test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 15m ./...
+	cd $(DEPLOY) && $(GO) vet ./... && $(GO) test -timeout 10m ./...
+
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/edgereg-linux-$(IMAGE_ARCH) ./cmd/edgereg
+	cd $(DEPLOY) && SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./mkimage --binary $(CURDIR)/bin/edgereg-linux-$(IMAGE_ARCH) \
+		--version $(VERSION) --commit $(COMMIT) --arch $(IMAGE_ARCH) --out $(CURDIR)/$(IMAGE)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bench.txt

@@ -176,7 +176,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if n := countSet(c.CertFile, c.KeyFile, c.ClientCAFile); n != 0 && n != 3 {
-		return errors.New("--cert, --key and --client-ca go together: give all three or none")
+		return errors.New("--tls-cert, --tls-key and --tls-client-ca go together: give all three or none")
 	}
 	positive := []struct {
 		name string

@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -160,32 +161,34 @@ func (n *Node) WarmingUp() bool {
 	return n.cfg.WarmUp > 0 && n.cfg.Clock.Now().Sub(n.started) < n.cfg.WarmUp
 }
 
+// serverTLS returns the node's TLS config. Certificate, key, client CA and
+// revocation files are re-read when they change (pki.Reloader); a change
+// that cannot be used is logged and the last good credentials stay.
 func (n *Node) serverTLS() (*tls.Config, error) {
-	if n.cfg.CertFile != "" {
-		cert, cas, err := pki.LoadCredentials(n.cfg.CertFile, n.cfg.KeyFile, n.cfg.ClientCAFile)
+	creds := pki.ServerCredentials{
+		CertFile: n.cfg.CertFile, KeyFile: n.cfg.KeyFile, ClientCAFile: n.cfg.ClientCAFile,
+		RevocationFile: n.cfg.RevocationFile, AllowAnonymous: n.cfg.AllowAnonymousClients,
+		OnReload: func(err error) {
+			if err != nil {
+				n.log.Error("TLS credentials changed but cannot be used; keeping the previous ones", "err", err)
+				return
+			}
+			n.log.Info("TLS credentials reloaded")
+		},
+	}
+	if n.cfg.CertFile == "" {
+		hosts := append([]string{hostOf(n.cfg.Addr)}, n.cfg.Hosts...)
+		local, err := pki.EnsureLocal(n.cfg.DataDir, hosts)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("local CA: %w", err)
 		}
-		return n.withRevocations(pki.ServerConfig(cert, cas, n.cfg.AllowAnonymousClients))
+		creds.Cert, creds.ClientCAs = local.Node, []*x509.Certificate{local.CA}
 	}
-	hosts := append([]string{hostOf(n.cfg.Addr)}, n.cfg.Hosts...)
-	local, err := pki.EnsureLocal(n.cfg.DataDir, hosts)
-	if err != nil {
-		return nil, fmt.Errorf("local CA: %w", err)
-	}
-	return n.withRevocations(pki.ServerConfig(local.Node, local.CAPool, n.cfg.AllowAnonymousClients))
-}
-
-func (n *Node) withRevocations(conf *tls.Config) (*tls.Config, error) {
-	if n.cfg.RevocationFile == "" {
-		return conf, nil
-	}
-	rl, err := pki.LoadRevocations(n.cfg.RevocationFile)
+	r, err := pki.NewReloader(creds)
 	if err != nil {
 		return nil, err
 	}
-	conf.VerifyConnection = pki.VerifyConnection(rl)
-	return conf, nil
+	return r.TLSConfig(), nil
 }
 
 func hostOf(addr string) string {

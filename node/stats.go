@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -82,6 +83,7 @@ func newStats(n *Node) *stats {
 		return 1
 	})
 	f(newPolicyCollector(n))
+	f(newBuildInfoGauge())
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s
@@ -93,6 +95,13 @@ func (s *stats) observe(t wire.Type, d time.Duration, err *wire.Error) {
 		o.Observe(d.Seconds())
 	}
 	if err != nil {
-		s.errors.WithLabelValues(t.String(), err.Code.String()).Inc()
+		s.errors.WithLabelValues(t.String(), metricLabel(err.Code.String())).Inc()
 	}
+}
+
+// metricLabel spells an error code's name as a label value: snake_case
+// ("not found" becomes not_found), the spelling route_reads_total's result
+// uses too. Kinds keep the protocol's type names (get-routes).
+func metricLabel(name string) string {
+	return strings.ReplaceAll(name, " ", "_")
 }

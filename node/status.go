@@ -17,7 +17,9 @@ import (
 const statusTopicLimit = 500
 
 // Status is what the status page and /status.json show: a read-only
-// snapshot of the node.
+// snapshot of the node. Its JSON uses the CLI's names (snake_case; epochs as
+// decimal strings, route versions as hex strings, times RFC 3339), so a
+// script reads `edgereg ... -o json` and /status.json alike.
 type Status struct {
 	NodeID      string          `json:"node_id"`
 	Version     string          `json:"version"`
@@ -26,6 +28,7 @@ type Status struct {
 	Now         time.Time       `json:"now"`
 	WarmingUp   bool            `json:"warming_up"`
 	Connections int64           `json:"connections"`
+	Commit      string          `json:"commit"`
 	Clusters    []StatusCluster `json:"clusters"`
 	Topics      []StatusTopic   `json:"topics"`
 	TopicCount  int             `json:"topic_count"`
@@ -35,7 +38,7 @@ type Status struct {
 // StatusCluster is one cluster with its broker groups.
 type StatusCluster struct {
 	Name   string        `json:"name"`
-	Groups []StatusGroup `json:"groups"`
+	Groups []StatusGroup `json:"broker_groups"`
 }
 
 // StatusGroup is one broker group with its brokers' leases.
@@ -47,9 +50,9 @@ type StatusGroup struct {
 
 // StatusBroker is one broker of a group.
 type StatusBroker struct {
-	ID            int64     `json:"id"`
+	ID            int64     `json:"broker_id"`
 	Addr          string    `json:"addr"`
-	Epoch         uint64    `json:"epoch,omitempty"`
+	Epoch         uint64    `json:"epoch,string,omitempty"`
 	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
 	Deadline      time.Time `json:"deadline,omitzero"`
 	Live          bool      `json:"live"`
@@ -57,10 +60,33 @@ type StatusBroker struct {
 
 // StatusTopic is one topic with the groups that hold it.
 type StatusTopic struct {
-	Name    string           `json:"name"`
-	Version string           `json:"version"`
-	Queues  []wire.QueueData `json:"queues"`
+	Name    string        `json:"name"`
+	Version string        `json:"version"`
+	Queues  []StatusQueue `json:"queues"`
 }
+
+// StatusQueue is one broker group's queues of a topic, as /status.json and
+// `edgereg route -o json` show them.
+type StatusQueue struct {
+	BrokerName  string `json:"broker_name"`
+	ReadQueues  uint32 `json:"read_queues"`
+	WriteQueues uint32 `json:"write_queues"`
+	// Perm is RocketMQ's permission bits (6 is read and write); PermFlags
+	// spells them as "rw-".
+	Perm      uint8  `json:"perm"`
+	PermFlags string `json:"perm_flags"`
+	SysFlag   uint32 `json:"sys_flag"`
+}
+
+// QueueStatus converts a route's queue data for display.
+func QueueStatus(q wire.QueueData) StatusQueue {
+	return StatusQueue{BrokerName: q.BrokerName, ReadQueues: q.ReadQueues, WriteQueues: q.WriteQueues,
+		Perm: q.Perm, PermFlags: wire.PermString(q.Perm), SysFlag: q.SysFlag}
+}
+
+// FormatVersion spells a route version as the CLI and /status.json show
+// it: 16 hex digits, a string, so no JSON reader rounds it.
+func FormatVersion(v uint64) string { return fmt.Sprintf("%016x", v) }
 
 // PolicyStatus describes an active policy module for the status page.
 type PolicyStatus struct {
@@ -78,7 +104,7 @@ type PolicyStatus struct {
 func (n *Node) Status() Status {
 	now := n.cfg.Clock.Now()
 	st := Status{
-		NodeID: n.id, Version: Version, Addr: n.Addr().String(), Started: n.started, Now: now,
+		NodeID: n.id, Version: Version, Commit: Build().Commit, Addr: n.Addr().String(), Started: n.started.UTC(), Now: now.UTC(),
 		WarmingUp: n.WarmingUp(), Connections: n.stats.conns.Load(), TopicCount: n.reg.TopicCount(),
 		Policies: n.statusPolicies(),
 	}
@@ -102,7 +128,11 @@ func (n *Node) Status() Status {
 		if err != nil {
 			continue
 		}
-		st.Topics = append(st.Topics, StatusTopic{Name: name, Version: fmt.Sprintf("%016x", version), Queues: route.Queues})
+		queues := make([]StatusQueue, 0, len(route.Queues))
+		for _, q := range route.Queues {
+			queues = append(queues, QueueStatus(q))
+		}
+		st.Topics = append(st.Topics, StatusTopic{Name: name, Version: FormatVersion(version), Queues: queues})
 	}
 	return st
 }
@@ -118,7 +148,7 @@ func statusGroup(bd wire.BrokerData, leases map[string]wire.LeaseInfo) StatusGro
 		b := StatusBroker{ID: id, Addr: bd.Addrs[id]}
 		if l, ok := leases[b.Addr]; ok {
 			b.Live, b.Epoch = true, l.Epoch
-			b.LastHeartbeat, b.Deadline = time.UnixMilli(l.LastHeartbeatMs), time.UnixMilli(l.DeadlineMs)
+			b.LastHeartbeat, b.Deadline = time.UnixMilli(l.LastHeartbeatMs).UTC(), time.UnixMilli(l.DeadlineMs).UTC()
 		}
 		g.Brokers = append(g.Brokers, b)
 	}
@@ -166,7 +196,7 @@ th,td{border:1px solid #d0d7de;padding:4px 10px;text-align:left} th{background:#
 .warm{background:#f9a825;border-radius:4px;padding:1px 6px} code{font-size:12px}
 </style></head><body>
 <h1>edgereg node <code>{{.NodeID}}</code></h1>
-<div class="meta">{{.Addr}} &middot; version {{.Version}} &middot; up since {{.Started.Format "2006-01-02 15:04:05"}} &middot;
+<div class="meta">{{.Addr}} &middot; version {{.Version}} &middot; up since {{.Started.Format "2006-01-02 15:04:05 MST"}} &middot;
 {{.Connections}} connections &middot; {{if .WarmingUp}}<span class="warm">warming up</span>{{else}}ready{{end}}</div>
 <h2>Brokers</h2>
 {{if .Clusters}}<table><tr><th>cluster</th><th>broker group</th><th>zone</th><th>id</th><th>address</th><th>lease</th><th>last heartbeat</th><th>expires in</th></tr>
@@ -180,7 +210,7 @@ th,td{border:1px solid #d0d7de;padding:4px 10px;text-align:left} th{background:#
 {{end}}</table>{{if gt .TopicCount (len .Topics)}}<p class="meta">Showing the first {{len .Topics}}; /status.json has the same.</p>{{end}}{{else}}<p>No topics.</p>{{end}}
 <h2>Policies</h2>
 {{if .Policies}}<table><tr><th>hook</th><th>module</th><th>size</th><th>activated</th><th>calls</th><th>errors</th><th>p50</th><th>p99</th></tr>
-{{range .Policies}}<tr><td>{{.Hook}}</td><td><code>{{printf "%.12s" .Hash}}</code></td><td>{{.Size}}</td><td>{{.ActivatedAt.Format "2006-01-02 15:04:05"}}</td><td>{{.Calls}}</td><td>{{.Errors}}</td><td>{{printf "%.0f" .P50Micros}} µs</td><td>{{printf "%.0f" .P99Micros}} µs</td></tr>
+{{range .Policies}}<tr><td>{{.Hook}}</td><td><code>{{printf "%.12s" .Hash}}</code></td><td>{{.Size}}</td><td>{{.ActivatedAt.Format "2006-01-02 15:04:05 MST"}}</td><td>{{.Calls}}</td><td>{{.Errors}}</td><td>{{printf "%.0f" .P50Micros}} µs</td><td>{{printf "%.0f" .P99Micros}} µs</td></tr>
 {{end}}</table>{{else}}<p>No policy is active: routes are unfiltered and thresholds are the defaults.</p>{{end}}
 </body></html>
 `

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
+	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -105,41 +108,120 @@ func (g *globals) readOne(cmd *cobra.Command, fn func(*client.Conn, contextT) (a
 }
 
 func newCertCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "cert", Short: "Issue credentials from the local CA in --data"}
-	var role, name, out string
-	var groups []string
-	var validity time.Duration
+	cmd := &cobra.Command{Use: "cert", Short: "Create a CA and issue credentials from it (the local CA in --data)"}
+	cmd.AddCommand(newCertInitCmd(g), newCertIssueCmd(g), newCertCopyCmd(g))
+	return cmd
+}
+
+// certOut is what the cert commands print with -o json.
+type certOut struct {
+	Action string   `json:"action"`
+	Role   string   `json:"role,omitempty"`
+	Name   string   `json:"name,omitempty"`
+	Files  []string `json:"files"`
+}
+
+func (g *globals) emitCert(cmd *cobra.Command, out certOut) error {
+	return g.emit(cmd.OutOrStdout(), out, func(tw *tabwriter.Writer) {
+		fmt.Fprintf(tw, "%s %s %s: %s\n", out.Action, out.Role, out.Name, strings.Join(out.Files, ", "))
+	})
+}
+
+func newCertInitCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "init",
+		Short: "Create a new CA in --data (refused if one is there)",
+		Long: `Create a new local CA, and the operator credential the CLI uses, in --data/tls.
+A CA that exists is never replaced: every credential it signed would stop working.
+'edgereg node' creates the same CA on its first start.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := pki.InitCA(g.data)
+			if err != nil {
+				return err
+			}
+			return g.emitCert(cmd, certOut{Action: "created CA", Files: []string{filepath.Join(l.Dir, "ca.crt"), filepath.Join(l.Dir, "ca.key")}})
+		},
+	}
+}
+
+func newCertIssueCmd(g *globals) *cobra.Command {
+	var r pki.Request
+	var role, out string
+	var dns []string
+	var ips []net.IP
+	var force bool
 	issue := &cobra.Command{
 		Use:   "issue --role ROLE --name NAME --out DIR",
 		Short: "Issue a certificate for a broker, client, operator or node",
-		Long: `Issue a certificate and key signed by the local CA in --data (created by the first
-'edgereg node' there) and write NAME.crt, NAME.key and ca.crt into --out. A broker
-credential may be limited to broker groups with --group.`,
+		Long: `Issue a certificate and key signed by the CA in --data (made by 'edgereg cert init'
+or by the first 'edgereg node' there; a directory without one is refused, never
+given a new CA) and write NAME.crt, NAME.key and ca.crt into --out. Existing files
+are not replaced without --force. A broker credential may be limited to broker
+groups with --group; a node certificate carries NAME, the loopback names and any
+--dns and --ip given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := pki.ParseRole(role)
-			if err != nil {
+			var err error
+			if r.Role, err = pki.ParseRole(role); err != nil {
 				return usageError{err}
 			}
-			local, err := pki.EnsureLocal(g.data, nil)
+			if (len(dns) > 0 || len(ips) > 0) && r.Role != pki.RoleNode {
+				return usageError{fmt.Errorf("--dns and --ip are for --role node only, not %s", r.Role)}
+			}
+			r.Hosts = slices.Clone(dns)
+			for _, ip := range ips {
+				r.Hosts = append(r.Hosts, ip.String())
+			}
+			local, err := pki.OpenLocal(g.data)
 			if err != nil {
 				return err
 			}
-			if err := local.IssueFiles(r, name, groups, validity, out); err != nil {
+			if err := local.WriteCredential(r, out, force); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "issued %s credential %q: %s/%s.crt, %s/%s.key, %s/ca.crt\n", r, name, out, name, out, name, out)
-			return nil
+			return g.emitCert(cmd, certOut{Action: "issued", Role: string(r.Role), Name: r.Name, Files: []string{
+				filepath.Join(out, r.Name+".crt"), filepath.Join(out, r.Name+".key"), filepath.Join(out, "ca.crt")}})
 		},
 	}
 	f := issue.Flags()
 	f.StringVar(&role, "role", "", "broker, client, operator or node")
-	f.StringVar(&name, "name", "", "the credential's name (certificate common name and file name)")
+	f.StringVar(&r.Name, "name", "", "the credential's name (certificate common name and file name)")
 	f.StringVar(&out, "out", ".", "directory to write the files to")
-	f.StringSliceVar(&groups, "group", nil, "broker groups a broker credential may register (repeatable; none means any)")
-	f.DurationVar(&validity, "validity", 365*24*time.Hour, "how long the credential is valid")
+	f.StringSliceVar(&r.Groups, "group", nil, "broker groups a broker credential may register (repeatable; none means any)")
+	f.StringSliceVar(&dns, "dns", nil, "extra DNS name for a node certificate (repeatable)")
+	f.IPSliceVar(&ips, "ip", nil, "extra IP address for a node certificate (repeatable)")
+	f.DurationVar(&r.Validity, "validity", 365*24*time.Hour, "how long the credential is valid")
+	f.BoolVar(&force, "force", false, "replace existing files in --out")
 	issue.MarkFlagRequired("role")
 	issue.MarkFlagRequired("name")
-	cmd.AddCommand(issue)
-	return cmd
+	issue.RegisterFlagCompletionFunc("role", cobra.FixedCompletions([]string{"broker", "client", "operator", "node"}, cobra.ShellCompDirectiveNoFileComp))
+	return issue
+}
+
+func newCertCopyCmd(g *globals) *cobra.Command {
+	var name, from, out string
+	cp := &cobra.Command{
+		Use:   "copy --name NAME --from DIR --out DIR",
+		Short: "Copy one credential (NAME.crt, NAME.key, ca.crt) after checking it",
+		Long: `Copy NAME.crt, NAME.key and ca.crt from --from to --out, after checking that the
+key matches the certificate and the certificate is signed by ca.crt. The shipped
+Kubernetes StatefulSet runs it in an init container, so each node's container
+mounts only its own key.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := pki.CopyCredential(name, from, out); err != nil {
+				return err
+			}
+			return g.emitCert(cmd, certOut{Action: "copied", Name: name, Files: []string{
+				filepath.Join(out, name+".crt"), filepath.Join(out, name+".key"), filepath.Join(out, "ca.crt")}})
+		},
+	}
+	cp.Flags().StringVar(&name, "name", "", "the credential's name")
+	cp.Flags().StringVar(&from, "from", "", "directory holding NAME.crt, NAME.key and ca.crt")
+	cp.Flags().StringVar(&out, "out", "", "directory to copy them to")
+	for _, f := range []string{"name", "from", "out"} {
+		cp.MarkFlagRequired(f)
+	}
+	return cp
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/broker"
 	"github.com/edgereg/edgereg/wire/nodes"
@@ -194,7 +195,8 @@ func runWatch(cmd *cobra.Command, g *globals, src nodes.Source, topics []string,
 	enc := json.NewEncoder(out)
 	for u := range updates {
 		if g.output == "json" {
-			enc.Encode(watchLine{Time: time.Now(), Topic: u.Topic, Version: fmt.Sprintf("%016x", u.Version), Gone: u.Gone, Route: u.Route})
+			r := newRouteOut(u.Topic, u.Version, "", u.Route)
+			enc.Encode(watchLine{Time: time.Now().UTC(), Topic: u.Topic, Version: r.Version, Gone: u.Gone, Queues: r.Queues, BrokerGroups: r.BrokerGroups})
 			continue
 		}
 		fmt.Fprintf(out, "%s %s %s\n", time.Now().Format(time.TimeOnly), u.Topic, describeUpdate(u))
@@ -203,11 +205,13 @@ func runWatch(cmd *cobra.Command, g *globals, src nodes.Source, topics []string,
 }
 
 type watchLine struct {
-	Time    time.Time  `json:"time"`
-	Topic   string     `json:"topic"`
-	Version string     `json:"version"`
-	Gone    bool       `json:"gone"`
-	Route   wire.Route `json:"route"`
+	Time    time.Time `json:"time"`
+	Topic   string    `json:"topic"`
+	Version string    `json:"version"`
+	Gone    bool      `json:"gone"`
+	// The route, named as in `route -o json`.
+	Queues       []node.StatusQueue `json:"queues"`
+	BrokerGroups []groupOut         `json:"broker_groups"`
 }
 
 // describeUpdate renders an update on one line: each group with its queues,

@@ -56,14 +56,19 @@ func (g *globals) nodeList() ([]string, error) {
 	return out, nil
 }
 
-// withAnyNode runs fn against the first node that answers, trying each in
-// turn: reads are the same on every node.
+// withAnyNode runs fn against the first node of --nodes that answers.
 func (g *globals) withAnyNode(ctx context.Context, fn func(*client.Conn) error) error {
-	conf, err := g.clientTLS()
+	nodes, err := g.nodeList()
 	if err != nil {
 		return err
 	}
-	nodes, err := g.nodeList()
+	return g.withNodes(ctx, nodes, fn)
+}
+
+// withNodes runs fn against the first of nodes that answers, trying each
+// in turn: reads are the same on every node.
+func (g *globals) withNodes(ctx context.Context, nodes []string, fn func(*client.Conn) error) error {
+	conf, err := g.clientTLS()
 	if err != nil {
 		return err
 	}
@@ -84,15 +89,31 @@ func (g *globals) withAnyNode(ctx context.Context, fn func(*client.Conn) error) 
 	return fmt.Errorf("no node answered: %w", errors.Join(errs...))
 }
 
-// nodeResult is one node's answer to a write sent to every node.
+// nodeResult is one node's answer to a change sent to every node.
 type nodeResult struct {
 	Node  string `json:"node"`
+	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"`
 	Value any    `json:"value,omitempty"`
+	err   error
 }
 
+// partialError is a change that reached some nodes but not all (exit code
+// 6): the nodes now disagree until it is repeated.
+type partialError struct {
+	failed, total int
+	err           error
+}
+
+func (e *partialError) Error() string {
+	return fmt.Sprintf("%d of %d nodes failed, the others took the change; repeat it once they are back: %v", e.failed, e.total, e.err)
+}
+
+func (e *partialError) Unwrap() error { return e.err }
+
 // withEveryNode runs fn against every node, since nodes share nothing: an
-// administrative change must reach each of them. It fails if any node did.
+// administrative change must reach each of them. It fails if any node did:
+// with a partialError if some succeeded.
 func (g *globals) withEveryNode(ctx context.Context, fn func(*client.Conn) (any, error)) ([]nodeResult, error) {
 	conf, err := g.clientTLS()
 	if err != nil {
@@ -110,30 +131,35 @@ func (g *globals) withEveryNode(ctx context.Context, fn func(*client.Conn) (any,
 			results[i] = nodeResult{Node: addr}
 			c, err := client.Dial(ctx, addr, client.Config{TLS: conf})
 			if err != nil {
-				results[i].Error = err.Error()
+				results[i].Error, results[i].err = err.Error(), err
 				return
 			}
 			defer c.Close()
 			v, err := fn(c)
 			results[i].Value = v
 			if err != nil {
-				results[i].Error = err.Error()
+				results[i].Error, results[i].err = err.Error(), fmt.Errorf("%s: %w", addr, err)
+				return
 			}
+			results[i].OK = true
 		}()
 	}
 	for range nodes {
 		<-done
 	}
-	failed := 0
+	var errs []error
 	for _, r := range results {
-		if r.Error != "" {
-			failed++
+		if r.err != nil {
+			errs = append(errs, r.err)
 		}
 	}
-	if failed > 0 {
-		return results, fmt.Errorf("%d of %d nodes failed", failed, len(nodes))
+	switch {
+	case len(errs) == 0:
+		return results, nil
+	case len(errs) < len(nodes):
+		return results, &partialError{failed: len(errs), total: len(nodes), err: errors.Join(errs...)}
 	}
-	return results, nil
+	return results, fmt.Errorf("%d of %d nodes failed: %w", len(errs), len(nodes), errors.Join(errs...))
 }
 
 // tryNext tells whether another node may answer where this one did not: a

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,138 +15,108 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// nodeFlagSet is the flag set of `edgereg node`, with the root's
-// persistent flags, for checking the flags a deployment passes.
-func nodeFlagSet(t *testing.T) *pflag.FlagSet {
+// commandFor finds the edgereg subcommand args run and parses its flags
+// (with the root's persistent ones) as cobra would, so a renamed or
+// mistyped flag, or a wrong number of arguments, in a deployment file
+// fails here.
+func commandFor(t *testing.T, where string, args []string) *pflag.FlagSet {
 	t.Helper()
 	root := newRootCmd()
-	cmd, _, err := root.Find([]string{"node"})
-	if err != nil {
-		t.Fatal(err)
+	cmd, rest, err := root.Find(args)
+	if err != nil || cmd == root {
+		t.Fatalf("%s: args %v run no edgereg command: %v", where, args, err)
 	}
-	fs := pflag.NewFlagSet("node", pflag.ContinueOnError)
+	fs := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
 	fs.AddFlagSet(cmd.Flags())
-	fs.AddFlagSet(root.PersistentFlags())
+	fs.AddFlagSet(cmd.InheritedFlags())
+	for i, a := range rest {
+		rest[i] = strings.ReplaceAll(a, "$(POD_NAME)", "edgereg-0")
+	}
+	if err := fs.Parse(rest); err != nil {
+		t.Fatalf("%s: %v: %v", where, args, err)
+	}
+	if cmd.Args != nil {
+		if err := cmd.Args(cmd, fs.Args()); err != nil {
+			t.Fatalf("%s: %v: %v", where, args, err)
+		}
+	}
 	return fs
 }
 
-// checkNodeArgs parses args as `edgereg node` would, so a renamed or
-// mistyped flag in a deployment file fails here.
-func checkNodeArgs(t *testing.T, where string, args []string) {
+// containers returns every container and init container of every pod
+// template in a YAML stream, with where each is.
+func containers(t *testing.T, file string) map[string]map[string]any {
 	t.Helper()
-	if len(args) == 0 || args[0] != "node" {
-		t.Fatalf("%s: args %v do not run `edgereg node`", where, args)
-	}
-	fs := nodeFlagSet(t)
-	for i, a := range args[1:] {
-		args[i+1] = strings.ReplaceAll(a, "$(POD_NAME)", "edgereg-0")
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		t.Fatalf("%s: %v", where, err)
-	}
-}
-
-type k8sDoc struct {
-	Kind     string `yaml:"kind"`
-	Metadata struct {
-		Name string `yaml:"name"`
-	} `yaml:"metadata"`
-	Spec struct {
-		ClusterIP string `yaml:"clusterIP"`
-		Ports     []struct {
-			Name     string `yaml:"name"`
-			Port     int    `yaml:"port"`
-			Protocol string `yaml:"protocol"`
-		} `yaml:"ports"`
-		ServiceName string `yaml:"serviceName"`
-		Template    struct {
-			Spec struct {
-				Containers []k8sContainer `yaml:"containers"`
-				Volumes    []struct {
-					Name string `yaml:"name"`
-				} `yaml:"volumes"`
-			} `yaml:"spec"`
-		} `yaml:"template"`
-	} `yaml:"spec"`
-}
-
-type k8sContainer struct {
-	Args []string `yaml:"args"`
-	Env  []struct {
-		Name string `yaml:"name"`
-	} `yaml:"env"`
-	Ports []struct {
-		Name          string `yaml:"name"`
-		ContainerPort int    `yaml:"containerPort"`
-	} `yaml:"ports"`
-	LivenessProbe  k8sProbe `yaml:"livenessProbe"`
-	ReadinessProbe k8sProbe `yaml:"readinessProbe"`
-	VolumeMounts   []struct {
-		Name string `yaml:"name"`
-	} `yaml:"volumeMounts"`
-}
-
-type k8sProbe struct {
-	HTTPGet struct {
-		Path string `yaml:"path"`
-		Port string `yaml:"port"`
-	} `yaml:"httpGet"`
-}
-
-func TestKubernetesExample(t *testing.T) {
-	f, err := os.Open("deploy/kubernetes.yaml")
+	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	docs := map[string]k8sDoc{}
+	out := map[string]map[string]any{}
 	dec := yaml.NewDecoder(f)
 	for {
-		var d k8sDoc
-		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+		var doc map[string]any
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			t.Fatalf("kubernetes.yaml: %v", err)
+			t.Fatalf("%s: %v", file, err)
 		}
-		docs[d.Kind] = d
+		walkContainers(doc, func(list string, c map[string]any) {
+			meta, _ := doc["metadata"].(map[string]any)
+			out[fmt.Sprintf("%s %s %v %s %v", file, doc["kind"], meta["name"], list, c["name"])] = c
+		})
 	}
-	svc, sts := docs["Service"], docs["StatefulSet"]
-	if svc.Spec.ClusterIP != "None" || len(svc.Spec.Ports) == 0 || svc.Spec.Ports[0].Protocol != "UDP" || svc.Spec.Ports[0].Port != 9876 {
-		t.Errorf("the Service is not headless on UDP 9876: %+v", svc.Spec)
-	}
-	if _, ok := docs["ConfigMap"]; !ok {
-		t.Error("no ConfigMap of policies")
-	}
-	if sts.Spec.ServiceName != svc.Metadata.Name || len(sts.Spec.Template.Spec.Containers) != 1 {
-		t.Fatalf("StatefulSet does not use the headless Service: %+v", sts.Spec)
-	}
-	c := sts.Spec.Template.Spec.Containers[0]
-	checkNodeArgs(t, "kubernetes.yaml", c.Args)
-	fs := nodeFlagSet(t)
-	for _, e := range c.Env {
-		if strings.HasPrefix(e.Name, "EDGEREG_") && !hasFlagForEnv(fs, e.Name) {
-			t.Errorf("env %s sets no flag", e.Name)
+	return out
+}
+
+func walkContainers(v any, fn func(string, map[string]any)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if list, ok := x.([]any); ok && (k == "containers" || k == "initContainers") {
+				for _, c := range list {
+					if cm, ok := c.(map[string]any); ok {
+						fn(k, cm)
+					}
+				}
+				continue
+			}
+			walkContainers(x, fn)
+		}
+	case []any:
+		for _, x := range v {
+			walkContainers(x, fn)
 		}
 	}
-	ports := map[string]int{}
-	for _, p := range c.Ports {
-		ports[p.Name] = p.ContainerPort
-	}
-	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" ||
-		ports[c.LivenessProbe.HTTPGet.Port] != 9877 || ports[c.ReadinessProbe.HTTPGet.Port] != 9877 {
-		t.Errorf("probes do not hit /healthz and /readyz on the admin port: %+v %+v", c.LivenessProbe, c.ReadinessProbe)
-	}
-	if !slicesContain(c.Args, "--admin-addr=0.0.0.0:9877") {
-		t.Error("the admin address is not reachable by the probes")
-	}
-	volumes := map[string]bool{"data": true} // from the volumeClaimTemplate
-	for _, v := range sts.Spec.Template.Spec.Volumes {
-		volumes[v.Name] = true
-	}
-	for _, m := range c.VolumeMounts {
-		if !volumes[m.Name] {
-			t.Errorf("volume mount %s names no volume", m.Name)
+}
+
+// TestKubernetesManifestsUseRealFlags runs every container's arguments and
+// EDGEREG_* variables of every manifest past the real command. The
+// manifests' structure (API types, security profile, services) is checked
+// in the deploy module (cmd/edgereg/deploy), which has k8s.io/api.
+func TestKubernetesManifestsUseRealFlags(t *testing.T) {
+	files, _ := filepath.Glob("deploy/*.yaml")
+	checked := 0
+	for _, file := range files {
+		for where, c := range containers(t, file) {
+			var args []string
+			raw, _ := c["args"].([]any)
+			for _, a := range raw {
+				args = append(args, fmt.Sprint(a))
+			}
+			fs := commandFor(t, where, args)
+			env, _ := c["env"].([]any)
+			for _, e := range env {
+				name := fmt.Sprint(e.(map[string]any)["name"])
+				if strings.HasPrefix(name, "EDGEREG_") && !hasFlagForEnv(fs, name) {
+					t.Errorf("%s: env %s sets no flag of %s", where, name, args[0])
+				}
+			}
+			checked++
 		}
+	}
+	if checked < 4 {
+		t.Fatalf("checked %d containers, want the node, its init container and the examples", checked)
 	}
 }
 
@@ -152,15 +124,6 @@ func hasFlagForEnv(fs *pflag.FlagSet, env string) bool {
 	found := false
 	fs.VisitAll(func(f *pflag.Flag) { found = found || EnvName(f.Name) == env })
 	return found
-}
-
-func slicesContain(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestSystemdUnit(t *testing.T) {
@@ -195,7 +158,10 @@ func TestSystemdUnit(t *testing.T) {
 	if len(exec) < 2 || !strings.HasSuffix(exec[0], "/edgereg") {
 		t.Fatalf("ExecStart = %v", exec)
 	}
-	checkNodeArgs(t, "edgereg.service", exec[1:])
+	if exec[1] != "node" {
+		t.Fatalf("ExecStart %v does not run a node", exec)
+	}
+	commandFor(t, "edgereg.service", exec[1:])
 	if sections["Service"]["KillSignal"] != "SIGTERM" || sections["Install"]["WantedBy"] == "" {
 		t.Errorf("unit does not stop gracefully or is not installable: %v", sections)
 	}

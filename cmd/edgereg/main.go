@@ -7,15 +7,24 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"text/tabwriter"
 
+	"github.com/quic-go/quic-go"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/edgereg/edgereg/node"
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/nodes"
+	"github.com/edgereg/edgereg/wire/pki"
 )
 
 func main() {
@@ -25,13 +34,100 @@ func main() {
 	}
 }
 
-// exitCode is 2 for usage errors and 1 for everything else.
+// Exit codes, for scripts (README.md, "Exit codes").
+const (
+	exitFailure     = 1 // anything else
+	exitUsage       = 2 // a flag, argument or setting is wrong
+	exitNotFound    = 3 // the topic, key or lease asked for does not exist
+	exitUnreachable = 4 // no node could be reached in time
+	exitRefused     = 5 // TLS or authorization refused the credential
+	exitPartial     = 6 // a change reached some nodes but not all
+)
+
+// exitCode maps an error to the exit code scripts branch on. A failure
+// across several nodes is classified by the most telling of their errors:
+// refused before not found before unreachable.
 func exitCode(err error) int {
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
-		return 2
+		return exitUsage
 	}
-	return 1
+	var pe *partialError
+	switch {
+	case errors.As(err, &pe):
+		return exitPartial
+	case anyError(err, isRefused):
+		return exitRefused
+	case anyError(err, isNotFound):
+		return exitNotFound
+	case anyError(err, isUnreachable):
+		return exitUnreachable
+	}
+	return exitFailure
+}
+
+// anyError reports whether pred holds for err or any error it wraps,
+// following joined errors too.
+func anyError(err error, pred func(error) bool) bool {
+	if err == nil {
+		return false
+	}
+	if pred(err) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return anyError(u.Unwrap(), pred)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if anyError(e, pred) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func wireCode(err error) (wire.Code, bool) {
+	if we, ok := err.(*wire.Error); ok {
+		return we.Code, true
+	}
+	return 0, false
+}
+
+// isRefused: the peer or this side refused the credential: a TLS alert, a
+// certificate that does not verify, or a request the role may not make.
+func isRefused(err error) bool {
+	if c, ok := wireCode(err); ok {
+		return c == wire.CodeNotAuthorized
+	}
+	var te *quic.TransportError
+	if errors.As(err, &te) && te.ErrorCode.IsCryptoError() {
+		return true
+	}
+	switch err.(type) {
+	case x509.UnknownAuthorityError, x509.CertificateInvalidError, x509.HostnameError, *tls.CertificateVerificationError:
+		return true
+	}
+	return errors.Is(err, pki.ErrRevoked)
+}
+
+func isNotFound(err error) bool {
+	c, ok := wireCode(err)
+	return ok && (c == wire.CodeNotFound || c == wire.CodeLeaseNotFound)
+}
+
+// isUnreachable: no answer in time, or a node that cannot serve now.
+func isUnreachable(err error) bool {
+	if c, ok := wireCode(err); ok {
+		return c == wire.CodeUnavailable || c == wire.CodeWarmingUp || c == wire.CodeOverloaded || c == wire.CodeTimeout
+	}
+	var idle *quic.IdleTimeoutError
+	var hs *quic.HandshakeTimeoutError
+	var oe *net.OpError
+	var de *net.DNSError
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &idle) || errors.As(err, &hs) ||
+		errors.As(err, &oe) || errors.As(err, &de) || errors.Is(err, nodes.ErrNoNodes)
 }
 
 // isCobraUsage recognises the usage errors cobra returns as plain errors:
@@ -72,6 +168,7 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			warnUnknownEnv(cmd.ErrOrStderr(), cmd.Root())
 			return bindEnv(cmd)
 		},
 	}
@@ -85,7 +182,7 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 	pf.StringVar(&g.timeout, "timeout", "10s", "how long a command may take")
 
 	root.AddCommand(
-		newVersionCmd(),
+		newVersionCmd(g),
 		newNodeCmd(g),
 		newBrokerCmd(g),
 		newRouteCmd(g),
@@ -100,16 +197,20 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 		newBenchCmd(g),
 	)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	registerCompletions(root)
 	return root
 }
 
-func newVersionCmd() *cobra.Command {
+func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the edgereg version",
+		Short: "Print the version, commit, Go version and protocol (ALPN)",
 		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "edgereg", node.Version)
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b := node.Build()
+			return g.emit(cmd.OutOrStdout(), b, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "edgereg %s\ncommit\t%s\ngo\t%s\nplatform\t%s\nprotocol\t%s\n", b.Version, b.Commit, b.GoVersion, b.Platform, strings.Join(b.ALPN, ","))
+			})
 		},
 	}
 }
@@ -124,7 +225,13 @@ func EnvName(flag string) string {
 func bindEnv(cmd *cobra.Command) error {
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed || f.Name == "help" {
+		if err != nil || f.Name == "help" {
+			return
+		}
+		if f.Changed {
+			if _, ok := f.Annotations[sourceKey]; !ok {
+				setSource(f, "flag --"+f.Name)
+			}
 			return
 		}
 		v, ok := os.LookupEnv(EnvName(f.Name))
@@ -133,7 +240,9 @@ func bindEnv(cmd *cobra.Command) error {
 		}
 		if err = setFlag(f, v); err != nil {
 			err = usageError{fmt.Errorf("invalid %s=%q: %w", EnvName(f.Name), v, err)}
+			return
 		}
+		setSource(f, EnvName(f.Name))
 	})
 	return err
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -47,7 +48,7 @@ SIGINT or SIGTERM stops it gracefully.`,
 				}
 			}
 			nf.cfg.DataDir = g.data
-			return runNode(cmd, nf)
+			return runNode(cmd, g, nf)
 		},
 	}
 	addNodeFlags(cmd.Flags(), nf)
@@ -85,12 +86,12 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.IntVar(&c.MaxPolicyUploadsPerMinute, "max-policy-uploads-per-minute", node.DefaultMaxPolicyUploadsPerMinute, "policy pushes and tests a node accepts per minute")
 	fs.StringVar(&nf.logFormat, "log-format", "auto", "log format: auto (colored text on a terminal, JSON otherwise), text or json")
 	fs.StringVar(&nf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&nf.configFile, "config", "", "config file: one \"flag-name: value\" per line (flags and EDGEREG_* variables win)")
+	fs.StringVar(&nf.configFile, "config", "", "YAML config file of flag-name: value (flags and EDGEREG_* variables win)")
 	fs.BoolVar(&nf.printConfig, "print-config", false, "print the effective configuration and exit")
 	fs.DurationVar(&nf.shutdown, "shutdown-timeout", node.DefaultShutdownTimeout, "how long a graceful stop waits for requests in progress")
 }
 
-func runNode(cmd *cobra.Command, nf *nodeFlags) error {
+func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
 	logger, err := newLogger(os.Stderr, nf.logFormat, nf.logLevel)
 	if err != nil {
 		return usageError{err}
@@ -101,8 +102,8 @@ func runNode(cmd *cobra.Command, nf *nodeFlags) error {
 		return usageError{fmt.Errorf("invalid configuration: %w", err)}
 	}
 	if nf.printConfig {
-		printConfig(cmd.OutOrStdout(), cmd.Flags())
-		return nil
+		entries := effectiveConfig(cmd, cfg)
+		return g.emit(cmd.OutOrStdout(), entries, func(tw *tabwriter.Writer) { printConfigTable(tw, entries) })
 	}
 	n, err := node.New(cfg)
 	if err != nil {
@@ -154,20 +155,52 @@ func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// printConfig writes every node setting with its effective value and where
-// it came from.
-func printConfig(w io.Writer, fs *pflag.FlagSet) {
-	var lines []string
-	fs.VisitAll(func(f *pflag.Flag) {
+// configEntry is one setting as --print-config shows it: the value the
+// node will use (defaults resolved: the warm-up window, the worker count)
+// and where it came from: "default", "flag --NAME", the EDGEREG_*
+// variable, or "FILE:LINE" of the config file.
+type configEntry struct {
+	Setting  string `json:"setting"`
+	Value    string `json:"value"`
+	Source   string `json:"source"`
+	Variable string `json:"variable"`
+}
+
+// effectiveConfig lists the node's settings: its own flags and --data.
+func effectiveConfig(cmd *cobra.Command, cfg node.Config) []configEntry {
+	resolved := map[string]string{
+		"warm-up": cfg.WarmUp.String(),
+		"workers": strconv.Itoa(cfg.Workers),
+		"data":    cfg.DataDir,
+	}
+	if cfg.WarmUp < 0 {
+		resolved["warm-up"] = "disabled"
+	}
+	var out []configEntry
+	add := func(f *pflag.Flag) {
 		if f.Name == "help" || f.Name == "print-config" {
 			return
 		}
-		source := "default"
-		if f.Changed {
-			source = "set by flag, " + EnvName(f.Name) + " or config file"
+		v, ok := resolved[f.Name]
+		if !ok {
+			v = f.Value.String()
+			if sv, isSlice := f.Value.(pflag.SliceValue); isSlice {
+				v = strings.Join(sv.GetSlice(), ",")
+			}
 		}
-		lines = append(lines, fmt.Sprintf("%-24s %-28s (%s)", f.Name, f.Value.String(), source))
-	})
-	sort.Strings(lines)
-	fmt.Fprintln(w, strings.Join(lines, "\n"))
+		out = append(out, configEntry{Setting: f.Name, Value: v, Source: flagSource(f), Variable: EnvName(f.Name)})
+	}
+	cmd.LocalNonPersistentFlags().VisitAll(add)
+	if f := cmd.Flags().Lookup("data"); f != nil {
+		add(f)
+	}
+	slices.SortFunc(out, func(a, b configEntry) int { return strings.Compare(a.Setting, b.Setting) })
+	return out
+}
+
+func printConfigTable(tw *tabwriter.Writer, entries []configEntry) {
+	fmt.Fprintln(tw, "SETTING\tVALUE\tSOURCE")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Setting, e.Value, e.Source)
+	}
 }

@@ -17,6 +17,17 @@
 // created once; the node certificate is re-issued whenever it is missing,
 // within 30 days of expiry, or does not cover a requested host, and the
 // operator certificate only when it is missing or no longer valid.
+// InitCA creates a CA explicitly (and refuses where one exists); OpenLocal
+// loads one for issuing and never creates it, so a mistyped data directory
+// cannot yield credentials nobody trusts. WriteCredential refuses to
+// replace existing files unless forced.
+//
+// # Reloading
+//
+// A node serves its credentials through a Reloader: certificate, key,
+// client CA bundle and revocation list (a serial list or a standard X.509
+// CRL signed by the client CA) are read again when a file changes, and a
+// change that cannot be used keeps the last good credentials.
 //
 // # Roles
 //

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -22,13 +23,26 @@ type RevocationList struct {
 	serials map[string]struct{} // lower-case hex, no leading zeros
 }
 
-// LoadRevocations reads a text file with one hex serial number per line.
-// Blank lines and text after '#' are ignored; "0x" prefixes and the colons
-// of openssl's "0a:1b:..." spelling are accepted.
+// LoadRevocations reads a revocation list: a standard X.509 CRL (PEM
+// "X509 CRL" or DER, as `openssl ca -gencrl` writes), or a text file with
+// one hex serial number per line. In the text form blank lines and text
+// after '#' are ignored; "0x" prefixes and the colons of openssl's
+// "0a:1b:..." spelling are accepted. A CRL's signature is not checked here
+// (see LoadRevocationsFrom).
 func LoadRevocations(path string) (*RevocationList, error) {
+	return LoadRevocationsFrom(path, nil)
+}
+
+// LoadRevocationsFrom reads a revocation list like LoadRevocations; a CRL
+// must then be signed by one of issuers (when any are given), so a CRL of
+// another CA is refused rather than silently applied.
+func LoadRevocationsFrom(path string, issuers []*x509.Certificate) (*RevocationList, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load revocations %s: %w", path, err)
+	}
+	if der, ok := crlDER(data); ok {
+		return parseCRL(path, der, issuers)
 	}
 	rl := &RevocationList{serials: make(map[string]struct{})}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -97,4 +111,40 @@ func VerifyConnection(revoked *RevocationList) func(tls.ConnectionState) error {
 		}
 		return revoked.check(cs.PeerCertificates[0])
 	}
+}
+
+// crlDER returns the DER of a CRL in PEM or DER form. A text serial list
+// never starts with 0x30 0x82 (an ASN.1 SEQUENCE), nor holds a PEM CRL.
+func crlDER(data []byte) ([]byte, bool) {
+	if block, _ := pem.Decode(data); block != nil && block.Type == "X509 CRL" {
+		return block.Bytes, true
+	}
+	if len(data) > 2 && data[0] == 0x30 && data[1]&0x80 != 0 {
+		return data, true
+	}
+	return nil, false
+}
+
+func parseCRL(path string, der []byte, issuers []*x509.Certificate) (*RevocationList, error) {
+	crl, err := x509.ParseRevocationList(der)
+	if err != nil {
+		return nil, fmt.Errorf("load revocations %s: %w", path, err)
+	}
+	if len(issuers) > 0 {
+		signed := false
+		for _, ca := range issuers {
+			if crl.CheckSignatureFrom(ca) == nil {
+				signed = true
+				break
+			}
+		}
+		if !signed {
+			return nil, fmt.Errorf("load revocations %s: the CRL is not signed by the client CA", path)
+		}
+	}
+	rl := &RevocationList{serials: make(map[string]struct{}, len(crl.RevokedCertificateEntries))}
+	for _, e := range crl.RevokedCertificateEntries {
+		rl.serials[e.SerialNumber.Text(16)] = struct{}{}
+	}
+	return rl, nil
 }

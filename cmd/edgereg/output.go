@@ -1,0 +1,113 @@
+package main
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/edgereg/edgereg/node"
+	"github.com/edgereg/edgereg/wire"
+)
+
+// The JSON shapes of -o json. Every key is snake_case and means the same in
+// every command and in a node's /status.json; 64-bit counters that a
+// float64 cannot hold exactly (epochs, data versions) are decimal strings,
+// route versions hex strings; times are RFC 3339 (UTC). See README.md,
+// "Output for scripts".
+
+// routeOut is one topic's route.
+type routeOut struct {
+	Topic        string             `json:"topic"`
+	Version      string             `json:"version"`
+	Node         string             `json:"node"`
+	Queues       []node.StatusQueue `json:"queues"`
+	BrokerGroups []groupOut         `json:"broker_groups"`
+}
+
+// groupOut is one broker group and the addresses of its brokers.
+type groupOut struct {
+	Cluster string      `json:"cluster"`
+	Name    string      `json:"name"`
+	Zone    string      `json:"zone,omitempty"`
+	Brokers []memberOut `json:"brokers"`
+}
+
+type memberOut struct {
+	BrokerID int64  `json:"broker_id"`
+	Addr     string `json:"addr"`
+}
+
+// clusterOut is one cluster with its broker groups.
+type clusterOut struct {
+	Name         string     `json:"name"`
+	BrokerGroups []groupOut `json:"broker_groups"`
+}
+
+// leaseOut is one live broker's lease.
+type leaseOut struct {
+	Cluster          string         `json:"cluster"`
+	BrokerName       string         `json:"broker_name"`
+	BrokerID         int64          `json:"broker_id"`
+	Addr             string         `json:"addr"`
+	Zone             string         `json:"zone,omitempty"`
+	Epoch            string         `json:"epoch"`
+	DataVersion      dataVersionOut `json:"data_version"`
+	LastHeartbeat    time.Time      `json:"last_heartbeat"`
+	Deadline         time.Time      `json:"deadline"`
+	ThresholdSeconds float64        `json:"threshold_seconds"`
+	Heartbeats       uint64         `json:"heartbeats"`
+}
+
+type dataVersionOut struct {
+	State     string    `json:"state"`
+	Timestamp time.Time `json:"timestamp,omitzero"`
+	Counter   string    `json:"counter"`
+}
+
+func newRouteOut(topic string, version uint64, nodeAddr string, r wire.Route) routeOut {
+	out := routeOut{Topic: topic, Version: node.FormatVersion(version), Node: nodeAddr,
+		Queues: make([]node.StatusQueue, 0, len(r.Queues)), BrokerGroups: make([]groupOut, 0, len(r.Brokers))}
+	for _, q := range r.Queues {
+		out.Queues = append(out.Queues, node.QueueStatus(q))
+	}
+	for _, b := range r.Brokers {
+		out.BrokerGroups = append(out.BrokerGroups, newGroupOut(b))
+	}
+	return out
+}
+
+func newGroupOut(b wire.BrokerData) groupOut {
+	g := groupOut{Cluster: b.Cluster, Name: b.Name, Zone: b.Zone, Brokers: []memberOut{}}
+	for _, id := range slices.Sorted(maps.Keys(b.Addrs)) {
+		g.Brokers = append(g.Brokers, memberOut{BrokerID: id, Addr: b.Addrs[id]})
+	}
+	return g
+}
+
+func newClustersOut(ci wire.ClusterInfo) []clusterOut {
+	out := []clusterOut{}
+	for _, name := range slices.Sorted(maps.Keys(ci.Clusters)) {
+		c := clusterOut{Name: name, BrokerGroups: []groupOut{}}
+		for _, g := range ci.Clusters[name] {
+			c.BrokerGroups = append(c.BrokerGroups, newGroupOut(ci.Groups[g]))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func newLeaseOut(l wire.LeaseInfo) leaseOut {
+	out := leaseOut{Cluster: l.Cluster, BrokerName: l.BrokerName, BrokerID: l.BrokerID, Addr: l.Addr, Zone: l.Zone,
+		Epoch:            strconv.FormatUint(l.Epoch, 10),
+		DataVersion:      dataVersionOut{State: strconv.FormatUint(l.DataVersion.State, 10), Counter: strconv.FormatUint(l.DataVersion.Counter, 10)},
+		LastHeartbeat:    time.UnixMilli(l.LastHeartbeatMs).UTC(),
+		Deadline:         time.UnixMilli(l.DeadlineMs).UTC(),
+		ThresholdSeconds: time.Duration(l.ThresholdMs * int64(time.Millisecond)).Seconds(),
+		Heartbeats:       l.Heartbeats,
+	}
+	if l.DataVersion.Timestamp != 0 {
+		out.DataVersion.Timestamp = time.UnixMilli(l.DataVersion.Timestamp).UTC()
+	}
+	return out
+}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/node"
+	"github.com/edgereg/edgereg/wire"
+)
+
+// checkSnakeCase fails for any object key in a JSON document that is not
+// snake_case (map keys that are data, such as KV keys, are skipped by the
+// caller's choice of documents).
+func checkSnakeCase(t *testing.T, where, doc string) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(doc), &v); err != nil {
+		t.Fatalf("%s: not JSON: %v\n%s", where, err, doc)
+	}
+	snake := regexp.MustCompile(`^[a-z0-9]+(_[a-z0-9]+)*$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if !snake.MatchString(k) {
+					t.Errorf("%s: key %s.%s is not snake_case", where, path, k)
+				}
+				walk(path+"."+k, x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(path+"[]", x)
+			}
+		}
+	}
+	walk("", v)
+}
+
+// TestJSONOutputIsSnakeCase runs every read command and a change with -o
+// json: one naming style, 64-bit numbers as strings, RFC 3339 times.
+func TestJSONOutputIsSnakeCase(t *testing.T) {
+	addr, dir := cliNode(t)
+	registerBroker(t, addr, dir, &wire.Register{Cluster: "DefaultCluster", BrokerName: "broker-a", Addr: "10.0.0.1:10911",
+		Zone: "z1", DataVersion: wire.DataVersion{State: 1 << 60, Counter: 1},
+		Topics: []wire.TopicConfig{{Name: "orders", ReadQueues: 4, WriteQueues: 4, Perm: 6}}})
+	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir}
+	for _, args := range [][]string{
+		{"route", "orders"}, {"clusters"}, {"topics"}, {"leases"}, {"version"},
+		{"kv", "put", "ns", "k", "v"}, {"kv", "get", "ns", "k"},
+		{"node", "--print-config"},
+		{"cert", "issue", "--role", "client", "--name", "json-client", "--out", t.TempDir()},
+	} {
+		out, stderr, code := run(t, env, append(args, "-o", "json")...)
+		if code != 0 {
+			t.Errorf("%v -o json: exit %d: %s", args, code, stderr)
+			continue
+		}
+		checkSnakeCase(t, strings.Join(args, " "), out)
+	}
+
+	out, _, _ := run(t, env, "leases", "-o", "json")
+	var leases []map[string]any
+	json.Unmarshal([]byte(out), &leases)
+	if len(leases) != 1 {
+		t.Fatalf("leases -o json: %s", out)
+	}
+	if _, ok := leases[0]["epoch"].(string); !ok {
+		t.Errorf("epoch %v (%T) is not a string; a 64-bit epoch would lose digits in jq", leases[0]["epoch"], leases[0]["epoch"])
+	}
+	dv, _ := leases[0]["data_version"].(map[string]any)
+	if dv["state"] != fmt.Sprint(uint64(1)<<60) {
+		t.Errorf("data_version.state = %v, want the exact 64-bit value as a string", dv["state"])
+	}
+	for _, k := range []string{"last_heartbeat", "deadline"} {
+		s, _ := leases[0][k].(string)
+		if _, err := time.Parse(time.RFC3339, s); err != nil {
+			t.Errorf("%s = %v: not RFC 3339", k, leases[0][k])
+		}
+	}
+
+	out, _, _ = run(t, env, "route", "orders", "-o", "json")
+	var routes []struct {
+		Topic        string                        `json:"topic"`
+		Queues       []struct{ BrokerName string } `json:"queues"`
+		BrokerGroups []struct {
+			Name    string `json:"name"`
+			Brokers []struct {
+				BrokerID int64  `json:"broker_id"`
+				Addr     string `json:"addr"`
+			} `json:"brokers"`
+		} `json:"broker_groups"`
+	}
+	if err := json.Unmarshal([]byte(out), &routes); err != nil || len(routes) != 1 || len(routes[0].BrokerGroups) != 1 ||
+		routes[0].BrokerGroups[0].Brokers[0].Addr != "10.0.0.1:10911" {
+		t.Errorf("route -o json = %s (%v)", out, err)
+	}
+}
+
+// TestExitCodes: scripts tell not-found, unreachable, refused and partial
+// failure apart by the exit code (the table is in README.md).
+func TestExitCodes(t *testing.T) {
+	addr, dir := cliNode(t)
+	otherAddr, _ := cliNode(t) // a node of another CA
+	dead := freeUDPAddr(t)
+	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir, "EDGEREG_TIMEOUT=3s"}
+	clientCreds := t.TempDir()
+	if _, stderr, code := run(t, env, "cert", "issue", "--role", "client", "--name", "reader", "--out", clientCreds); code != 0 {
+		t.Fatal(stderr)
+	}
+	asClient := append(env[:len(env):len(env)], "EDGEREG_CERT="+filepath.Join(clientCreds, "reader.crt"),
+		"EDGEREG_KEY="+filepath.Join(clientCreds, "reader.key"), "EDGEREG_CA="+filepath.Join(clientCreds, "ca.crt"))
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		code int
+	}{
+		{"missing KV key", env, []string{"kv", "get", "ns", "nope"}, exitNotFound},
+		{"missing topic", env, []string{"route", "nope", "--wait", "0"}, exitNotFound},
+		{"nothing listening", env, []string{"--nodes", dead, "--timeout", "1s", "clusters"}, exitUnreachable},
+		{"node of another CA", env, []string{"--nodes", otherAddr, "clusters"}, exitRefused},
+		{"client credential may not write", asClient, []string{"kv", "put", "ns", "k", "v"}, exitRefused},
+		{"one of two nodes down", env, []string{"--nodes", addr + "," + dead, "--timeout", "1s", "kv", "put", "ns", "k", "v"}, exitPartial},
+		{"bad flag", env, []string{"clusters", "--nope"}, exitUsage},
+	}
+	for _, tc := range cases {
+		out, stderr, code := run(t, tc.env, tc.args...)
+		if code != tc.code {
+			t.Errorf("%s: edgereg %v: exit %d, want %d; stdout %q stderr %q", tc.name, tc.args, code, tc.code, out, stderr)
+		}
+	}
+	// A partial failure still reports every node's result.
+	out, _, _ := run(t, env, "--nodes", addr+","+dead, "--timeout", "1s", "kv", "put", "ns", "k", "v", "-o", "json")
+	var results []struct {
+		Node  string `json:"node"`
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &results); err != nil || len(results) != 2 || !results[0].OK || results[1].OK || results[1].Error == "" {
+		t.Errorf("partial kv put -o json = %s (%v)", out, err)
+	}
+}
+
+// startRoute runs `edgereg route` in the background and returns a function
+// that waits for it.
+func startRoute(t *testing.T, env []string, args ...string) func() (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	return func() (string, string, int) {
+		defer cancel()
+		cmd.Wait()
+		return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+	}
+}
+
+// TestRouteWaitsForRegistration: `broker ... &` then `route orders` used
+// to fail when the read beat the registration. route now retries a miss
+// for --wait; the broker registers only after the node saw the first miss.
+func TestRouteWaitsForRegistration(t *testing.T) {
+	dir := t.TempDir()
+	n, err := node.New(node.Config{Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", DataDir: dir, WarmUp: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go n.Serve()
+	defer n.Shutdown(context.Background())
+	addr := n.Addr().String()
+	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir}
+	wait := startRoute(t, env, "route", "orders", "--wait", "20s")
+	misses := func() bool {
+		resp, err := http.Get("http://" + n.AdminAddr().String() + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), `edgereg_route_reads_total{result="not_found"} `) && !strings.HasSuffix(sc.Text(), " 0") {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(15 * time.Second); !misses(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("route never asked the node")
+		}
+	}
+	registerBroker(t, addr, dir, &wire.Register{Cluster: "DefaultCluster", BrokerName: "broker-a", Addr: "10.0.0.1:10911",
+		Topics: []wire.TopicConfig{{Name: "orders", ReadQueues: 8, WriteQueues: 8, Perm: 6}}})
+	out, stderr, code := wait()
+	if code != 0 || !strings.Contains(out, "broker-a") {
+		t.Fatalf("route after a late registration: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
+// TestRouteHonoursNodeSources: without --watch, route used to ignore
+// --nodes-url (and -dns, -srv) and read --nodes.
+func TestRouteHonoursNodeSources(t *testing.T) {
+	addr, dir := cliNode(t)
+	registerBroker(t, addr, dir, &wire.Register{Cluster: "DefaultCluster", BrokerName: "broker-a", Addr: "10.0.0.1:10911",
+		Topics: []wire.TopicConfig{{Name: "orders", ReadQueues: 8, WriteQueues: 8, Perm: 6}}})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, addr) }))
+	defer srv.Close()
+	dead := freeUDPAddr(t)
+	out, stderr, code := run(t, []string{"EDGEREG_DATA=" + dir}, "--nodes", dead, "--timeout", "5s", "route", "orders", "--nodes-url", srv.URL)
+	if code != 0 || !strings.Contains(out, "broker-a") {
+		t.Fatalf("route --nodes-url: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	_, stderr, code = run(t, []string{"EDGEREG_DATA=" + dir}, "--timeout", "5s", "route", "orders", "--nodes-dns", "localhost:"+strings.Split(addr, ":")[1])
+	if code != 0 {
+		t.Errorf("route --nodes-dns: exit %d: %s", code, stderr)
+	}
+}
+
+// TestCompletion: flag values and topic names complete.
+func TestCompletion(t *testing.T) {
+	addr, dir := cliNode(t)
+	registerBroker(t, addr, dir, &wire.Register{Cluster: "DefaultCluster", BrokerName: "broker-a", Addr: "10.0.0.1:10911",
+		Topics: []wire.TopicConfig{{Name: "orders", ReadQueues: 8, WriteQueues: 8, Perm: 6}, {Name: "payments", ReadQueues: 8, WriteQueues: 8, Perm: 6}}})
+	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir}
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"clusters", "-o", ""}, []string{"table", "json"}},
+		{[]string{"topics", "--kind", ""}, []string{"all", "system", "unit-sub-only"}},
+		{[]string{"policy", "push", "x.wasm", "--hook", ""}, []string{"route", "expiry", "confirm"}},
+		{[]string{"route", "or"}, []string{"orders"}},
+		{[]string{"topic", "delete", ""}, []string{"orders", "payments"}},
+	}
+	for _, tc := range cases {
+		out, stderr, code := run(t, env, append([]string{"__complete"}, tc.args...)...)
+		if code != 0 {
+			t.Errorf("complete %v: exit %d: %s", tc.args, code, stderr)
+		}
+		lines := strings.Split(out, "\n")
+		for _, w := range tc.want {
+			found := false
+			for _, l := range lines {
+				found = found || strings.SplitN(l, "\t", 2)[0] == w
+			}
+			if !found {
+				t.Errorf("complete %v: no %q in\n%s", tc.args, w, out)
+			}
+		}
+		if strings.Contains(strings.Join(tc.args, " "), "route or") && strings.Contains(out, "payments") {
+			t.Errorf("complete route or: offers payments:\n%s", out)
+		}
+	}
+}
+
+// TestWatchJSONIsSnakeCase: route --watch -o json prints one JSON object
+// per change with the names route -o json uses.
+func TestWatchJSONIsSnakeCase(t *testing.T) {
+	addr, dir := cliNode(t)
+	registerBroker(t, addr, dir, &wire.Register{Cluster: "DefaultCluster", BrokerName: "broker-a", Addr: "10.0.0.1:10911",
+		Topics: []wire.TopicConfig{{Name: "orders", ReadQueues: 8, WriteQueues: 8, Perm: 6}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "route", "--watch", "orders", "-o", "json")
+	cmd.Env = append(os.Environ(), "EDGEREG_NODES="+addr, "EDGEREG_DATA="+dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("route --watch printed nothing: %v", err)
+	}
+	checkSnakeCase(t, "route --watch -o json", line)
+	if !strings.Contains(line, `"broker_groups"`) {
+		t.Errorf("watch line lacks the route: %s", line)
+	}
+}

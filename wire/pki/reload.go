@@ -1,0 +1,207 @@
+package pki
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// DefaultCheckEvery is how often a Reloader looks at its files' stamps.
+const DefaultCheckEvery = time.Second
+
+// ServerCredentials say where a node's TLS credentials come from. With
+// CertFile, KeyFile and ClientCAFile set, those files are used; otherwise
+// Cert and ClientCAs (the local CA's). RevocationFile, if set, is a serial
+// list or a standard X.509 CRL (see LoadRevocations).
+type ServerCredentials struct {
+	CertFile, KeyFile, ClientCAFile string
+	Cert                            tls.Certificate
+	ClientCAs                       []*x509.Certificate
+	RevocationFile                  string
+	AllowAnonymous                  bool
+	// CheckEvery bounds how often the files are looked at; default 1 s.
+	CheckEvery time.Duration
+	// OnReload, if set, is told the outcome of every reload after the
+	// first load: nil when the new files are in use, else why the old ones
+	// stay in use.
+	OnReload func(error)
+}
+
+// Reloader serves TLS credentials read from files and reads them again
+// when one changes (size, modification time or inode: a rewrite, a rename
+// into place, a Kubernetes Secret update), without a restart. New
+// handshakes get the new credentials; a reload that fails keeps the last
+// good ones and reports why. Like etcd's listener, it answers through
+// tls.Config.GetConfigForClient, so the certificate, the client CAs and the
+// revocation list always change together.
+type Reloader struct {
+	creds ServerCredentials
+	now   func() time.Time
+
+	mu        sync.Mutex
+	conf      *tls.Config // current; never modified once published
+	stamps    []fileStamp
+	nextCheck time.Time
+}
+
+type fileStamp struct {
+	path    string
+	size    int64
+	modTime time.Time
+	ino     uint64
+}
+
+// NewReloader loads the credentials once; an error names the file.
+func NewReloader(c ServerCredentials) (*Reloader, error) {
+	if c.CheckEvery <= 0 {
+		c.CheckEvery = DefaultCheckEvery
+	}
+	r := &Reloader{creds: c, now: time.Now}
+	conf, stamps, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	r.conf, r.stamps, r.nextCheck = conf, stamps, r.now().Add(c.CheckEvery)
+	return r, nil
+}
+
+// TLSConfig returns the server config to listen with: every handshake
+// asks the Reloader for the current credentials.
+func (r *Reloader) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		NextProtos: []string{ALPN},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return r.Current(), nil
+		},
+	}
+}
+
+// Current returns the config in use, first reloading it if a file changed
+// and the last look is at least CheckEvery ago.
+func (r *Reloader) Current() *tls.Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if now.Before(r.nextCheck) {
+		return r.conf
+	}
+	r.nextCheck = now.Add(r.creds.CheckEvery)
+	if !r.changed() {
+		return r.conf
+	}
+	conf, stamps, err := r.load()
+	if err != nil {
+		// Keep the old stamps, so the next look tries again: a Secret
+		// update writes several files, and we may have seen half of it.
+		r.report(err)
+		return r.conf
+	}
+	r.conf, r.stamps = conf, stamps
+	r.report(nil)
+	return r.conf
+}
+
+func (r *Reloader) report(err error) {
+	if r.creds.OnReload != nil {
+		r.creds.OnReload(err)
+	}
+}
+
+func (r *Reloader) files() []string {
+	var fs []string
+	if r.creds.CertFile != "" {
+		fs = append(fs, r.creds.CertFile, r.creds.KeyFile, r.creds.ClientCAFile)
+	}
+	if r.creds.RevocationFile != "" {
+		fs = append(fs, r.creds.RevocationFile)
+	}
+	return fs
+}
+
+func (r *Reloader) changed() bool {
+	for _, old := range r.stamps {
+		st, err := stampOf(old.path)
+		if err != nil || st != old {
+			return true
+		}
+	}
+	return false
+}
+
+// load reads every file and builds the config. Stamps are taken before
+// reading, so a change during the read is seen at the next look.
+func (r *Reloader) load() (*tls.Config, []fileStamp, error) {
+	var stamps []fileStamp
+	for _, f := range r.files() {
+		st, err := stampOf(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		stamps = append(stamps, st)
+	}
+	cert, cas := r.creds.Cert, r.creds.ClientCAs
+	if r.creds.CertFile != "" {
+		var err error
+		if cert, _, err = LoadCredentials(r.creds.CertFile, r.creds.KeyFile, r.creds.ClientCAFile); err != nil {
+			return nil, nil, err
+		}
+		if cas, err = readCertsFile(r.creds.ClientCAFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	pool := x509.NewCertPool()
+	for _, c := range cas {
+		pool.AddCert(c)
+	}
+	conf := ServerConfig(cert, pool, r.creds.AllowAnonymous)
+	if r.creds.RevocationFile != "" {
+		rl, err := LoadRevocationsFrom(r.creds.RevocationFile, cas)
+		if err != nil {
+			return nil, nil, err
+		}
+		conf.VerifyConnection = VerifyConnection(rl)
+	}
+	return conf, stamps, nil
+}
+
+func stampOf(path string) (fileStamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, fmt.Errorf("credentials: %w", err)
+	}
+	return fileStamp{path: path, size: fi.Size(), modTime: fi.ModTime(), ino: inode(fi)}, nil
+}
+
+// readCertsFile reads every certificate of a PEM bundle.
+func readCertsFile(path string) ([]*x509.Certificate, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load CA %s: %w", path, err)
+	}
+	var out []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("load CA %s: %w", path, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("load CA %s: %w", path, errors.New("no PEM certificates found"))
+	}
+	return out, nil
+}
