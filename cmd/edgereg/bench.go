@@ -43,6 +43,7 @@ type benchFlags struct {
 	policy            string
 	zone              string
 	cpuProfile        string
+	perf              perfFlags // refresh and watch (bench_perf.go)
 }
 
 // benchResult is one workload's outcome.
@@ -56,6 +57,12 @@ type benchResult struct {
 	P99Ms      float64 `json:"p99_ms"`
 	NodeCPUSec float64 `json:"node_cpu_s,omitempty"`
 	CPUPerOpUs float64 `json:"node_cpu_us_per_op,omitempty"`
+	// Refresh: topic routes answered per second and node CPU per topic.
+	TopicRoutesPerSec float64 `json:"topic_routes_per_sec,omitempty"`
+	CPUPerTopicUs     float64 `json:"node_cpu_us_per_topic,omitempty"`
+	// Watch: change to delivery at the last watcher of each change.
+	LastP50Ms float64 `json:"last_delivery_p50_ms,omitempty"`
+	LastP99Ms float64 `json:"last_delivery_p99_ms,omitempty"`
 	Note       string  `json:"note,omitempty"`
 }
 
@@ -63,13 +70,18 @@ func newBenchCmd(g *globals) *cobra.Command {
 	bf := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "bench WORKLOAD...",
-		Short: "Generate load against nodes: route, register, heartbeat, storm",
+		Short: "Generate load against nodes: route, refresh, register, heartbeat, watch, storm",
 		Long: `Generate load and report ops/s, p50, p99, errors and, for a local node, its CPU
 time per operation. Workloads:
 
   route      workers read random routes of --topics topics spread over --groups groups
+  refresh    workers poll the --refresh-topics routes they hold, one request, all
+             unchanged; reports topic routes/s
   register   --brokers brokers with --broker-topics topics each, re-sent in full
   heartbeat  --brokers brokers heartbeating on their session streams
+  watch      --watchers streams watch --watch-topics topics whose routes change
+             --change-rate times a second; reports change-to-delivery latency and
+             deliveries/s (ops are deliveries)
   storm      --brokers brokers connect and register at once; reports time to all registered
 
 By default each workload runs against a fresh node that bench starts as a child
@@ -78,8 +90,8 @@ process (so its CPU can be measured); --spawn=false uses --nodes instead, with
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, workloads []string) error {
 			for _, w := range workloads {
-				if !slices.Contains([]string{"route", "register", "heartbeat", "storm"}, w) {
-					return usageError{fmt.Errorf("unknown workload %q: use route, register, heartbeat or storm", w)}
+				if !slices.Contains([]string{"route", "refresh", "register", "heartbeat", "watch", "storm"}, w) {
+					return usageError{fmt.Errorf("unknown workload %q: use route, refresh, register, heartbeat, watch or storm", w)}
 				}
 			}
 			return runBench(cmd, g, bf, workloads)
@@ -104,6 +116,7 @@ process (so its CPU can be measured); --spawn=false uses --nodes instead, with
 	f.StringVar(&bf.policy, "policy", "", "route workload: push this module as the route policy first")
 	f.StringVar(&bf.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	f.StringVar(&bf.zone, "zone", "", "route workload: the zone clients send (groups alternate zone-0 and zone-1)")
+	addPerfFlags(f, &bf.perf)
 	return cmd
 }
 
@@ -158,6 +171,9 @@ func benchOne(cmd *cobra.Command, g *globals, bf *benchFlags, workload string) (
 	if workload == "storm" {
 		return runStorm(ctx, tgt, bf)
 	}
+	if run := perfWorkloads[workload]; run != nil {
+		return run(ctx, cmd.ErrOrStderr(), tgt, bf)
+	}
 	conns, err := dialN(ctx, tgt, bf.conns)
 	if err != nil {
 		return benchResult{}, err
@@ -169,7 +185,7 @@ func benchOne(cmd *cobra.Command, g *globals, bf *benchFlags, workload string) (
 	}
 	res := measure(ctx, cmd.ErrOrStderr(), workload, tgt, conns, bf, op)
 	res.Note = note
-	return res, nil
+	return finishWorkload(workload, res, bf), nil
 }
 
 // startTarget starts a fresh node, or points at the given one.
@@ -274,6 +290,8 @@ func prepareWorkload(ctx context.Context, workload string, c *client.Conn, bf *b
 		}, fmt.Sprintf("%d-byte registrations", len(size)), nil
 	case "heartbeat":
 		return prepareHeartbeat(ctx, c, bf)
+	case "refresh":
+		return prepareRefresh(ctx, c, bf)
 	}
 	return nil, "", fmt.Errorf("unknown workload %s", workload)
 }
