@@ -63,7 +63,7 @@ type benchResult struct {
 	// Watch: change to delivery at the last watcher of each change.
 	LastP50Ms float64 `json:"last_delivery_p50_ms,omitempty"`
 	LastP99Ms float64 `json:"last_delivery_p99_ms,omitempty"`
-	Note       string  `json:"note,omitempty"`
+	Note      string  `json:"note,omitempty"`
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
