@@ -22,6 +22,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 )
@@ -63,7 +64,10 @@ type benchResult struct {
 	// Watch: change to delivery at the last watcher of each change.
 	LastP50Ms float64 `json:"last_delivery_p50_ms,omitempty"`
 	LastP99Ms float64 `json:"last_delivery_p99_ms,omitempty"`
-	Note      string  `json:"note,omitempty"`
+	// Storm: redials, in total and by what made the broker redial.
+	Redials      int64            `json:"redials,omitempty"`
+	RedialCauses map[string]int64 `json:"redial_causes,omitempty"`
+	Note         string           `json:"note,omitempty"`
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -214,7 +218,8 @@ func startTarget(g *globals, bf *benchFlags) (*benchTarget, error) {
 		return nil, err
 	}
 	child := exec.Command(self, "node", "--data", dir, "--addr", addr, "--admin-addr", "off", "--warm-up", "-1s",
-		"--max-conns-per-host", strconv.Itoa(max(bf.brokers+bf.conns+16, 64)), "--log-format", "json", "--log-level", "warn")
+		"--max-conns-per-host", strconv.Itoa(max(bf.brokers+bf.conns+16, 64)),
+		"--max-conns", strconv.Itoa(max(bf.brokers+bf.conns+16, node.DefaultMaxConns)), "--log-format", "json", "--log-level", "warn")
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
 		return nil, err
@@ -464,7 +469,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResult, error) {
 	regs := benchBrokers(bf.brokers, bf.brokerTopics, bf.queues)
 	lat := make([]time.Duration, len(regs))
-	var errs, redials atomic.Int64
+	var errs atomic.Int64
+	redials := &stormRedials{}
 	var wg sync.WaitGroup
 	cpu0 := procCPU(tgt.pid)
 	start := time.Now()
@@ -473,7 +479,7 @@ func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResul
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
-			if err := stormBroker(ctx, tgt, r, &redials); err != nil {
+			if err := stormBroker(ctx, tgt, r, redials); err != nil {
 				errs.Add(1)
 				return
 			}
@@ -483,7 +489,9 @@ func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResul
 	wg.Wait()
 	elapsed := time.Since(start)
 	res := summarize("storm", [][]time.Duration{nonZero(lat)}, int64(len(regs))-errs.Load(), errs.Load(), elapsed, procCPU(tgt.pid)-cpu0)
-	res.Note = fmt.Sprintf("%d brokers x %d topics registered in %.2f s, %d redials", res.Ops, bf.brokerTopics, elapsed.Seconds(), redials.Load())
+	res.Redials = redials.total()
+	res.RedialCauses = redials.causes()
+	res.Note = fmt.Sprintf("%d brokers x %d topics registered in %.2f s, %d redials %v", res.Ops, bf.brokerTopics, elapsed.Seconds(), res.Redials, res.RedialCauses)
 	return res, nil
 }
 
@@ -494,11 +502,11 @@ const stormAttempts = 8
 
 // stormBroker connects and registers one broker, redialling with jittered
 // exponential backoff like wire/broker does.
-func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redials *atomic.Int64) error {
+func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redials *stormRedials) error {
 	var err error
 	for attempt := range stormAttempts {
 		if attempt > 0 {
-			redials.Add(1)
+			redials.add(err)
 			sleepCtx(ctx, time.Duration(rand.Int64N(int64(50*time.Millisecond)<<attempt)))
 		}
 		var c *client.Conn

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"maps"
+	"sync"
 
+	"github.com/quic-go/quic-go"
 	"github.com/spf13/pflag"
 )
 
@@ -28,4 +32,56 @@ func addPerfFlags(f *pflag.FlagSet, pf *perfFlags) {
 // the closed loop of measure.
 var perfWorkloads = map[string]func(ctx context.Context, progress io.Writer, tgt *benchTarget, bf *benchFlags) (benchResult, error){
 	"watch": runWatchBench,
+}
+
+// stormRedials counts a storm's redials by cause.
+type stormRedials struct {
+	mu sync.Mutex
+	by map[string]int64
+}
+
+func (r *stormRedials) add(err error) {
+	cause := stormCause(err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.by == nil {
+		r.by = make(map[string]int64)
+	}
+	r.by[cause]++
+}
+
+func (r *stormRedials) total() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, v := range r.by {
+		n += v
+	}
+	return n
+}
+
+func (r *stormRedials) causes() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.by)
+}
+
+// stormCause names why a storm broker's attempt failed: the node refused
+// the connection (its accept queue was full, or a connection limit), the
+// handshake or the request timed out, or something else.
+func stormCause(err error) string {
+	var te *quic.TransportError
+	var he *quic.HandshakeTimeoutError
+	var ie *quic.IdleTimeoutError
+	switch {
+	case errors.As(err, &te) && te.ErrorCode == quic.ConnectionRefused:
+		return "refused"
+	case errors.As(err, &he):
+		return "handshake_timeout"
+	case errors.As(err, &ie):
+		return "idle_timeout"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	}
+	return "other"
 }
