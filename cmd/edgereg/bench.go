@@ -428,10 +428,14 @@ func runWorker(ctx context.Context, c *client.Conn, bf *benchFlags, w int, op be
 		defer st.Close()
 		call = st.Call
 	}
+	// Calls run under a context that cannot be cancelled, as the peers'
+	// clients use none: a worker stops after its call in flight (bounded
+	// by the request timeout), and a call costs no cancellation hook.
+	callCtx := context.WithoutCancel(ctx)
 	var lat []time.Duration
 	for ctx.Err() == nil {
 		t0 := time.Now()
-		err := op(ctx, call, w, rng)
+		err := op(callCtx, call, w, rng)
 		if ctx.Err() != nil {
 			break
 		}
