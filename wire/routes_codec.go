@@ -1,0 +1,137 @@
+package wire
+
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
+
+// AppendRoutes appends the CBOR encoding of r to dst, byte for byte what
+// Marshal gives (core deterministic: keys in order, shortest integers,
+// empty fields left out, no results as an empty array), without
+// reflection: a get-routes response is the node's hottest message. Each
+// result's Route must already be one well-formed CBOR item, as every route
+// a node holds is (the registry encodes them; a route policy's output is
+// re-encoded by the host); it is embedded as it is. TestAppendRoutes checks
+// it against Marshal and the test vectors.
+func AppendRoutes(dst []byte, r *Routes) []byte {
+	dst = append(dst, 0xa1, 0x01)
+	dst = appendHead(dst, 0x80, uint64(len(r.Results)))
+	for i := range r.Results {
+		dst = appendRouteResult(dst, &r.Results[i])
+	}
+	return dst
+}
+
+func appendRouteResult(dst []byte, res *RouteResult) []byte {
+	pairs := byte(1)
+	if res.Status != 0 {
+		pairs++
+	}
+	if res.Version != 0 {
+		pairs++
+	}
+	if len(res.Route) > 0 {
+		pairs++
+	}
+	dst = append(dst, 0xa0|pairs, 0x01)
+	dst = appendHead(dst, 0x60, uint64(len(res.Topic)))
+	dst = append(dst, res.Topic...)
+	if res.Status != 0 {
+		dst = append(dst, 0x02)
+		dst = appendUint(dst, uint64(res.Status))
+	}
+	if res.Version != 0 {
+		dst = append(dst, 0x03)
+		dst = appendUint(dst, res.Version)
+	}
+	if len(res.Route) > 0 {
+		dst = append(dst, 0x04)
+		dst = append(dst, res.Route...)
+	}
+	return dst
+}
+
+// appendHead appends a CBOR item head: major type (its top three bits in
+// major) and argument v in the shortest form.
+func appendHead(dst []byte, major byte, v uint64) []byte {
+	switch {
+	case v < 24:
+		return append(dst, major|byte(v))
+	case v <= 0xff:
+		return append(dst, major|24, byte(v))
+	case v <= 0xffff:
+		return binary.BigEndian.AppendUint16(append(dst, major|25), uint16(v))
+	case v <= 0xffffffff:
+		return binary.BigEndian.AppendUint32(append(dst, major|26), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, major|27), v)
+}
+
+// DecodeGetRoutes decodes a get-routes request body into q, as
+// Frame.DecodeBody does. The common shape (topics and versions, no client
+// attributes, definite lengths, keys in order) is read by hand without
+// reflection; anything else, including every input the general decoder
+// refuses, goes to the general decoder, so the result and the errors are
+// the same (TestDecodeGetRoutes compares them, FuzzDecodeGetRoutes too).
+func (f *Frame) DecodeGetRoutes(q *GetRoutes) error {
+	if len(f.Body) > 0 && decodeGetRoutesFast(f.Body, q) {
+		return nil
+	}
+	*q = GetRoutes{}
+	return f.DecodeBody(q)
+}
+
+// decodeGetRoutesFast reads {1: [{1: topic, 2: version}, ...]} and reports
+// whether b had exactly that shape.
+func decodeGetRoutesFast(b []byte, q *GetRoutes) bool {
+	major, pairs, b, err := head(b)
+	if err != nil || major != 5 || pairs != 1 {
+		return false
+	}
+	major, key, b, err := head(b)
+	if err != nil || major != 0 || key != 1 {
+		return false
+	}
+	major, n, b, err := head(b)
+	// Each element takes at least 3 bytes: a bound before allocating.
+	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b))/3 {
+		return false
+	}
+	topics := make([]TopicVersion, n)
+	for i := range topics {
+		if b, err = decodeTopicVersionFast(b, &topics[i]); err != nil {
+			return false
+		}
+	}
+	if len(b) != 0 {
+		return false
+	}
+	*q = GetRoutes{Topics: topics}
+	return true
+}
+
+func decodeTopicVersionFast(b []byte, tv *TopicVersion) ([]byte, error) {
+	major, pairs, b, err := head(b)
+	if err != nil || major != 5 || pairs < 1 || pairs > 2 {
+		return nil, errMalformed
+	}
+	major, key, b, err := head(b)
+	if err != nil || major != 0 || key != 1 {
+		return nil, errMalformed
+	}
+	major, size, b, err := head(b)
+	if err != nil || major != 3 || size > uint64(len(b)) || !utf8.Valid(b[:size]) {
+		return nil, errMalformed
+	}
+	tv.Topic, b = string(b[:size]), b[size:]
+	if pairs == 2 {
+		major, key, b, err = head(b)
+		if err != nil || major != 0 || key != 2 {
+			return nil, errMalformed
+		}
+		if major, tv.Version, b, err = head(b); err != nil || major != 0 {
+			return nil, errMalformed
+		}
+	}
+	return b, nil
+}
