@@ -39,7 +39,7 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 	n.stats.observe(f.Type, time.Since(start), nil)
 	resp := &wire.Frame{Type: f.Type, ID: f.ID}
 	if body != nil {
-		b, err := wire.Marshal(body)
+		b, err := encodeBody(body)
 		if err != nil {
 			return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeInternal, "encode response: %v", err))
 		}
@@ -99,7 +99,11 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 	case wire.TypeUnregister:
 		return decodeRun(f, func(u *wire.Unregister) (any, error) { return nil, n.unregister(cs, u) })
 	case wire.TypeGetRoutes:
-		return decodeRun(f, func(q *wire.GetRoutes) (any, error) { return n.getRoutes(cs, q) })
+		var q wire.GetRoutes
+		if err := f.DecodeGetRoutes(&q); err != nil { // decodeRun's work, without reflection
+			return nil, err
+		}
+		return n.getRoutes(cs, &q)
 	case wire.TypeClusterInfo:
 		return n.reg.ClusterInfo(), nil
 	case wire.TypeTopics:
