@@ -515,6 +515,7 @@ func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redial
 		}
 		var c *client.Conn
 		if c, err = client.Dial(ctx, tgt.addr, client.Config{TLS: tgt.tls}); err != nil {
+			err = stormDialError{err}
 			continue
 		}
 		_, err = c.Register(ctx, r)

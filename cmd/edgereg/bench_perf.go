@@ -66,10 +66,25 @@ func (r *stormRedials) causes() map[string]int64 {
 	return maps.Clone(r.by)
 }
 
+// stormDialError marks a storm broker's failure to connect, as opposed to
+// a failed registration on a connection made.
+type stormDialError struct{ error }
+
+func (e stormDialError) Unwrap() error { return e.error }
+
 // stormCause names why a storm broker's attempt failed: the node refused
 // the connection (its accept queue was full, or a connection limit), the
-// handshake or the request timed out, or something else.
+// handshake or the request timed out, or something else; "dial_" when no
+// connection was made, "register_" when the registration on it failed.
 func stormCause(err error) string {
+	prefix := "register_"
+	if errors.As(err, new(stormDialError)) {
+		prefix = "dial_"
+	}
+	return prefix + stormReason(err)
+}
+
+func stormReason(err error) string {
 	var te *quic.TransportError
 	var he *quic.HandshakeTimeoutError
 	var ie *quic.IdleTimeoutError
