@@ -258,11 +258,11 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 			return nil, err // code 1, as watch answers
 		}
 	}
-	out := wire.Routes{Results: make([]wire.RouteResult, len(q.Topics))}
+	out := newRoutes(len(q.Topics))
 	for i, tv := range q.Topics {
 		out.Results[i] = n.routeResult(tv, cs.peer.ip, q.Client)
 	}
-	return &out, nil
+	return out, nil
 }
 
 // routeResult answers one topic of a poll or a watch for a client at ip
