@@ -26,7 +26,7 @@ type stats struct {
 	badFrames     prometheus.Counter
 	denied        prometheus.Counter
 	timeouts      prometheus.Counter
-	routeReads    [4]prometheus.Counter // by wire.RouteStatus
+	routeReads    [4]prometheus.Counter   // by wire.RouteStatus
 	latency       [64]prometheus.Observer // by wire.Type: an index, not a map lookup, per request
 	errors        *prometheus.CounterVec
 	panics        *prometheus.CounterVec
