@@ -65,9 +65,13 @@ func (n *Node) dispatchRecover(cs *connState, f *wire.Frame, w *streamWriter, wa
 
 func (n *Node) acquireWorker() bool {
 	select {
-	case n.workers <- struct{}{}:
-	case <-n.stop:
-		return false
+	case n.workers <- struct{}{}: // a free slot, the usual case: no two-channel select
+	default:
+		select {
+		case n.workers <- struct{}{}:
+		case <-n.stop:
+			return false
+		}
 	}
 	select {
 	case <-n.stop:
