@@ -95,4 +95,30 @@ func BenchmarkRouteRead(b *testing.B) {
 		run(b, st.Call)
 	})
 	b.Run("stream-per-request", func(b *testing.B) { run(b, c.CallOnce) })
+	// refresh-100: 100 topics the client holds, all "not modified".
+	b.Run("refresh-100", func(b *testing.B) {
+		var held wire.Routes
+		q := wire.GetRoutes{Topics: make([]wire.TopicVersion, 100)}
+		for i := range q.Topics {
+			q.Topics[i].Topic = topics[i]
+		}
+		if err := c.Call(context.Background(), wire.TypeGetRoutes, &q, &held); err != nil {
+			b.Fatal(err)
+		}
+		for i, r := range held.Results {
+			q.Topics[i].Version = r.Version
+		}
+		st, err := c.OpenStream(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			var out wire.Routes
+			if err := st.Call(context.Background(), wire.TypeGetRoutes, &q, &out); err != nil || len(out.Results) != 100 || out.Results[99].Status != wire.StatusNotModified {
+				b.Fatal(err)
+			}
+		}
+	})
 }
