@@ -122,3 +122,29 @@ func BenchmarkRouteRead(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkHandleRefresh measures a node's own work for a poll of 100
+// topics the client holds, all not modified, without the network.
+func BenchmarkHandleRefresh(b *testing.B) {
+	tn, topics := benchRouteNode(b)
+	q := wire.GetRoutes{Topics: make([]wire.TopicVersion, 100)}
+	for i := range q.Topics {
+		e, err := tn.Registry().Route(topics[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		q.Topics[i] = wire.TopicVersion{Topic: topics[i], Version: e.Version}
+	}
+	f, err := wire.NewRequest(wire.TypeGetRoutes, 1, &q)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs := &connState{peer: peer{Identity: pki.Identity{Role: pki.RoleClient}}}
+	var watch *watcher
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp := tn.handle(cs, f, nil, &watch); resp.Error != nil {
+			b.Fatal(resp.Error)
+		}
+	}
+}

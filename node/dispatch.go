@@ -281,7 +281,10 @@ func (n *Node) routeResult(tv wire.TopicVersion, ip string, attrs wire.ClientAtt
 		n.stats.routeReads[wire.StatusNotFound].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}
 	}
-	body, version := n.policies.filter(ip, attrs, tv.Topic, e.Version, e.Body)
+	// The registry's own copy of the name goes to the policy, whose memo
+	// keeps it: tv.Topic may be a substring of a whole request
+	// (Frame.DecodeGetRoutes), which the memo must not pin.
+	body, version := n.policies.filter(ip, attrs, e.Topic, e.Version, e.Body)
 	if version == tv.Version {
 		n.stats.routeReads[wire.StatusNotModified].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: version}

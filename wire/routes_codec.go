@@ -82,9 +82,12 @@ func (f *Frame) DecodeGetRoutes(q *GetRoutes) error {
 }
 
 // decodeGetRoutesFast reads {1: [{1: topic, 2: version}, ...]} and reports
-// whether b had exactly that shape.
-func decodeGetRoutesFast(b []byte, q *GetRoutes) bool {
-	major, pairs, b, err := head(b)
+// whether b had exactly that shape. The topic names are substrings of one
+// copy of b, one allocation instead of one per topic: a get-routes request
+// lives for one response, so no name outlives it to pin the copy.
+func decodeGetRoutesFast(body []byte, q *GetRoutes) bool {
+	src := string(body)
+	major, pairs, b, err := head(body)
 	if err != nil || major != 5 || pairs != 1 {
 		return false
 	}
@@ -99,7 +102,7 @@ func decodeGetRoutesFast(b []byte, q *GetRoutes) bool {
 	}
 	topics := make([]TopicVersion, n)
 	for i := range topics {
-		if b, err = decodeTopicVersionFast(b, &topics[i]); err != nil {
+		if b, err = decodeTopicVersionFast(b, src[len(body)-len(b):], &topics[i]); err != nil {
 			return false
 		}
 	}
@@ -110,7 +113,10 @@ func decodeGetRoutesFast(b []byte, q *GetRoutes) bool {
 	return true
 }
 
-func decodeTopicVersionFast(b []byte, tv *TopicVersion) ([]byte, error) {
+// decodeTopicVersionFast decodes one {1: topic, 2: version} from b; src
+// is the same bytes as a string, where the topic name is taken from.
+func decodeTopicVersionFast(b []byte, src string, tv *TopicVersion) ([]byte, error) {
+	start := len(b)
 	major, pairs, b, err := head(b)
 	if err != nil || major != 5 || pairs < 1 || pairs > 2 {
 		return nil, errMalformed
@@ -123,7 +129,8 @@ func decodeTopicVersionFast(b []byte, tv *TopicVersion) ([]byte, error) {
 	if err != nil || major != 3 || size > uint64(len(b)) || !utf8.Valid(b[:size]) {
 		return nil, errMalformed
 	}
-	tv.Topic, b = string(b[:size]), b[size:]
+	at := start - len(b)
+	tv.Topic, b = src[at:at+int(size)], b[size:]
 	if pairs == 2 {
 		major, key, b, err = head(b)
 		if err != nil || major != 0 || key != 2 {
