@@ -179,3 +179,60 @@ func FuzzDecodeGetRoutes(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { compareGetRoutesDecoders(t, b) })
 }
+
+// TestDecodeRoutes: the fast response decoder gives what the general one
+// gives, value and error, on every input.
+func TestDecodeRoutes(t *testing.T) {
+	var in [][]byte
+	for _, lv := range loadVectors(t) {
+		if lv.file.Type == "Routes" {
+			in = append(in, lv.cbor)
+		}
+	}
+	route, _ := Marshal(&Route{Queues: []QueueData{{BrokerName: "b", ReadQueues: 8}}})
+	for _, r := range []Routes{
+		{Results: []RouteResult{{Topic: "a", Status: StatusNotModified, Version: 5}}},
+		{Results: []RouteResult{{Topic: "a", Status: StatusNotFound}, {Topic: "b", Status: StatusWarmingUp}, {Topic: "c", Version: 1 << 60}}},
+		{Results: []RouteResult{{Topic: "a", Version: 5, Route: route}}},
+		{Results: []RouteResult{}},
+	} {
+		in = append(in, AppendRoutes(nil, &r))
+	}
+	in = append(in,
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x02, 0x19, 0x01, 0x00}, // status 256
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x05, 0x01},             // unknown key
+		[]byte{0xa1, 0x01, 0x81, 0xa3, 0x01, 0x61, 0x61, 0x03, 0x01, 0x02, 0x01}, // out of order
+		[]byte{0xa1, 0x01, 0x81, 0xa3, 0x01, 0x61, 0x61, 0x02, 0x01, 0x02, 0x01}, // duplicate
+	)
+	n := len(in)
+	for _, b := range in[:n] {
+		for k := range b {
+			in = append(in, b[:k])
+			for _, x := range []byte{0x00, 0x01, 0x02, 0x03, 0x04, 0x18, 0x20, 0x61, 0x80, 0xa3, 0xff} {
+				m := bytes.Clone(b)
+				m[k] = x
+				in = append(in, m)
+			}
+		}
+	}
+	fast := 0
+	for _, b := range in {
+		f := &Frame{Type: TypeGetRoutes, Body: b}
+		var want, got Routes
+		wantErr := f.DecodeBody(&want)
+		gotErr := f.DecodeRoutes(&got)
+		if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
+			t.Fatalf("%x: DecodeRoutes error %v, DecodeBody error %v", b, gotErr, wantErr)
+		}
+		if wantErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%x: DecodeRoutes %#v, DecodeBody %#v", b, got, want)
+		}
+		var r Routes
+		if len(b) > 0 && decodeRoutesFast(b, &r) {
+			fast++
+		}
+	}
+	if fast == 0 {
+		t.Error("the fast path never ran")
+	}
+}

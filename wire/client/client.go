@@ -221,7 +221,13 @@ func decodeResponse(f *wire.Frame, resp any) error {
 	if resp == nil {
 		return nil
 	}
-	if err := f.DecodeBody(resp); err != nil {
+	var err error
+	if r, ok := resp.(*wire.Routes); ok {
+		err = f.DecodeRoutes(r) // polls of held routes, without reflection
+	} else {
+		err = f.DecodeBody(resp)
+	}
+	if err != nil {
 		return fmt.Errorf("decode %s response: %w", f.Type, err)
 	}
 	return nil
