@@ -236,3 +236,24 @@ func TestDecodeRoutes(t *testing.T) {
 		t.Error("the fast path never ran")
 	}
 }
+
+func FuzzDecodeRoutes(f *testing.F) {
+	for _, lv := range loadVectors(f) {
+		if lv.file.Type == "Routes" {
+			f.Add(lv.cbor)
+		}
+	}
+	f.Add(AppendRoutes(nil, &Routes{Results: []RouteResult{{Topic: "a", Status: StatusNotModified, Version: 5}}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr := &Frame{Type: TypeGetRoutes, Body: b}
+		var want, got Routes
+		wantErr := fr.DecodeBody(&want)
+		gotErr := fr.DecodeRoutes(&got)
+		if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
+			t.Fatalf("%x: DecodeRoutes error %v, DecodeBody error %v", b, gotErr, wantErr)
+		}
+		if wantErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%x: DecodeRoutes %#v, DecodeBody %#v", b, got, want)
+		}
+	})
+}
