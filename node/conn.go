@@ -125,14 +125,26 @@ type streamWriter struct {
 	// reset.
 	onTimeout func()
 	failed    error
+	// buf is reused to encode each frame (quic-go holds no reference to
+	// what Write was given once it returns); one that grew past
+	// maxKeptWriteBuf for a large response is let go.
+	buf []byte
 }
 
+// maxKeptWriteBuf bounds the encode buffer a stream keeps between frames.
+const maxKeptWriteBuf = 16 << 10
+
 func (w *streamWriter) write(f *wire.Frame) error {
-	buf, err := wire.AppendFrame(nil, f)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	buf, err := wire.AppendFrame(w.buf[:0], f)
 	if err != nil {
 		return err
 	}
-	return w.writeRaw(buf)
+	if cap(buf) <= maxKeptWriteBuf {
+		w.buf = buf[:0]
+	}
+	return w.writeLocked(buf)
 }
 
 // writeRaw writes an encoded frame, length prefix included. A peer that
@@ -143,6 +155,11 @@ func (w *streamWriter) write(f *wire.Frame) error {
 func (w *streamWriter) writeRaw(buf []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.writeLocked(buf)
+}
+
+// writeLocked is writeRaw with w.mu held.
+func (w *streamWriter) writeLocked(buf []byte) error {
 	if w.failed != nil {
 		return w.failed
 	}

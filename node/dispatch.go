@@ -44,7 +44,7 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 	n.stats.observe(f.Type, time.Since(start), nil)
 	resp := &wire.Frame{Type: f.Type, ID: f.ID}
 	if body != nil {
-		b, err := wire.Marshal(body)
+		b, err := encodeBody(body)
 		if err != nil {
 			return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeInternal, "encode response: %v", err))
 		}
@@ -79,9 +79,13 @@ func (n *Node) dispatchRecover(cs *connState, f *wire.Frame, w *streamWriter, wa
 
 func (n *Node) acquireWorker(pool chan struct{}) bool {
 	select {
-	case pool <- struct{}{}:
-	case <-n.stop:
-		return false
+	case pool <- struct{}{}: // a free slot, the usual case: no two-channel select
+	default:
+		select {
+		case pool <- struct{}{}:
+		case <-n.stop:
+			return false
+		}
 	}
 	select {
 	case <-n.stop:
@@ -111,7 +115,11 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 	case wire.TypeUnregister:
 		return decodeRun(f, func(u *wire.Unregister) (any, error) { return nil, n.unregister(cs, u) })
 	case wire.TypeGetRoutes:
-		return decodeRun(f, func(q *wire.GetRoutes) (any, error) { return n.getRoutes(cs, q) })
+		var q wire.GetRoutes
+		if err := f.DecodeGetRoutes(&q); err != nil { // decodeRun's work, without reflection
+			return nil, err
+		}
+		return n.getRoutes(cs, &q)
 	case wire.TypeClusterInfo:
 		return n.reg.ClusterInfo(), nil
 	case wire.TypeTopics:
@@ -296,10 +304,10 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 			return nil, err // code 1, as watch answers
 		}
 	}
-	out := wire.Routes{Results: make([]wire.RouteResult, len(q.Topics))}
+	out := newRoutes(len(q.Topics))
 	n.policies.eachTopic(len(q.Topics), func(i int) { out.Results[i] = n.routeResult(q.Topics[i], cs.peer.ip, q.Client) })
-	n.describeRoutes(&out) // freshness: node/info.go
-	return &out, nil
+	n.describeRoutes(out) // freshness: node/info.go
+	return out, nil
 }
 
 // routeResult answers one topic of a poll or a watch for a client at ip
@@ -314,7 +322,10 @@ func (n *Node) routeResult(tv wire.TopicVersion, ip string, attrs wire.ClientAtt
 		n.stats.routeReads[wire.StatusNotFound].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}
 	}
-	body, version := n.policies.filter(ip, attrs, tv.Topic, e.Version, e.Body)
+	// The registry's own copy of the name goes to the policy, whose memo
+	// keeps it: tv.Topic may be a substring of a whole request
+	// (Frame.DecodeGetRoutes), which the memo must not pin.
+	body, version := n.policies.filter(ip, attrs, e.Topic, e.Version, e.Body)
 	if version == tv.Version {
 		n.stats.routeReads[wire.StatusNotModified].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: version}

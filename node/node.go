@@ -272,6 +272,27 @@ func (n *Node) Serve() error {
 	if n.remoting != nil {
 		n.spawn(n.serveRemoting)
 	}
+	for range acceptors - 1 {
+		n.spawn(func() { n.acceptLoop() })
+	}
+	return n.acceptLoop()
+}
+
+// acceptors is how many goroutines wait in Accept at once. quic-go hands a
+// connection whose handshake has completed to a waiting Accept, or queues
+// it in a 32-deep queue, or, with the queue full, closes it with
+// CONNECTION_REFUSED: the whole handshake paid for, and the client redials
+// and pays again. With one accept loop the queue fills whenever that
+// goroutine waits for a CPU while handshakes complete in bursts (10,000
+// brokers reconnecting at once: 10,916 redials). Each parked acceptor is a
+// receiver quic-go's send reaches without the queue, so the node absorbs
+// a burst of acceptors+32 handshakes completing while no acceptor runs; a
+// parked goroutine costs a few KiB.
+const acceptors = 256
+
+// acceptLoop takes connections off the listener and hands each to a
+// goroutine of its own at once: it never waits on per-connection work.
+func (n *Node) acceptLoop() error {
 	for {
 		qc, err := n.ln.Accept(context.Background())
 		if err != nil {
@@ -280,11 +301,18 @@ func (n *Node) Serve() error {
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
+		if testHookAccepted != nil {
+			testHookAccepted()
+		}
 		if !n.spawn(func() { n.serveConn(qc) }) {
 			qc.CloseWithError(codeShutdown, "node shutting down")
 		}
 	}
 }
+
+// testHookAccepted, when set, runs in the accept loop after each accepted
+// connection, before it is handed off; tests use it to stall a hand-off.
+var testHookAccepted func()
 
 // spawn runs f in a goroutine that Shutdown waits for, unless Shutdown has
 // begun waiting already.

@@ -22,6 +22,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 )
@@ -44,6 +45,7 @@ type benchFlags struct {
 	zone              string
 	cpuProfile        string
 	remotingAddr      string
+	perf              perfFlags // refresh and watch (bench_perf.go)
 }
 
 // benchResult is one workload's outcome.
@@ -57,20 +59,34 @@ type benchResult struct {
 	P99Ms      float64 `json:"p99_ms"`
 	NodeCPUSec float64 `json:"node_cpu_s,omitempty"`
 	CPUPerOpUs float64 `json:"node_cpu_us_per_op,omitempty"`
-	Note       string  `json:"note,omitempty"`
+	// Refresh: topic routes answered per second and node CPU per topic.
+	TopicRoutesPerSec float64 `json:"topic_routes_per_sec,omitempty"`
+	CPUPerTopicUs     float64 `json:"node_cpu_us_per_topic,omitempty"`
+	// Watch: change to delivery at the last watcher of each change.
+	LastP50Ms float64 `json:"last_delivery_p50_ms,omitempty"`
+	LastP99Ms float64 `json:"last_delivery_p99_ms,omitempty"`
+	// Storm: redials, in total and by what made the broker redial.
+	Redials      int64            `json:"redials,omitempty"`
+	RedialCauses map[string]int64 `json:"redial_causes,omitempty"`
+	Note         string           `json:"note,omitempty"`
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
 	bf := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "bench WORKLOAD...",
-		Short: "Generate load against nodes: route, register, heartbeat, storm",
+		Short: "Generate load against nodes: route, refresh, register, heartbeat, watch, storm",
 		Long: `Generate load and report ops/s, p50, p99, errors and, for a local node, its CPU
 time per operation. Workloads:
 
   route      workers read random routes of --topics topics spread over --groups groups
+  refresh    workers poll the --refresh-topics routes they hold, one request, all
+             unchanged; reports topic routes/s
   register   --brokers brokers with --broker-topics topics each, re-sent in full
   heartbeat  --brokers brokers heartbeating on their session streams
+  watch      --watchers streams watch --watch-topics topics whose routes change
+             --change-rate times a second; reports change-to-delivery latency and
+             deliveries/s (ops are deliveries)
   storm      --brokers brokers connect and register at once; reports time to all registered
   remoting-route  the route workload in RocketMQ remoting (GET_ROUTEINFO_BY_TOPIC): to the
              node's remoting listener, then through a gateway's cache in front of it
@@ -81,8 +97,8 @@ process (so its CPU can be measured); --spawn=false uses --nodes instead, with
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, workloads []string) error {
 			for _, w := range workloads {
-				if !slices.Contains([]string{"route", "register", "heartbeat", "storm", "remoting-route"}, w) {
-					return usageError{fmt.Errorf("unknown workload %q: use route, register, heartbeat, storm or remoting-route", w)}
+				if !slices.Contains([]string{"route", "refresh", "register", "heartbeat", "watch", "storm", "remoting-route"}, w) {
+					return usageError{fmt.Errorf("unknown workload %q: use route, refresh, register, heartbeat, watch, storm or remoting-route", w)}
 				}
 			}
 			return runBench(cmd, g, bf, workloads)
@@ -108,6 +124,7 @@ process (so its CPU can be measured); --spawn=false uses --nodes instead, with
 	f.StringVar(&bf.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	f.StringVar(&bf.zone, "zone", "", "route workload: the zone clients send (groups alternate zone-0 and zone-1)")
 	f.StringVar(&bf.remotingAddr, "remoting-addr", "", "remoting-route with --spawn=false: the node's remoting listener, host:port")
+	addPerfFlags(f, &bf.perf)
 	return cmd
 }
 
@@ -171,6 +188,9 @@ func benchOne(cmd *cobra.Command, g *globals, bf *benchFlags, workload string) (
 	if workload == "storm" {
 		return runStorm(ctx, tgt, bf)
 	}
+	if run := perfWorkloads[workload]; run != nil {
+		return run(ctx, cmd.ErrOrStderr(), tgt, bf)
+	}
 	conns, err := dialN(ctx, tgt, bf.conns)
 	if err != nil {
 		return benchResult{}, err
@@ -182,7 +202,7 @@ func benchOne(cmd *cobra.Command, g *globals, bf *benchFlags, workload string) (
 	}
 	res := measure(ctx, cmd.ErrOrStderr(), workload, tgt, conns, bf, op)
 	res.Note = note
-	return res, nil
+	return finishWorkload(workload, res, bf), nil
 }
 
 // startTarget starts a fresh node, or points at the given one.
@@ -211,7 +231,8 @@ func startTarget(g *globals, bf *benchFlags, extraNodeArgs ...string) (*benchTar
 		return nil, err
 	}
 	args := append([]string{"node", "--data", dir, "--addr", addr, "--admin-addr", "off", "--warm-up", "-1s",
-		"--max-conns-per-host", strconv.Itoa(max(bf.brokers+bf.conns+16, 64)), "--log-format", "json", "--log-level", "warn"}, extraNodeArgs...)
+		"--max-conns-per-host", strconv.Itoa(max(bf.brokers+bf.conns+16, 64)),
+		"--max-conns", strconv.Itoa(max(bf.brokers+bf.conns+16, node.DefaultMaxConns)), "--log-format", "json", "--log-level", "warn"}, extraNodeArgs...)
 	child := exec.Command(self, args...)
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
@@ -288,6 +309,8 @@ func prepareWorkload(ctx context.Context, workload string, c *client.Conn, bf *b
 		}, fmt.Sprintf("%d-byte registrations", len(size)), nil
 	case "heartbeat":
 		return prepareHeartbeat(ctx, c, bf)
+	case "refresh":
+		return prepareRefresh(ctx, c, bf)
 	}
 	return nil, "", fmt.Errorf("unknown workload %s", workload)
 }
@@ -419,10 +442,14 @@ func runWorker(ctx context.Context, c *client.Conn, bf *benchFlags, w int, op be
 		defer st.Close()
 		call = st.Call
 	}
+	// Calls run under a context that cannot be cancelled, as the peers'
+	// clients use none: a worker stops after its call in flight (bounded
+	// by the request timeout), and a call costs no cancellation hook.
+	callCtx := context.WithoutCancel(ctx)
 	var lat []time.Duration
 	for ctx.Err() == nil {
 		t0 := time.Now()
-		err := op(ctx, call, w, rng)
+		err := op(callCtx, call, w, rng)
 		if ctx.Err() != nil {
 			break
 		}
@@ -460,7 +487,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResult, error) {
 	regs := benchBrokers(bf.brokers, bf.brokerTopics, bf.queues)
 	lat := make([]time.Duration, len(regs))
-	var errs, redials atomic.Int64
+	var errs atomic.Int64
+	redials := &stormRedials{}
 	var wg sync.WaitGroup
 	cpu0 := procCPU(tgt.pid)
 	start := time.Now()
@@ -469,7 +497,7 @@ func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResul
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
-			if err := stormBroker(ctx, tgt, r, &redials); err != nil {
+			if err := stormBroker(ctx, tgt, r, redials); err != nil {
 				errs.Add(1)
 				return
 			}
@@ -479,7 +507,9 @@ func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResul
 	wg.Wait()
 	elapsed := time.Since(start)
 	res := summarize("storm", [][]time.Duration{nonZero(lat)}, int64(len(regs))-errs.Load(), errs.Load(), elapsed, procCPU(tgt.pid)-cpu0)
-	res.Note = fmt.Sprintf("%d brokers x %d topics registered in %.2f s, %d redials", res.Ops, bf.brokerTopics, elapsed.Seconds(), redials.Load())
+	res.Redials = redials.total()
+	res.RedialCauses = redials.causes()
+	res.Note = fmt.Sprintf("%d brokers x %d topics registered in %.2f s, %d redials %v", res.Ops, bf.brokerTopics, elapsed.Seconds(), res.Redials, res.RedialCauses)
 	return res, nil
 }
 
@@ -490,15 +520,16 @@ const stormAttempts = 8
 
 // stormBroker connects and registers one broker, redialling with jittered
 // exponential backoff like wire/broker does.
-func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redials *atomic.Int64) error {
+func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redials *stormRedials) error {
 	var err error
 	for attempt := range stormAttempts {
 		if attempt > 0 {
-			redials.Add(1)
+			redials.add(err)
 			sleepCtx(ctx, time.Duration(rand.Int64N(int64(50*time.Millisecond)<<attempt)))
 		}
 		var c *client.Conn
 		if c, err = client.Dial(ctx, tgt.addr, client.Config{TLS: tgt.tls}); err != nil {
+			err = stormDialError{err}
 			continue
 		}
 		_, err = c.Register(ctx, r)

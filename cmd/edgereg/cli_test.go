@@ -308,9 +308,10 @@ func TestCLIPolicies(t *testing.T) {
 // TestBench runs every workload briefly against the fresh node bench starts
 // itself, and reads its JSON back.
 func TestBench(t *testing.T) {
-	out, stderr, code := run(t, nil, "bench", "route", "heartbeat", "register", "storm",
+	out, stderr, code := run(t, nil, "bench", "route", "heartbeat", "register", "storm", "refresh", "watch",
 		"--duration", "1s", "--warmup", "200ms", "--workers", "2", "--conns", "1",
-		"--topics", "20", "--groups", "2", "--brokers", "5", "--broker-topics", "3", "-o", "json")
+		"--topics", "20", "--groups", "2", "--brokers", "5", "--broker-topics", "3",
+		"--refresh-topics", "5", "--watchers", "4", "--watchers-per-conn", "2", "--watch-topics", "2", "-o", "json")
 	if code != 0 {
 		t.Fatalf("bench: exit %d: %s", code, stderr)
 	}
@@ -318,8 +319,8 @@ func TestBench(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &results); err != nil {
 		t.Fatalf("bench -o json: %v\n%s", err, out)
 	}
-	if len(results) != 4 {
-		t.Fatalf("%d results, want 4: %s", len(results), out)
+	if len(results) != 6 {
+		t.Fatalf("%d results, want 6: %s", len(results), out)
 	}
 	for _, r := range results {
 		if r.Ops == 0 || r.Errors != 0 || r.OpsPerSec <= 0 {
@@ -328,5 +329,11 @@ func TestBench(t *testing.T) {
 	}
 	if results[3].Ops != 5 {
 		t.Errorf("storm registered %d of 5 brokers", results[3].Ops)
+	}
+	if r := results[4]; r.TopicRoutesPerSec != 5*r.OpsPerSec {
+		t.Errorf("refresh: %.0f topic routes/s at %.0f requests/s of 5 topics", r.TopicRoutesPerSec, r.OpsPerSec)
+	}
+	if r := results[5]; r.P99Ms <= 0 || r.LastP99Ms <= 0 {
+		t.Errorf("watch: latencies p50 %.3f p99 %.3f, to the last watcher p99 %.3f", r.P50Ms, r.P99Ms, r.LastP99Ms)
 	}
 }

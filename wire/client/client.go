@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -156,29 +157,44 @@ func (c *Conn) dropPipe(p *Pipe) {
 
 // CallOnce sends a request on a stream of its own: request, FIN, response,
 // FIN.
+//
+// As Stream.Call, it derives no context: the deadline goes on the stream,
+// and only a context that can be cancelled gets a hook for it.
 func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
 	f, err := wire.NewRequest(t, 1, req)
 	if err != nil {
 		return err
 	}
-	s, err := c.qc.OpenStreamSync(ctx)
-	if err != nil {
-		return fmt.Errorf("%s to %s: open stream: %w", t, c.addr, err)
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.cfg.RequestTimeout)
 	}
-	stop := context.AfterFunc(ctx, func() {
-		s.CancelRead(0)
-		s.CancelWrite(0)
-	})
-	defer stop()
+	s, err := c.qc.OpenStream()
+	if err != nil {
+		// At the peer's stream limit: wait for a stream, within the call's time.
+		octx, cancel := context.WithDeadline(ctx, deadline)
+		s, err = c.qc.OpenStreamSync(octx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s to %s: open stream: %w", t, c.addr, err)
+		}
+	}
+	s.SetDeadline(deadline)
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			s.CancelRead(0)
+			s.CancelWrite(0)
+		})
+		defer stop()
+	}
 	if err := wire.WriteFrame(s, f); err != nil {
-		return fmt.Errorf("%s to %s: %w", t, c.addr, ctxErr(ctx, err))
+		return fmt.Errorf("%s to %s: %w", t, c.addr, callErr(ctx, err))
 	}
 	s.Close()
 	rf, err := wire.ReadFrame(s, c.cfg.MaxResponseLen)
 	if err != nil {
-		return fmt.Errorf("%s to %s: %w", t, c.addr, ctxErr(ctx, err))
+		s.CancelRead(0)
+		return fmt.Errorf("%s to %s: %w", t, c.addr, callErr(ctx, err))
 	}
 	// Read the node's FIN, which comes with the response, so the stream is
 	// complete on both sides and QUIC releases it; anything else after the
@@ -205,7 +221,13 @@ func decodeResponse(f *wire.Frame, resp any) error {
 	if resp == nil {
 		return nil
 	}
-	if err := f.DecodeBody(resp); err != nil {
+	var err error
+	if r, ok := resp.(*wire.Routes); ok {
+		err = f.DecodeRoutes(r) // polls of held routes, without reflection
+	} else {
+		err = f.DecodeBody(resp)
+	}
+	if err != nil {
 		return fmt.Errorf("decode %s response: %w", f.Type, err)
 	}
 	return nil
@@ -216,6 +238,16 @@ func decodeResponse(f *wire.Frame, resp any) error {
 func ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	return err
+}
+
+// callErr is ctxErr for a call whose deadline is on its stream: the
+// stream's deadline passing reads as the context deadline it stands for.
+func callErr(ctx context.Context, err error) error {
+	err = ctxErr(ctx, err)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return context.DeadlineExceeded
 	}
 	return err
 }

@@ -43,12 +43,19 @@ func (st *Stream) Call(ctx context.Context, t wire.Type, req, resp any) error {
 	if st.err != nil {
 		return st.err
 	}
-	ctx, cancel := st.conn.withTimeout(ctx)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
+	// The deadline goes on the stream itself, not on a derived context: no
+	// context, timer or goroutine per call. A context that can be
+	// cancelled gets an AfterFunc for its cancellation; one that cannot
+	// (context.Background) costs nothing.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(st.conn.cfg.RequestTimeout)
+	}
 	st.s.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { st.s.SetDeadline(time.Now()) }) // cancellation, not only the deadline
-	defer stop()
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { st.s.SetDeadline(time.Now()) }) // cancellation, not only the deadline
+		defer stop()
+	}
 	st.id++
 	f, err := wire.NewRequest(t, st.id, req)
 	if err != nil {
@@ -75,7 +82,7 @@ func (st *Stream) Call(ctx context.Context, t wire.Type, req, resp any) error {
 }
 
 func (st *Stream) fail(ctx context.Context, t wire.Type, err error) error {
-	err = ctxErr(ctx, err)
+	err = callErr(ctx, err)
 	st.err = fmt.Errorf("%s to %s: %w", t, st.conn.addr, err)
 	st.s.CancelRead(0)
 	st.s.CancelWrite(0)

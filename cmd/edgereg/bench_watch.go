@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
+)
+
+// watchSlots is how many distinct routes a watched topic cycles through:
+// change k of a topic sets its queues to 2 + k mod watchSlots, so the
+// queue count in a pushed route names the change it shows.
+const watchSlots = 1000
+
+// watchChange is one route change and when it was sent.
+type watchChange struct {
+	topic, slot int
+	sent        time.Time
+}
+
+// watchClock records, per (topic, slot), when the change was sent and when
+// its last delivery arrived (Unix nanoseconds), and how many arrived.
+type watchClock struct {
+	index      map[string]int // topic name -> number; read-only
+	sent, last []atomic.Int64
+	got        []atomic.Int64
+}
+
+func newWatchClock(topics []string) *watchClock {
+	n := len(topics) * watchSlots
+	c := &watchClock{index: make(map[string]int, len(topics)),
+		sent: make([]atomic.Int64, n), last: make([]atomic.Int64, n), got: make([]atomic.Int64, n)}
+	for i, t := range topics {
+		c.index[t] = i
+	}
+	return c
+}
+
+// delivered notes a delivery of (topic, slot) at now and returns its
+// latency, or false when the change was not sent by this run.
+func (c *watchClock) delivered(topic, slot int, now time.Time) (time.Duration, bool) {
+	i := topic*watchSlots + slot
+	sent := c.sent[i].Load()
+	if sent == 0 {
+		return 0, false
+	}
+	ns := now.UnixNano()
+	for {
+		old := c.last[i].Load()
+		if ns <= old || c.last[i].CompareAndSwap(old, ns) {
+			break
+		}
+	}
+	c.got[i].Add(1)
+	return time.Duration(ns - sent), true
+}
+
+func (c *watchClock) start(topic, slot int, t time.Time) {
+	i := topic*watchSlots + slot
+	c.last[i].Store(0)
+	c.got[i].Store(0)
+	c.sent[i].Store(t.UnixNano())
+}
+
+// runWatchBench measures watch fan-out: --watchers streams each watch the same
+// --watch-topics topics of one broker, whose routes change --change-rate
+// times a second (one topic per change, round robin, by update-topics).
+// It reports every delivery's latency from the moment its change was sent
+// (p50, p99), deliveries per second, the node's CPU per delivery, and in
+// the note the latency to the last watcher of each change.
+func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf *benchFlags) (benchResult, error) {
+	pf := bf.perf
+	if pf.watchers < 1 || pf.watchTopics < 1 || pf.changeRate <= 0 || pf.watchersPer < 1 {
+		return benchResult{}, errors.New("--watchers, --watch-topics, --watchers-per-conn and --change-rate must be positive")
+	}
+	ctl, err := client.Dial(ctx, tgt.addr, client.Config{TLS: tgt.tls})
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer ctl.Close()
+	topics := make([]string, pf.watchTopics)
+	reg := &wire.Register{Cluster: "BenchCluster", BrokerName: "watch-broker", Addr: "10.2.0.1:10911",
+		DataVersion: wire.DataVersion{Counter: 1}, HeartbeatTimeoutMs: uint64(time.Hour.Milliseconds())}
+	for i := range topics {
+		topics[i] = fmt.Sprintf("bench_watch_%04d", i)
+		reg.Topics = append(reg.Topics, wire.TopicConfig{Name: topics[i], ReadQueues: 1, WriteQueues: 1, Perm: 6})
+	}
+	ack, err := ctl.Register(ctx, reg)
+	if err != nil {
+		return benchResult{}, fmt.Errorf("register: %w", err)
+	}
+
+	conns, err := dialN(ctx, tgt, (pf.watchers+pf.watchersPer-1)/pf.watchersPer)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer closeAll(conns)
+	pipes, err := openWatches(ctx, conns, pf, topics)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer func() {
+		for _, p := range pipes {
+			p.Close()
+		}
+	}()
+
+	clock := newWatchClock(topics)
+	var measuring atomic.Bool
+	var deliveries, errs atomic.Int64
+	lat := make([][]time.Duration, len(pipes))
+	var wg sync.WaitGroup
+	for i, p := range pipes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat[i] = receiveEvents(p, clock, &measuring, &deliveries, &errs)
+		}()
+	}
+
+	var changes []watchChange
+	var changeMu sync.Mutex
+	changer := func(runCtx context.Context) {
+		tick := time.NewTicker(time.Duration(float64(time.Second) / pf.changeRate))
+		defer tick.Stop()
+		for k := 0; ; k++ {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-tick.C:
+			}
+			topic, slot := k%len(topics), (k/len(topics))%watchSlots
+			t0 := time.Now()
+			clock.start(topic, slot, t0)
+			u := &wire.UpdateTopics{Cluster: reg.Cluster, Addr: reg.Addr, Epoch: ack.Lease.Epoch,
+				DataVersion: wire.DataVersion{Counter: uint64(k + 2)},
+				Upsert:      []wire.TopicConfig{{Name: topics[topic], ReadQueues: uint32(slot + 2), WriteQueues: uint32(slot + 2), Perm: 6}}}
+			if _, err := ctl.UpdateTopics(runCtx, u); err != nil {
+				if runCtx.Err() == nil {
+					errs.Add(1)
+				}
+				continue
+			}
+			if measuring.Load() {
+				changeMu.Lock()
+				changes = append(changes, watchChange{topic, slot, t0})
+				changeMu.Unlock()
+			}
+		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	changerDone := make(chan struct{})
+	go func() { defer close(changerDone); changer(runCtx) }()
+	stopProgress := startProgress(progress, bf.progress, "watch", &deliveries, bf.warmup+bf.duration)
+	sleepCtx(ctx, bf.warmup)
+	deliveries.Store(0)
+	errs.Store(0)
+	cpu0 := procCPU(tgt.pid)
+	measuring.Store(true)
+	start := time.Now()
+	sleepCtx(ctx, bf.duration)
+	stop()
+	<-changerDone
+	// Deliveries of the last changes are still on their way: give them a
+	// moment, bounded, before the count stops.
+	waitUntil(ctx, time.Now().Add(2*time.Second), func() bool { return allDelivered(clock, changes, len(pipes)) })
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	cpu1 := procCPU(tgt.pid)
+	stopProgress()
+	for _, p := range pipes {
+		p.Close()
+	}
+	wg.Wait()
+
+	res := summarize("watch", lat, deliveries.Load(), errs.Load(), elapsed, cpu1-cpu0)
+	lastP50, lastP99, incomplete := lastDelivery(clock, changes, len(pipes))
+	res.LastP50Ms, res.LastP99Ms = ms(lastP50), ms(lastP99)
+	res.Note = fmt.Sprintf("%d watchers x %d topics, %d changes at %.0f/s; to last watcher p50 %.3f ms p99 %.3f ms; %d changes not seen by every watcher",
+		len(pipes), len(topics), len(changes), pf.changeRate, res.LastP50Ms, res.LastP99Ms, incomplete)
+	return res, nil
+}
+
+// openWatches opens the watch streams, spread over conns, and waits for
+// each one's initial push of every topic.
+func openWatches(ctx context.Context, conns []*client.Conn, pf perfFlags, topics []string) ([]*client.Pipe, error) {
+	q := &wire.Watch{Topics: make([]wire.TopicVersion, len(topics))}
+	for i, t := range topics {
+		q.Topics[i].Topic = t
+	}
+	pipes := make([]*client.Pipe, 0, pf.watchers)
+	fail := func(err error) ([]*client.Pipe, error) {
+		for _, p := range pipes {
+			p.Close()
+		}
+		return nil, err
+	}
+	for i := range pf.watchers {
+		p, err := conns[i/pf.watchersPer].OpenPipe(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		pipes = append(pipes, p)
+		if err := p.Call(ctx, wire.TypeWatch, q, &wire.WatchAck{}); err != nil {
+			return fail(fmt.Errorf("watch: %w", err))
+		}
+	}
+	for _, p := range pipes {
+		for range topics {
+			select {
+			case <-p.Events():
+			case <-p.Done():
+				return fail(fmt.Errorf("watch stream ended: %w", p.Err()))
+			case <-ctx.Done():
+				return fail(ctx.Err())
+			}
+		}
+	}
+	return pipes, nil
+}
+
+// receiveEvents reads one watch stream's pushes until it ends, timing each
+// against the change it shows.
+func receiveEvents(p *client.Pipe, clock *watchClock, measuring *atomic.Bool, deliveries, errs *atomic.Int64) []time.Duration {
+	var lat []time.Duration
+	for f := range p.Events() {
+		now := time.Now()
+		var ev wire.RouteEvent
+		if err := f.DecodeBody(&ev); err != nil {
+			errs.Add(1)
+			continue
+		}
+		route, _, err := client.DecodeResult(&ev.Result)
+		if err != nil || len(route.Queues) == 0 {
+			errs.Add(1)
+			continue
+		}
+		topic, ok := clock.index[ev.Result.Topic]
+		if !ok {
+			errs.Add(1)
+			continue
+		}
+		slot := int(route.Queues[0].WriteQueues) - 2
+		if slot < 0 || slot >= watchSlots {
+			continue // the initial route
+		}
+		d, seen := clock.delivered(topic, slot, now)
+		if seen && measuring.Load() {
+			deliveries.Add(1)
+			lat = append(lat, d)
+		}
+	}
+	return lat
+}
+
+func allDelivered(clock *watchClock, changes []watchChange, watchers int) bool {
+	if len(changes) == 0 {
+		return true
+	}
+	c := changes[len(changes)-1]
+	return clock.got[c.topic*watchSlots+c.slot].Load() >= int64(watchers)
+}
+
+// lastDelivery returns the p50 and p99 over changes of the time from a
+// change to its delivery to the last watcher, and how many changes did not
+// reach every watcher (a later change of the same topic may overtake an
+// earlier one: watchers are sent the route current when they look).
+func lastDelivery(clock *watchClock, changes []watchChange, watchers int) (p50, p99 time.Duration, incomplete int) {
+	var ds []time.Duration
+	for _, c := range changes {
+		i := c.topic*watchSlots + c.slot
+		if clock.got[i].Load() < int64(watchers) {
+			incomplete++
+			continue
+		}
+		ds = append(ds, time.Duration(clock.last[i].Load()-c.sent.UnixNano()))
+	}
+	if len(ds) == 0 {
+		return 0, 0, incomplete
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], ds[len(ds)*99/100], incomplete
+}
