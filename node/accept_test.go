@@ -31,7 +31,7 @@ func TestAcceptBurstWithStalledHandOff(t *testing.T) {
 	var once sync.Once
 	unstall := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unstall) // before the node's shutdown, which waits for the stalled acceptor
-	tn := startNode(t, func(c *Config) { c.MaxConnsPerHost = 2 * burst })
+	tn := startNode(t, func(c *Config) { c.MaxConnsPerHost, c.MaxConnsPerIdentity = 2*burst, 2*burst })
 	conf := tn.tlsFor(pki.RoleClient, "burst")
 
 	first := tn.dialTLS(conf)
