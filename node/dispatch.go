@@ -179,6 +179,7 @@ func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
 			"from", old.BrokerName, "to", r.BrokerName, "epoch", res.Epoch, "remote", cs.peer.remote)
 	}
 	n.stats.registrations.Inc()
+	n.adm.holdSession(cs.adm, r.Cluster, r.Addr) // admission.go: a live broker is never replaced
 	if !existed {
 		n.log.Info("broker registered", "cluster", r.Cluster, "broker", r.BrokerName, "id", r.BrokerID,
 			"addr", r.Addr, "topics", len(r.Topics), "epoch", res.Epoch, "remote", cs.peer.remote)
@@ -231,6 +232,7 @@ func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
 		return nil, err
 	}
 	n.stats.heartbeats.Inc()
+	n.adm.holdSession(cs.adm, h.Cluster, h.Addr)
 	return leaseAck(l), nil
 }
 
