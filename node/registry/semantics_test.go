@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/edgereg/edgereg/wire"
 )
 
 // TestDeleteTopicSurvivesUnrelatedRegistration: an operator's delete is not
@@ -81,4 +83,37 @@ func TestRequestedTimeoutClamped(t *testing.T) {
 	if _, err := r2.Route("t"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatal(err)
 	}
+}
+
+// TestDemotedMasterLeavesGroupReadOnly: the master's address registers
+// again as a slave of its group (id 1, where another slave was) with an
+// unchanged data version. The group then has no master, and nobody may
+// write to a group without one: its queues must lose write permission, as
+// when the master unregisters or expires. Before, the write permission
+// stayed, and producers were sent to a group with no master.
+func TestDemotedMasterLeavesGroupReadOnly(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	m := reg("c1", "b1", 0, "10.0.0.1:1", "t")
+	mustRegister(t, r, m)
+	mustRegister(t, r, reg("c1", "b1", 1, "10.0.0.2:1", "t"))
+	m.BrokerID = 1 // demoted, at the slave's id; nothing else changed
+	mustRegister(t, r, m)
+	route := mustRoute(t, r, "t")
+	for _, b := range route.Brokers {
+		if _, ok := b.Addrs[0]; ok && b.Addrs[0] != "10.0.0.1:1" {
+			t.Fatalf("route shows a master %s that is not registered", b.Addrs[0])
+		}
+	}
+	r.mu.RLock()
+	g := r.groups["b1"]
+	_, hasMaster := g.addrs[0]
+	r.mu.RUnlock()
+	if !hasMaster {
+		for _, q := range route.Queues {
+			if q.Perm&wire.PermWrite != 0 {
+				t.Errorf("group b1 has no master but queue data %+v is writable", q)
+			}
+		}
+	}
+	checkInvariants(t, r)
 }
