@@ -210,13 +210,17 @@ func (n *Node) authorizeLease(cs *connState, cluster, addr string) error {
 }
 
 func (n *Node) updateTopics(cs *connState, u *wire.UpdateTopics) (any, error) {
+	tu := registry.TopicUpdate{
+		Cluster: u.Cluster, Addr: u.Addr, Epoch: u.Epoch, DataVersion: u.DataVersion,
+		Upsert: u.Upsert, Remove: u.Remove,
+	}
+	if err := tu.Validate(); err != nil {
+		return nil, err // invalid before unauthorized, as for register
+	}
 	if err := n.authorizeLease(cs, u.Cluster, u.Addr); err != nil {
 		return nil, err
 	}
-	l, err := n.reg.UpdateTopics(registry.TopicUpdate{
-		Cluster: u.Cluster, Addr: u.Addr, Epoch: u.Epoch, DataVersion: u.DataVersion,
-		Upsert: u.Upsert, Remove: u.Remove,
-	})
+	l, err := n.reg.UpdateTopics(tu)
 	if err != nil {
 		return nil, err
 	}

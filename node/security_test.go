@@ -533,3 +533,33 @@ func TestBrokerCannotHoldALeaseForever(t *testing.T) {
 		t.Errorf("threshold %s, want 1m", l.Threshold)
 	}
 }
+
+// TestInvalidTopicUpdateIsBadRequestBeforeAuthorization: an update-topics
+// with an invalid topic name is code 1 whoever sends it, as a registration
+// is: validation comes before authorization, so the answer does not depend
+// on whose lease the address is. Before, a certificate for another group
+// got "not authorized" for the same invalid request.
+func TestInvalidTopicUpdateIsBadRequestBeforeAuthorization(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	owner := tn.dial(pki.RoleBroker, "group-b")
+	ack, err := owner.Register(ctx, registration("c1", "group-b", 0, "10.0.0.1:1", "tb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := tn.dial(pki.RoleBroker, "group-a")
+	bad := &wire.UpdateTopics{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: ack.Lease.Epoch, Remove: []string{"bad topic/name"}}
+	for name, c := range map[string]*client.Conn{"owner": owner, "other group": other} {
+		if _, err := c.UpdateTopics(ctx, bad); !errors.Is(err, wire.ErrBadRequest) {
+			t.Errorf("%s: invalid update-topics: err = %v, want code 1", name, err)
+		}
+	}
+	// A valid one from the other group is still refused.
+	ok := &wire.UpdateTopics{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: ack.Lease.Epoch, Remove: []string{"tb"}}
+	if _, err := other.UpdateTopics(ctx, ok); !errors.Is(err, wire.ErrNotAuthorized) {
+		t.Errorf("update-topics of another group's lease: err = %v, want not authorized", err)
+	}
+	if _, err := tn.Registry().Route("tb"); err != nil {
+		t.Errorf("another group's certificate removed tb: %v", err)
+	}
+}

@@ -308,6 +308,11 @@ type TopicUpdate struct {
 	Remove      []string
 }
 
+// Validate reports the first invalid field of a topic update; the error
+// wraps ErrInvalid. UpdateTopics validates too; callers that must check
+// validity before authorizing call it first.
+func (u *TopicUpdate) Validate() error { return validateTopicUpdate(u) }
+
 // UpdateTopics applies an incremental topic change from the master (or the
 // acting master) of a group, and renews its lease.
 func (r *Registry) UpdateTopics(u TopicUpdate) (Lease, error) {
