@@ -25,6 +25,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -561,5 +562,44 @@ func TestInvalidTopicUpdateIsBadRequestBeforeAuthorization(t *testing.T) {
 	}
 	if _, err := tn.Registry().Route("tb"); err != nil {
 		t.Errorf("another group's certificate removed tb: %v", err)
+	}
+}
+
+// TestLeaseRaceCannotActForAnotherGroup: authorization looked the lease up,
+// found none (so nothing to refuse) and then let the registry act on
+// whatever lease the address had by then. Epochs are sequential, so a
+// certificate limited to group A learns the next epoch from its own
+// registrations and can name the epoch of group B's registration that
+// lands in between: its update-topics then wrote into group B. The hook
+// makes that interleaving happen every time. The lookup that authorizes
+// must be the one that acts: an address with no lease, or a lease of
+// another epoch, is refused before the registry is asked.
+func TestLeaseRaceCannotActForAnotherGroup(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	attacker := tn.dial(pki.RoleBroker, "group-a")
+	const addr = "10.0.0.9:10911"
+	own, err := attacker.Register(ctx, registration("c1", "group-a", 0, "10.0.1.1:1", "ta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	hook := func() {
+		once.Do(func() { // group B's broker registers right after the check
+			if _, err := tn.Registry().Register(registry.Registration{Cluster: "c1", BrokerName: "group-b", Addr: addr,
+				DataVersion: wire.DataVersion{Counter: 1}, Topics: []wire.TopicConfig{{Name: "tb", ReadQueues: 1, WriteQueues: 1, Perm: 6}}}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	testHookLeaseChecked.Store(&hook)
+	defer testHookLeaseChecked.Store(nil)
+	evil := []wire.TopicConfig{{Name: "evil", ReadQueues: 1, WriteQueues: 1, Perm: wire.PermRead | wire.PermWrite}}
+	_, err = attacker.UpdateTopics(ctx, &wire.UpdateTopics{Cluster: "c1", Addr: addr, Epoch: own.Lease.Epoch + 1, Upsert: evil})
+	if _, rerr := tn.Registry().Route("evil"); rerr == nil {
+		t.Fatalf("a certificate for group-a wrote topic evil into group-b's lease (update-topics err %v)", err)
+	}
+	if !errors.Is(err, wire.ErrLeaseNotFound) {
+		t.Errorf("update-topics for an address without a lease when checked: %v, want lease not found", err)
 	}
 }
