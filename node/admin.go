@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,8 +89,32 @@ func (a *adminServer) adminMux() *http.ServeMux {
 }
 
 func (a *adminServer) statusRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /status.json", a.statusJSON)
-	mux.HandleFunc("GET /", a.statusPage)
+	guard := func(h http.HandlerFunc) http.HandlerFunc { return h }
+	if isLoopback(a.statusHere) {
+		guard = loopbackHostOnly
+	}
+	mux.HandleFunc("GET /status.json", guard(a.statusJSON))
+	mux.HandleFunc("GET /", guard(a.statusPage))
+}
+
+// loopbackHostOnly answers only requests addressed to an IP literal or
+// localhost. A page on loopback is reachable from a browser on the same
+// host through DNS rebinding (a hostile site's name resolving to
+// 127.0.0.1); its requests carry that site's name as Host, so they are
+// refused and the topology stays on this host.
+func loopbackHostOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if host != "localhost" && net.ParseIP(host) == nil {
+			http.Error(w, "forbidden: address the status page by IP or localhost", http.StatusForbidden)
+			return
+		}
+		h(w, r)
+	}
 }
 
 func (a *adminServer) bind(what, addr string, h http.Handler) (net.Listener, error) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +69,10 @@ func classOf(p peer) connClass {
 //     connections, replaces its least recently active connection instead of
 //     being refused: a broker that restarts reconnects at once, and the dead
 //     connection of its previous life does not hold a slot until the idle
-//     timeout. An identity can only ever push out its own connections.
+//     timeout. An identity can only ever push out its own connections, and
+//     a broker never one that holds a live broker session (the lease last
+//     registered or renewed over it): brokers that share one certificate
+//     do not push each other out.
 //
 // Lock: mu guards every count; it is never held while calling into quic-go
 // or logging.
@@ -79,10 +83,18 @@ type admission struct {
 
 	mu          sync.Mutex
 	total       int
+	handshakes  int                    // handshakes in progress, every host
 	clients     int                    // established reader connections
 	handshaking map[string]int         // source IP -> handshakes in progress
 	hosts       [2]map[string]int      // by class: source IP -> established
 	idents      map[string][]*admitted // identity -> its established connections
+
+	// sessions maps each broker lease (cluster, address) to the
+	// connection it was last registered or renewed over; leaseLive reports
+	// whether the registry still holds a lease. A connection holding a
+	// live session is never replaced (see place).
+	sessions  map[sessionKey]*admitted
+	leaseLive func(cluster, addr string) bool
 
 	onRefuse  func(reason string, a *admitted, p *peer)
 	onReplace func(victim *admitted)
@@ -100,6 +112,7 @@ type admitted struct {
 	released    bool // the connection ended; guarded by admission.mu
 	counted     bool // held in hosts and idents; guarded by admission.mu
 	last        atomic.Int64
+	sessions    []sessionKey // leases renewed over this connection; guarded by admission.mu
 }
 
 // touch records activity (a request), for choosing which of an identity's
@@ -112,6 +125,61 @@ func (a *admitted) touch(now time.Time) {
 
 type admittedKey struct{}
 
+// sessionKey names a broker's lease.
+type sessionKey struct{ cluster, addr string }
+
+// holdSession records that the lease of the broker at addr was just
+// registered or renewed over a's connection. Safe on nil.
+func (ad *admission) holdSession(a *admitted, cluster, addr string) {
+	if a == nil {
+		return
+	}
+	k := sessionKey{cluster, addr}
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	if a.released {
+		return
+	}
+	ad.sessions[k] = a
+	if slices.Contains(a.sessions, k) {
+		return
+	}
+	if len(a.sessions) == maxSessionsPerConn { // bounded: forget the oldest
+		if ad.sessions[a.sessions[0]] == a {
+			delete(ad.sessions, a.sessions[0])
+		}
+		a.sessions = a.sessions[1:]
+	}
+	a.sessions = append(a.sessions, k)
+}
+
+// maxSessionsPerConn bounds the leases one connection is remembered to
+// hold (a broker agent registers one address; a proxy may carry a few).
+const maxSessionsPerConn = 8
+
+// holdsLiveSession reports, with mu held, whether a is the connection a
+// live lease was last renewed over. Lock order: admission.mu, then the
+// registry's lease lock (leaseLive); the registry never calls back.
+func (ad *admission) holdsLiveSession(a *admitted) bool {
+	for _, k := range a.sessions {
+		if ad.sessions[k] == a && (ad.leaseLive == nil || ad.leaseLive(k.cluster, k.addr)) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropSessions forgets the sessions of a connection that ended. With mu
+// held.
+func (ad *admission) dropSessions(a *admitted) {
+	for _, k := range a.sessions {
+		if ad.sessions[k] == a {
+			delete(ad.sessions, k)
+		}
+	}
+	a.sessions = nil
+}
+
 func newAdmission(cfg Config) *admission {
 	return &admission{
 		max:               cfg.MaxConns,
@@ -122,6 +190,7 @@ func newAdmission(cfg Config) *admission {
 		handshaking:       make(map[string]int),
 		hosts:             [2]map[string]int{make(map[string]int), make(map[string]int)},
 		idents:            make(map[string][]*admitted),
+		sessions:          make(map[sessionKey]*admitted),
 	}
 }
 
@@ -139,6 +208,7 @@ func (ad *admission) admit(ctx context.Context, info *quic.ClientInfo) (context.
 		reason = refusedHandshakes
 	default:
 		ad.total++
+		ad.handshakes++
 		ad.handshaking[a.host]++
 	}
 	ad.mu.Unlock()
@@ -148,6 +218,19 @@ func (ad *admission) admit(ctx context.Context, info *quic.ClientInfo) (context.
 	}
 	context.AfterFunc(ctx, func() { ad.release(a, context.Cause(ctx)) })
 	return context.WithValue(ctx, admittedKey{}, a), nil
+}
+
+// verifySource is quic.Transport.VerifySourceAddress: once handshakes
+// pile up (as many as one host may run, or a quarter of MaxConns), a new
+// peer must first prove its source address with a Retry (one round trip
+// more). A peer that never receives what the node sends (a spoofed
+// address, a stalled handshake) then cannot take a connection slot for
+// the handshake timeout, so a flood of Initials cannot fill MaxConns and
+// lock brokers out. Below the threshold nothing changes.
+func (ad *admission) verifySource(net.Addr) bool {
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	return ad.handshakes >= max(min(ad.handshakesPerHost, ad.max/4), 1)
 }
 
 func hostOfAddr(addr net.Addr) string {
@@ -167,6 +250,7 @@ func (ad *admission) release(a *admitted, cause error) {
 		ad.doneHandshaking(a)
 	}
 	ad.uncount(a)
+	ad.dropSessions(a)
 	ad.mu.Unlock()
 	if failed && ad.onFailure != nil {
 		ad.onFailure(a, cause) // the handshake never completed
@@ -189,6 +273,7 @@ func (ad *admission) settle(qc *quic.Conn) {
 }
 
 func (ad *admission) doneHandshaking(a *admitted) {
+	ad.handshakes--
 	if ad.handshaking[a.host]--; ad.handshaking[a.host] <= 0 {
 		delete(ad.handshaking, a.host)
 	}
@@ -244,7 +329,11 @@ func (ad *admission) place(a *admitted) (victim *admitted, reason string) {
 	shareFull := a.class == userClass && ad.clients >= ad.clientMax
 	switch {
 	case hostFull:
-		if victim = oldest(mine, a.host); victim == nil {
+		// Only a connection without a live broker session may go: brokers
+		// sharing one certificate never push each other out, while the
+		// dead connection of a restarted broker (its lease renewed over
+		// its new connection, or ended) still frees its slot at once.
+		if victim = ad.oldestReplaceable(mine, a.host); victim == nil {
 			return nil, refusedPerHost
 		}
 	case identFull:
@@ -293,6 +382,21 @@ func (ad *admission) uncount(a *admitted) {
 	} else {
 		ad.idents[a.ident] = list
 	}
+}
+
+// oldestReplaceable is oldest among the connections of list on host that
+// hold no live broker session. With mu held.
+func (ad *admission) oldestReplaceable(list []*admitted, host string) *admitted {
+	var o *admitted
+	for _, c := range list {
+		if c.host != host || (c.class == brokerClass && ad.holdsLiveSession(c)) {
+			continue
+		}
+		if o == nil || c.last.Load() < o.last.Load() {
+			o = c
+		}
+	}
+	return o
 }
 
 // oldest returns the least recently active connection of list, on host

@@ -353,3 +353,134 @@ func TestAdmissionPlace(t *testing.T) {
 		t.Fatalf("counts: clients %d, h1 readers %d, X %d", ad.clients, ad.hosts[userClass]["h1"], len(ad.idents["X"]))
 	}
 }
+
+// TestSharedBrokerCertificateDoesNotKickLiveBrokers: many brokers share one
+// certificate (a common deployment) on one host whose broker budget is
+// full. A newcomer may replace only a connection that holds no live broker
+// session (a dead life whose lease was taken over by a newer connection, or
+// one that never registered); live brokers are never pushed out, so they
+// cannot kick each other in turn. Before, the least recently active live
+// broker was replaced, reconnected and replaced the next one.
+func TestSharedBrokerCertificateDoesNotKickLiveBrokers(t *testing.T) {
+	ad := newAdmission(Config{MaxConns: 20, MaxConnsPerHost: 2, MaxBrokerConnsPerHost: 3, MaxConnsPerIdentity: 2}.WithDefaults())
+	live := map[string]bool{}
+	ad.leaseLive = func(cluster, addr string) bool { return live[cluster+"/"+addr] }
+	seq := int64(0)
+	admit := func() (*admitted, *admitted, string) {
+		seq++
+		a := &admitted{host: "h1", ident: "shared", class: brokerClass}
+		a.last.Store(seq)
+		ad.mu.Lock()
+		defer ad.mu.Unlock()
+		v, reason := ad.place(a)
+		if reason == "" {
+			if v != nil {
+				ad.uncount(v)
+			}
+			ad.countLocked(a)
+		}
+		return a, v, reason
+	}
+	var brokers []*admitted
+	for i := range 3 {
+		a, _, reason := admit()
+		if reason != "" {
+			t.Fatalf("broker %d refused: %s", i, reason)
+		}
+		addr := fmt.Sprintf("10.0.0.%d:10911", i)
+		live["c/"+addr] = true
+		ad.holdSession(a, "c", addr)
+		brokers = append(brokers, a)
+	}
+	// The host is full of live brokers: a fourth is refused, nobody kicked.
+	if _, v, reason := admit(); reason != refusedPerHost || v != nil {
+		t.Fatalf("fourth broker on a host full of live sessions: victim %v, reason %q; want refused, nobody replaced", v, reason)
+	}
+	// Broker 1 restarts: its new connection cannot get in yet, but once a
+	// connection it opened elsewhere took its lease over (here: broker 1's
+	// lease ends), its old connection is the one replaced.
+	delete(live, "c/10.0.0.1:10911")
+	if _, v, reason := admit(); reason != "" || v != brokers[1] {
+		t.Fatalf("newcomer with a dead session on the host: victim %v, reason %q; want broker 1's old connection replaced", v, reason)
+	}
+	// A session taken over by another connection frees the old one.
+	newer := &admitted{host: "h2", ident: "shared", class: brokerClass}
+	ad.holdSession(newer, "c", "10.0.0.2:10911")
+	if _, v, reason := admit(); reason != "" || v != brokers[2] {
+		t.Fatalf("newcomer when broker 2's session moved: victim %v, reason %q; want broker 2's old connection", v, reason)
+	}
+}
+
+// deafConn is a client socket that sends and never receives: a peer that
+// spoofs its source address (it never sees the node's answers) or simply
+// stalls its handshakes.
+type deafConn struct {
+	net.PacketConn
+	closed chan struct{}
+}
+
+func (d *deafConn) ReadFrom([]byte) (int, net.Addr, error) {
+	<-d.closed
+	return 0, nil, net.ErrClosed
+}
+
+func (d *deafConn) Close() error {
+	select {
+	case <-d.closed:
+	default:
+		close(d.closed)
+	}
+	return d.PacketConn.Close()
+}
+
+// TestSilentHandshakesDoNotFillTheNode: peers that send QUIC Initials and
+// never answer (a spoofed source address looks exactly like this) used to
+// take a connection slot each for the handshake idle timeout, so a few of
+// them filled MaxConns and a broker was refused. Once handshakes pile up
+// the node asks for source-address validation (a Retry), which a peer
+// that never receives cannot pass: the slots stay free.
+func TestSilentHandshakesDoNotFillTheNode(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxConns = 8 })
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for range 16 {
+		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc := &deafConn{PacketConn: udp, closed: make(chan struct{})}
+		tr := &quic.Transport{Conn: dc}
+		wg.Go(func() {
+			defer tr.Close()
+			defer dc.Close() // first: tr.Close waits for the read loop
+			conf := tn.tlsFor(pki.RoleClient, "silent")
+			conf.NextProtos = []string{wire.ALPN}
+			_, _ = tr.Dial(ctx, tn.Addr(), conf, &quic.Config{})
+		})
+	}
+	// Let the Initials arrive and the node count their handshakes.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		tn.adm.mu.Lock()
+		n := tn.adm.total
+		tn.adm.mu.Unlock()
+		if n >= tn.cfg.MaxConns {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the rest of the Initials in flight
+	bctx, bcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer bcancel()
+	b, err := client.Dial(bctx, tn.Addr().String(), client.Config{TLS: tn.tlsFor(pki.RoleBroker, "broker")})
+	if err != nil {
+		t.Fatalf("a broker while silent peers hold handshakes: %v (refused: %v)", err, metricValue(t, tn, "edgereg_connections_refused_total"))
+	}
+	defer b.Close()
+	if _, err := b.Ping(bctx); err != nil {
+		t.Fatalf("broker ping: %v", err)
+	}
+}

@@ -105,7 +105,8 @@ type Config struct {
 	MaxConnsPerIdentity int
 	// MaxBrokerConnsPerHost bounds a source IP's broker and operator
 	// connections, a budget of their own; a certificate on a full host
-	// replaces its own least recently active connection there. Default 1024.
+	// replaces its own least recently active connection there that holds
+	// no live broker session (admission.go). Default 1024.
 	MaxBrokerConnsPerHost int
 	// MaxHandshakesPerHost bounds handshakes in progress from one source IP,
 	// before any certificate is seen. Default 128.

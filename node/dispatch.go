@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgereg/edgereg/node/kv"
@@ -211,6 +212,7 @@ func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
 			"from", old.BrokerName, "to", r.BrokerName, "epoch", res.Epoch, "remote", cs.peer.remote)
 	}
 	n.stats.registrations.Inc()
+	n.adm.holdSession(cs.adm, r.Cluster, r.Addr) // admission.go: a live broker is never replaced
 	if !existed {
 		n.log.Info("broker registered", "cluster", r.Cluster, "broker", r.BrokerName, "id", r.BrokerID,
 			"addr", r.Addr, "topics", len(r.Topics), "epoch", res.Epoch, "remote", cs.peer.remote)
@@ -229,25 +231,46 @@ func toRegistration(r *wire.Register) registry.Registration {
 	}
 }
 
+// testHookLeaseChecked runs right after authorizeLease looked the lease
+// up; tests use it to interleave a registration there.
+var testHookLeaseChecked atomic.Pointer[func()]
+
 // authorizeLease checks that a broker acts for a lease of a group its
-// certificate names.
-func (n *Node) authorizeLease(cs *connState, cluster, addr string) error {
-	if l, ok := n.reg.Lease(cluster, addr); ok {
-		if err := authorizeGroup(cs.peer, l.BrokerName); err != nil {
-			return err
-		}
+// certificate names, and binds the request to the lease it checked: an
+// address without a lease, or a lease of another epoch, is refused here,
+// before the registry is asked. Otherwise a lease registered between this
+// lookup and the registry's (epochs are sequential, so guessable) would be
+// acted on unchecked. The registry checks the epoch again, and an epoch
+// names one registration, hence one group.
+func (n *Node) authorizeLease(cs *connState, cluster, addr string, epoch uint64) (registry.LeaseInfo, error) {
+	l, ok := n.reg.Lease(cluster, addr)
+	if hook := testHookLeaseChecked.Load(); hook != nil {
+		(*hook)()
 	}
-	return nil
+	if !ok {
+		return l, fmt.Errorf("%w: broker %s of cluster %q is not registered: register first", registry.ErrLeaseNotFound, addr, cluster)
+	}
+	if err := authorizeGroup(cs.peer, l.BrokerName); err != nil {
+		return l, err
+	}
+	if l.Epoch != epoch {
+		return l, fmt.Errorf("%w: epoch %d, current %d", registry.ErrStaleEpoch, epoch, l.Epoch)
+	}
+	return l, nil
 }
 
 func (n *Node) updateTopics(cs *connState, u *wire.UpdateTopics) (any, error) {
-	if err := n.authorizeLease(cs, u.Cluster, u.Addr); err != nil {
-		return nil, err
-	}
-	l, err := n.reg.UpdateTopics(registry.TopicUpdate{
+	tu := registry.TopicUpdate{
 		Cluster: u.Cluster, Addr: u.Addr, Epoch: u.Epoch, DataVersion: u.DataVersion,
 		Upsert: u.Upsert, Remove: u.Remove,
-	})
+	}
+	if err := tu.Validate(); err != nil {
+		return nil, err // invalid before unauthorized, as for register
+	}
+	if _, err := n.authorizeLease(cs, u.Cluster, u.Addr, u.Epoch); err != nil {
+		return nil, err
+	}
+	l, err := n.reg.UpdateTopics(tu)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +278,7 @@ func (n *Node) updateTopics(cs *connState, u *wire.UpdateTopics) (any, error) {
 }
 
 func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
-	if err := n.authorizeLease(cs, h.Cluster, h.Addr); err != nil {
+	if _, err := n.authorizeLease(cs, h.Cluster, h.Addr, h.Epoch); err != nil {
 		return nil, err
 	}
 	l, err := n.reg.Heartbeat(h.Cluster, h.Addr, h.Epoch, h.DataVersion)
@@ -263,15 +286,14 @@ func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
 		return nil, err
 	}
 	n.stats.heartbeats.Inc()
+	n.adm.holdSession(cs.adm, h.Cluster, h.Addr)
 	return n.leaseAck(h.Cluster, h.Addr, l), nil
 }
 
 func (n *Node) unregister(cs *connState, u *wire.Unregister) error {
-	l, ok := n.reg.Lease(u.Cluster, u.Addr)
-	if ok {
-		if err := authorizeGroup(cs.peer, l.BrokerName); err != nil {
-			return err
-		}
+	l, err := n.authorizeLease(cs, u.Cluster, u.Addr, u.Epoch)
+	if err != nil {
+		return err
 	}
 	if err := n.reg.Unregister(u.Cluster, u.Addr, u.Epoch); err != nil {
 		return err

@@ -118,6 +118,7 @@ func New(cfg Config) (*Node, error) {
 	})
 	n.stats = newStats(n)
 	n.adm.onRefuse, n.adm.onReplace, n.adm.onFailure = n.connRefused, n.connReplaced, n.handshakeFailed
+	n.adm.leaseLive = func(cluster, addr string) bool { _, ok := n.reg.Lease(cluster, addr); return ok }
 	if err := n.open(); err != nil {
 		n.policies.close()
 		return nil, err
@@ -226,6 +227,8 @@ func (n *Node) listen() error {
 		StatelessResetKey: &sk,
 		TokenGeneratorKey: &tk,
 		ConnContext:       n.adm.admit,
+		// Source-address validation under a handshake flood (admission.go).
+		VerifySourceAddress: n.adm.verifySource,
 	}
 	n.ln, err = n.tr.Listen(n.tlsConf, &quic.Config{
 		MaxIncomingStreams:    int64(n.cfg.MaxStreamsPerConn),

@@ -25,6 +25,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -537,5 +538,74 @@ func TestBrokerCannotHoldALeaseForever(t *testing.T) {
 	}
 	if l, _ := tn.Registry().Lease("c1", reg.Addr); l.Threshold != time.Minute {
 		t.Errorf("threshold %s, want 1m", l.Threshold)
+	}
+}
+
+// TestInvalidTopicUpdateIsBadRequestBeforeAuthorization: an update-topics
+// with an invalid topic name is code 1 whoever sends it, as a registration
+// is: validation comes before authorization, so the answer does not depend
+// on whose lease the address is. Before, a certificate for another group
+// got "not authorized" for the same invalid request.
+func TestInvalidTopicUpdateIsBadRequestBeforeAuthorization(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	owner := tn.dial(pki.RoleBroker, "group-b")
+	ack, err := owner.Register(ctx, registration("c1", "group-b", 0, "10.0.0.1:1", "tb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := tn.dial(pki.RoleBroker, "group-a")
+	bad := &wire.UpdateTopics{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: ack.Lease.Epoch, Remove: []string{"bad topic/name"}}
+	for name, c := range map[string]*client.Conn{"owner": owner, "other group": other} {
+		if _, err := c.UpdateTopics(ctx, bad); !errors.Is(err, wire.ErrBadRequest) {
+			t.Errorf("%s: invalid update-topics: err = %v, want code 1", name, err)
+		}
+	}
+	// A valid one from the other group is still refused.
+	ok := &wire.UpdateTopics{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: ack.Lease.Epoch, Remove: []string{"tb"}}
+	if _, err := other.UpdateTopics(ctx, ok); !errors.Is(err, wire.ErrNotAuthorized) {
+		t.Errorf("update-topics of another group's lease: err = %v, want not authorized", err)
+	}
+	if _, err := tn.Registry().Route("tb"); err != nil {
+		t.Errorf("another group's certificate removed tb: %v", err)
+	}
+}
+
+// TestLeaseRaceCannotActForAnotherGroup: authorization looked the lease up,
+// found none (so nothing to refuse) and then let the registry act on
+// whatever lease the address had by then. Epochs are sequential, so a
+// certificate limited to group A learns the next epoch from its own
+// registrations and can name the epoch of group B's registration that
+// lands in between: its update-topics then wrote into group B. The hook
+// makes that interleaving happen every time. The lookup that authorizes
+// must be the one that acts: an address with no lease, or a lease of
+// another epoch, is refused before the registry is asked.
+func TestLeaseRaceCannotActForAnotherGroup(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	attacker := tn.dial(pki.RoleBroker, "group-a")
+	const addr = "10.0.0.9:10911"
+	own, err := attacker.Register(ctx, registration("c1", "group-a", 0, "10.0.1.1:1", "ta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	hook := func() {
+		once.Do(func() { // group B's broker registers right after the check
+			if _, err := tn.Registry().Register(registry.Registration{Cluster: "c1", BrokerName: "group-b", Addr: addr,
+				DataVersion: wire.DataVersion{Counter: 1}, Topics: []wire.TopicConfig{{Name: "tb", ReadQueues: 1, WriteQueues: 1, Perm: 6}}}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	testHookLeaseChecked.Store(&hook)
+	defer testHookLeaseChecked.Store(nil)
+	evil := []wire.TopicConfig{{Name: "evil", ReadQueues: 1, WriteQueues: 1, Perm: wire.PermRead | wire.PermWrite}}
+	_, err = attacker.UpdateTopics(ctx, &wire.UpdateTopics{Cluster: "c1", Addr: addr, Epoch: own.Lease.Epoch + 1, Upsert: evil})
+	if _, rerr := tn.Registry().Route("evil"); rerr == nil {
+		t.Fatalf("a certificate for group-a wrote topic evil into group-b's lease (update-topics err %v)", err)
+	}
+	if !errors.Is(err, wire.ErrLeaseNotFound) {
+		t.Errorf("update-topics for an address without a lease when checked: %v, want lease not found", err)
 	}
 }

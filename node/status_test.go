@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"image/png"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,5 +172,42 @@ func TestStatusPlacement(t *testing.T) {
 		if got := statusAddr(Config{AdminAddr: tc.admin, StatusAddr: tc.status}); got != tc.want {
 			t.Errorf("admin %q, status %q: page on %q, want %q", tc.admin, tc.status, got, tc.want)
 		}
+	}
+}
+
+// TestStatusRefusesForeignHostNames: a page on loopback is still reachable
+// from a browser on the same machine through DNS rebinding (a hostile site
+// whose name resolves to 127.0.0.1), which would read the whole topology.
+// On a loopback address the page and /status.json answer only requests
+// addressed to an IP literal or localhost; the probes are not affected.
+func TestStatusRefusesForeignHostNames(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.AdminAddr = "127.0.0.1:0" })
+	base := "http://" + tn.StatusAddr().String()
+	_, port, _ := net.SplitHostPort(tn.StatusAddr().String())
+	get := func(path, host string) int {
+		req, err := http.NewRequest("GET", base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/", "/status.json"} {
+		if code := get(path, "rebind.example:"+port); code != http.StatusForbidden {
+			t.Errorf("%s with Host rebind.example: %d, want 403", path, code)
+		}
+		for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "[::1]:" + port} {
+			if code := get(path, host); code != http.StatusOK {
+				t.Errorf("%s with Host %s: %d, want 200", path, host, code)
+			}
+		}
+	}
+	if code := get("/healthz", "rebind.example:"+port); code != http.StatusOK {
+		t.Errorf("/healthz with a foreign Host: %d, want 200 (probes are not affected)", code)
 	}
 }

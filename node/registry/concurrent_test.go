@@ -24,7 +24,15 @@ func TestConcurrentOperations(t *testing.T) {
 			g.HeartbeatTimeout = 5 * time.Second
 			var epoch uint64
 			for i := range rounds {
-				switch rng.IntN(6) {
+				switch rng.IntN(8) {
+				case 6, 7:
+					// Incremental topic changes (tombstones end here) from
+					// masters and prime slaves; others are refused.
+					g.DataVersion.Counter = uint64(i)
+					_, _ = r.UpdateTopics(TopicUpdate{
+						Cluster: g.Cluster, Addr: g.Addr, Epoch: epoch, DataVersion: g.DataVersion,
+						Upsert: topics(fmt.Sprintf("t%d", rng.IntN(20))), Remove: []string{fmt.Sprintf("t%d", rng.IntN(20))},
+					})
 				case 5:
 					// The address moves to the other group of its cluster
 					// (g0..g5 are in c0..c2 by index mod 3).

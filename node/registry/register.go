@@ -185,11 +185,18 @@ type memberChange struct {
 // address the id had before.
 func (r *Registry) placeMember(g *group, reg *Registration, cs *changeSet) memberChange {
 	var mc memberChange
+	lostMaster := false
 	for id, a := range g.addrs {
 		if a == reg.Addr && id != reg.BrokerID {
 			delete(g.addrs, id)
 			mc.any = true
+			lostMaster = lostMaster || id == wire.MasterID
 		}
+	}
+	if lostMaster {
+		// The master re-registered as a slave: the group has no master
+		// now, and nobody can write to it (as when the master leaves).
+		defer r.wipeWrite(g, cs)
 	}
 	oldAddr, had := g.addrs[reg.BrokerID]
 	if had && oldAddr != reg.Addr {
@@ -300,6 +307,11 @@ type TopicUpdate struct {
 	Upsert      []wire.TopicConfig
 	Remove      []string
 }
+
+// Validate reports the first invalid field of a topic update; the error
+// wraps ErrInvalid. UpdateTopics validates too; callers that must check
+// validity before authorizing call it first.
+func (u *TopicUpdate) Validate() error { return validateTopicUpdate(u) }
 
 // UpdateTopics applies an incremental topic change from the master (or the
 // acting master) of a group, and renews its lease.

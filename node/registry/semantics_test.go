@@ -2,8 +2,11 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/edgereg/edgereg/wire"
 )
 
 // TestDeleteTopicSurvivesUnrelatedRegistration: an operator's delete is not
@@ -81,4 +84,85 @@ func TestRequestedTimeoutClamped(t *testing.T) {
 	if _, err := r2.Route("t"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatal(err)
 	}
+}
+
+// TestDemotedMasterLeavesGroupReadOnly: the master's address registers
+// again as a slave of its group (id 1, where another slave was) with an
+// unchanged data version. The group then has no master, and nobody may
+// write to a group without one: its queues must lose write permission, as
+// when the master unregisters or expires. Before, the write permission
+// stayed, and producers were sent to a group with no master.
+func TestDemotedMasterLeavesGroupReadOnly(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	m := reg("c1", "b1", 0, "10.0.0.1:1", "t")
+	mustRegister(t, r, m)
+	mustRegister(t, r, reg("c1", "b1", 1, "10.0.0.2:1", "t"))
+	m.BrokerID = 1 // demoted, at the slave's id; nothing else changed
+	mustRegister(t, r, m)
+	route := mustRoute(t, r, "t")
+	for _, b := range route.Brokers {
+		if _, ok := b.Addrs[0]; ok && b.Addrs[0] != "10.0.0.1:1" {
+			t.Fatalf("route shows a master %s that is not registered", b.Addrs[0])
+		}
+	}
+	r.mu.RLock()
+	g := r.groups["b1"]
+	_, hasMaster := g.addrs[0]
+	r.mu.RUnlock()
+	if !hasMaster {
+		for _, q := range route.Queues {
+			if q.Perm&wire.PermWrite != 0 {
+				t.Errorf("group b1 has no master but queue data %+v is writable", q)
+			}
+		}
+	}
+	checkInvariants(t, r)
+}
+
+// TestTombstonesAreBounded answers "do tombstones leak": thousands of
+// deleted topics leave at most one tombstone each in the group that held
+// them (a delete needs the topic to exist, so deleting again adds none),
+// the broker's first full registration that omits them ends them, and a
+// group that leaves takes its tombstones with it.
+func TestTombstonesAreBounded(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	const n = 3000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("t%d", i)
+	}
+	g := reg("c1", "b1", 0, "10.0.0.1:1", names...)
+	mustRegister(t, r, g)
+	for _, name := range names {
+		if err := r.DeleteTopic(name); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.DeleteTopic(name); err == nil {
+			t.Fatalf("deleting %s twice succeeded", name)
+		}
+	}
+	tombstones := func() int {
+		r.mu.RLock()
+		defer r.mu.RUnlock()
+		if grp := r.groups["b1"]; grp != nil {
+			return len(grp.deleted)
+		}
+		return 0
+	}
+	if got := tombstones(); got != n {
+		t.Fatalf("%d tombstones after deleting %d topics, want %d", got, n, n)
+	}
+	g.Topics = topics(names[:10]...) // the broker dropped all but ten
+	g.DataVersion.Counter++
+	res := mustRegister(t, r, g)
+	if got := tombstones(); got != 10 {
+		t.Fatalf("%d tombstones after a registration naming ten of them, want 10", got)
+	}
+	if err := r.Unregister("c1", g.Addr, res.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	if got := tombstones(); got != 0 || len(r.Topics()) != 0 {
+		t.Fatalf("after the group left: %d tombstones, topics %v", got, r.Topics())
+	}
+	checkInvariants(t, r)
 }

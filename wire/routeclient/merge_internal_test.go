@@ -1,6 +1,8 @@
 package routeclient
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -142,5 +144,87 @@ func TestAbsorbLate(t *testing.T) {
 		case !replaced && (e.version != fullV || len(e.route.Queues) != 3):
 			t.Errorf("after the late answer the cache holds %v (version %x), want a, b, c (%x)", names(e.route), e.version, fullV)
 		}
+	}
+}
+
+// TestMergeIgnoresAnswersForOtherTopics: a node that answers garbage, here
+// results naming other topics than asked (or out of order), must not have
+// them merged as the asked topics' routes. Before, the merge trusted the
+// position alone and served topic x's route as topic t's.
+func TestMergeIgnoresAnswersForOtherTopics(t *testing.T) {
+	xRoute, xV := testRoute("x")
+	body, err := wire.Marshal(xRoute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := []heldRoute{{tv: wire.TopicVersion{Topic: "t"}}}
+	bad := reply{order: 0, idx: []int{0}, at: time.Now(), rs: wire.Routes{Results: []wire.RouteResult{
+		{Topic: "x", Status: wire.StatusOK, Version: xV, Route: body},
+	}}}
+	notFound := reply{order: 1, idx: []int{0}, at: time.Now(), rs: wire.Routes{Results: []wire.RouteResult{
+		{Topic: "t", Status: wire.StatusNotFound},
+	}}}
+	ms := mergeReplies(held, []reply{bad, notFound})
+	if ms[0].status != wire.StatusNotFound {
+		t.Errorf("t answered with x's route by one node and not-found by another: %+v, want not-found", ms[0])
+	}
+	ms = mergeReplies(held, []reply{bad})
+	if ms[0].status == wire.StatusOK || ms[0].status == wire.StatusNotModified {
+		t.Errorf("t answered only with x's route: %+v, want no route", ms[0])
+	}
+}
+
+func routeEventFrame(t *testing.T, topic string, r *wire.Route, v uint64, fs ...wire.GroupFreshness) *wire.Frame {
+	t.Helper()
+	body, err := wire.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := wire.RouteEvent{Result: wire.RouteResult{Topic: topic, Status: wire.StatusOK, Version: v, Route: body}, Groups: fs}
+	b, err := wire.Marshal(&ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &wire.Frame{Type: wire.TypeRouteEvent, Body: b}
+}
+
+// TestWatchLosesNoFinalVersionWhenAStreamBreaks: broker group c dies. Node
+// 0 expires it and pushes the final route (a, b); node 1 still held c live
+// when its stream broke, before it could push. A stream that broke is no
+// witness for ever: once c's lease would have run out on node 1 too (its
+// last age plus time to deadline), the merged route drops c and the
+// subscribers get the final version even if node 1 never comes back.
+// Before, the broken slot's view was dropped without a merge, and the
+// merged route kept the dead group until that slot reconnected.
+func TestWatchLosesNoFinalVersionWhenAStreamBreaks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &Client{ctx: ctx, cancel: cancel, log: slog.New(slog.DiscardHandler), cache: make(map[string]*entry), cfg: Config{Fanout: 2}}
+	h := newWatchHub(c)
+	wt := &watchedTopic{fresh: make([]bool, 2), views: make([]slotView, 2), subs: make(map[*subscription]struct{})}
+	h.topics["t"] = wt
+	full, fullV := testRoute("a", "b", "c")
+	part, partV := testRoute("a", "b")
+	live := func(g string, deadlineIn int64) wire.GroupFreshness {
+		return wire.GroupFreshness{BrokerName: g, AgeMs: 10, DeadlineInMs: deadlineIn}
+	}
+	h.apply(0, routeEventFrame(t, "t", full, fullV, live("a", 60_000), live("b", 60_000), live("c", 300)))
+	h.apply(1, routeEventFrame(t, "t", full, fullV, live("a", 60_000), live("b", 60_000), live("c", 300)))
+	h.apply(0, routeEventFrame(t, "t", part, partV, live("a", 60_000), live("b", 60_000)))
+	version := func() uint64 {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return wt.version
+	}
+	if v := version(); v != fullV {
+		t.Fatalf("node 1 still holds c live: merged version %x, want the full route's %x", v, fullV)
+	}
+	h.forget(1) // node 1's stream breaks for good
+	deadline := time.Now().Add(10 * time.Second)
+	for version() != partV && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if v := version(); v != partV {
+		t.Fatalf("merged version %x after node 1's stream broke and c's lease ran out there, want the final route's %x", v, partV)
 	}
 }

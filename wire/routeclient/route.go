@@ -309,7 +309,7 @@ func allRouted(held []heldRoute, got []reply) bool {
 	routed := make([]bool, len(held))
 	for _, r := range got {
 		for j, i := range r.idx {
-			if s := r.rs.Results[j].Status; s == wire.StatusOK || s == wire.StatusNotModified {
+			if s := r.rs.Results[j].Status; r.rs.Results[j].Topic == held[i].tv.Topic && (s == wire.StatusOK || s == wire.StatusNotModified) {
 				routed[i] = true
 			}
 		}
@@ -325,7 +325,7 @@ func unsettled(held []heldRoute, got []reply) []int {
 			continue
 		}
 		for j, i := range r.idx {
-			if r.rs.Results[j].Status != wire.StatusWarmingUp {
+			if r.rs.Results[j].Status != wire.StatusWarmingUp && r.rs.Results[j].Topic == held[i].tv.Topic {
 				settled[i] = true
 			}
 		}
@@ -347,6 +347,9 @@ func mergeReplies(held []heldRoute, got []reply) []merged {
 		ready := !r.rs.Node.WarmingUp
 		for j, i := range r.idx {
 			res := &r.rs.Results[j]
+			if res.Topic != held[i].tv.Topic {
+				continue // garbage: an answer for another topic says nothing of this one
+			}
 			a := &answers[i]
 			switch res.Status {
 			case wire.StatusOK:

@@ -188,6 +188,8 @@ type watchHub struct {
 	mu     sync.Mutex
 	topics map[string]*watchedTopic
 	inUse  map[*node]int // node -> the slot whose stream is on it
+	// remergeAt is when the next scheduled remerge runs (zero: none).
+	remergeAt time.Time
 }
 
 type watchedTopic struct {
@@ -207,6 +209,65 @@ type slotView struct {
 	fresh   map[string]wire.GroupFreshness
 	at      time.Time
 	ready   bool
+	// lostAt is set once the slot's stream broke: the view then still
+	// vouches for each of its groups, but only until that group's lease
+	// would have run out on that node (see forget); after that it says
+	// nothing of the group.
+	lostAt time.Time
+}
+
+// lostDeadline is when a broken stream's view stops vouching for group g:
+// its age plus time to deadline as last pushed (its threshold), counted
+// from the break, as heartbeats renewed it silently while the stream
+// lived. A group without freshness (an older node) ends at the break.
+func (v *slotView) lostDeadline(g string) time.Time {
+	f, ok := v.fresh[g]
+	if !ok || f.DeadlineInMs <= 0 {
+		return v.lostAt
+	}
+	return v.lostAt.Add(time.Duration(f.AgeMs+f.DeadlineInMs) * time.Millisecond)
+}
+
+// witness returns the view as it counts at now: a broken stream's route
+// keeps only the groups it still vouches for (nothing once none is left).
+func (v *slotView) witness(now time.Time) (slotView, bool) {
+	if !v.known || v.lostAt.IsZero() {
+		return *v, v.known
+	}
+	w := *v
+	w.route = wire.Route{}
+	for i, q := range v.route.Queues {
+		if i < len(v.route.Brokers) && now.Before(v.lostDeadline(q.BrokerName)) {
+			w.route.Queues = append(w.route.Queues, q)
+			w.route.Brokers = append(w.route.Brokers, v.route.Brokers[i])
+		}
+	}
+	if len(w.route.Queues) == 0 {
+		return slotView{}, false
+	}
+	if len(w.route.Queues) != len(v.route.Queues) {
+		body, err := wire.Marshal(&w.route)
+		if err != nil {
+			return slotView{}, false
+		}
+		w.version = wire.RouteVersion(body)
+	}
+	return w, true
+}
+
+// nextLostDeadline is the earliest time after now at which a broken
+// stream's view stops vouching for a group; zero when there is none.
+func (v *slotView) nextLostDeadline(now time.Time) time.Time {
+	var next time.Time
+	if !v.known || v.lostAt.IsZero() {
+		return next
+	}
+	for _, q := range v.route.Queues {
+		if d := v.lostDeadline(q.BrokerName); d.After(now) && (next.IsZero() || d.Before(next)) {
+			next = d
+		}
+	}
+	return next
 }
 
 func newWatchHub(c *Client) *watchHub {
@@ -575,14 +636,75 @@ func (h *watchHub) sync(slot int, st *stream, sent map[string]bool) error {
 	return nil
 }
 
-// forget drops what slot's node said: a node the client no longer hears
-// from is no witness. The next stream of the slot starts afresh.
+// forget ends what slot's node said when its stream breaks. Its route
+// stays a witness for each group only while that group could still hold a
+// lease on that node (slotView.lostDeadline): a group hidden from the
+// other node by a partition is not dropped at once, and a group that
+// really died is dropped within one threshold even if the slot never
+// reconnects; a re-merge runs at each such deadline, so subscribers get
+// the final route without waiting for a push. Its not-found answers end
+// now. The next stream of the slot starts afresh (sync).
 func (h *watchHub) forget(slot int) {
+	now := time.Now()
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	for _, wt := range h.topics {
-		wt.views[slot] = slotView{}
+		v := &wt.views[slot]
+		switch {
+		case v.gone:
+			*v = slotView{}
+		case v.known && v.lostAt.IsZero():
+			v.lostAt = now
+		}
 	}
+	h.mu.Unlock()
+	h.remerge()
+}
+
+// remerge merges every topic's views again, delivers what changed, and
+// schedules itself for the next time a broken stream's view runs out. It
+// does nothing once the client closed.
+func (h *watchHub) remerge() {
+	c := h.c
+	if c.ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	var out []Update
+	var next time.Time
+	h.mu.Lock()
+	for t, wt := range h.topics {
+		if u, ok := h.deliverLocked(t, wt); ok {
+			out = append(out, u)
+		}
+		for i := range wt.views {
+			if d := wt.views[i].nextLostDeadline(now); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+				next = d
+			}
+		}
+	}
+	if !next.IsZero() && (h.remergeAt.IsZero() || next.Before(h.remergeAt) || !h.remergeAt.After(now)) {
+		h.remergeAt = next
+		time.AfterFunc(time.Until(next)+time.Millisecond, h.remerge)
+	}
+	h.mu.Unlock()
+	for i := range out {
+		c.cacheEvent(&out[i])
+	}
+}
+
+// deliverLocked merges a topic's views and pushes the merged state to its
+// subscriptions when it changed; with h.mu held. The caller records the
+// update in the route cache after unlocking (lock order).
+func (h *watchHub) deliverLocked(topic string, wt *watchedTopic) (Update, bool) {
+	u, ok := wt.merged(topic, time.Now())
+	if !ok || (wt.last != nil && wt.last.Gone == u.Gone && wt.last.Version == u.Version) {
+		return Update{}, false // nothing new
+	}
+	wt.version, wt.last = u.Version, &u
+	for s := range wt.subs {
+		s.push(u)
+	}
+	return u, true
 }
 
 // refresh marks topics to be subscribed again on slot's next stream.
@@ -632,24 +754,22 @@ func (h *watchHub) apply(slot int, f *wire.Frame) {
 		return // no longer watched
 	}
 	wt.views[slot] = v
-	u, ok := wt.merged(res.Topic)
-	if !ok || (wt.last != nil && wt.last.Gone == u.Gone && wt.last.Version == u.Version) {
-		h.mu.Unlock()
-		return // nothing new
-	}
-	wt.version, wt.last = u.Version, &u
-	for s := range wt.subs {
-		s.push(u)
-	}
+	u, ok := h.deliverLocked(res.Topic, wt)
 	h.mu.Unlock()
-	c.cacheEvent(&u)
+	if ok {
+		c.cacheEvent(&u)
+	}
 }
 
-// merged is the topic's state by the merge rule over the slots' views.
-func (wt *watchedTopic) merged(topic string) (Update, bool) {
+// merged is the topic's state at now by the merge rule over the slots'
+// views.
+func (wt *watchedTopic) merged(topic string, now time.Time) (Update, bool) {
 	var a topicAnswers
 	for i := range wt.views {
-		v := &wt.views[i]
+		v, ok := wt.views[i].witness(now)
+		if !ok {
+			continue
+		}
 		switch {
 		case !v.known:
 		case v.gone && v.ready:
