@@ -180,12 +180,12 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 }
 
 // runWatch prints every change of the watched topics until interrupted.
-func runWatch(cmd *cobra.Command, g *globals, src nodes.Source, topics []string, attrs wire.ClientAttrs) error {
+func runWatch(cmd *cobra.Command, g *globals, src nodes.Source, topics []string, attrs wire.ClientAttrs, fanout int) error {
 	conf, err := g.clientTLS()
 	if err != nil {
 		return err
 	}
-	rc, err := routeclient.New(routeclient.Config{Nodes: src, TLS: conf, Attrs: attrs,
+	rc, err := routeclient.New(routeclient.Config{Nodes: src, TLS: conf, Attrs: attrs, Fanout: fanout,
 		Logger: discardLogger()})
 	if err != nil {
 		return usageError{err}

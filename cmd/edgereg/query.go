@@ -66,19 +66,14 @@ failing over between nodes, until interrupted.`,
 			if err != nil {
 				return err
 			}
+			if fanout < 1 {
+				return usageError{fmt.Errorf("--fanout %d: ask at least 1 node", fanout)}
+			}
 			if watch {
-				if cmd.Flags().Changed("fanout") {
-					// runWatch (brokercmd.go) watches through the route
-					// client's default fanout.
-					return usageError{fmt.Errorf("--fanout goes without --watch: a watch merges %d nodes", routeclient.DefaultFanout)}
-				}
-				return runWatch(cmd, g, s, topics, attrs)
+				return runWatch(cmd, g, s, topics, attrs, fanout)
 			}
 			if wait < 0 {
 				return usageError{fmt.Errorf("--wait %s: give zero or a positive duration", wait)}
-			}
-			if fanout < 1 {
-				return usageError{fmt.Errorf("--fanout %d: ask at least 1 node", fanout)}
 			}
 			return runRoute(cmd, g, s, topics, attrs, wait, fanout)
 		},

@@ -49,10 +49,9 @@ func TestRouteMergesNodes(t *testing.T) {
 	if _, stderr, code := run(t, env, "--nodes", other.Addr(), "route", "orders", "--wait", "0"); code != exitRefused {
 		t.Errorf("route on a node of another CA: exit %d, want %d: %s", code, exitRefused, stderr)
 	}
-	// A watch merges the route client's default; --fanout with it is
-	// refused rather than ignored.
-	if _, _, code := run(t, env, "route", "orders", "--watch", "--fanout", "3"); code != exitUsage {
-		t.Errorf("route --watch --fanout 3: exit %d, want %d", code, exitUsage)
+	// A watch takes --fanout too, checked the same way.
+	if _, _, code := run(t, env, "route", "orders", "--watch", "--fanout", "0"); code != exitUsage {
+		t.Errorf("route --watch --fanout 0: exit %d, want %d", code, exitUsage)
 	}
 	if _, _, code := run(t, env, "route", "orders", "--fanout", "0"); code != exitUsage {
 		t.Errorf("route --fanout 0: exit %d, want %d", code, exitUsage)
