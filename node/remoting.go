@@ -147,10 +147,14 @@ func (n *Node) shutdownRemoting(ctx context.Context) {
 		return
 	}
 	n.remoting.stopping.Store(true)
-	n.remoting.ln.Close() // in case Serve never ran; Shutdown closes it otherwise
+	// Shutdown marks the server closing before it closes the listener, so
+	// Serve's Accept failing then is a normal stop, not an error; closing
+	// the listener first made Serve return "use of closed network
+	// connection" and the node log it at ERROR on every stop.
 	if err := n.remoting.srv.Shutdown(ctx); err != nil {
 		n.log.Warn("remoting listener shutdown", "err", err)
 	}
+	n.remoting.ln.Close() // in case Serve never ran; Shutdown closed it otherwise
 }
 
 // closeRemoting releases the listener of a node that never served.
