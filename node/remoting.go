@@ -194,6 +194,11 @@ func (rl *remotingListener) registerMetrics() {
 			Help: "Remoting connections closed at once for a connection limit."}, func() float64 { return float64(st().Rejected) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_bad_frames_total",
 			Help: "Remoting connections closed for a frame that did not decode or was too large."}, func() float64 { return float64(st().BadFrames) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edgereg_remoting_buffered_bytes",
+			Help: "Request bytes remoting connections hold now (frames arriving or waiting for a handler), bounded in all by the listener's budget."},
+			func() float64 { return float64(st().BufferedBytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_budget_waits_total",
+			Help: "Remoting frames that waited because the listener's request memory budget was spent."}, func() float64 { return float64(st().BudgetWaits) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_panics_total",
 			Help: "Remoting requests whose handler panicked."}, func() float64 { return float64(st().Panics) }),
 	)

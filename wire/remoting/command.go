@@ -92,34 +92,62 @@ func NewHeaderResponse(req *Command, code int16, remark string, ext map[string]s
 // with the length the peer declared. At a clean end of stream before a frame
 // starts it returns io.EOF; inside a frame io.ErrUnexpectedEOF.
 func ReadCommand(r io.Reader, maxFrame int) (*Command, error) {
-	if maxFrame <= 0 {
-		maxFrame = DefaultMaxFrame
-	}
-	var prefix [4]byte
-	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+	length, err := readFrameLength(r, maxFrame)
+	if err != nil {
 		return nil, err
 	}
-	length := int64(binary.BigEndian.Uint32(prefix[:]))
-	if length > math.MaxInt32 || length+4 > int64(maxFrame) {
-		return nil, fmt.Errorf("%w: %d bytes declared, cap %d", ErrFrameTooLarge, length+4, maxFrame)
-	}
-	if length < 4 {
-		return nil, fmt.Errorf("%w: frame length %d is shorter than its header length field", ErrMalformed, length)
-	}
-	frame, err := readGrowing(r, int(length))
+	frame, err := readGrowing(r, length)
 	if err != nil {
 		return nil, err
 	}
 	return decodeFrame(frame)
 }
 
+// readFrameLength reads a frame's length prefix and checks it against the
+// cap: what follows the prefix is that many bytes.
+func readFrameLength(r io.Reader, maxFrame int) (int, error) {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrame
+	}
+	var prefix [4]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return 0, err
+	}
+	length := int64(binary.BigEndian.Uint32(prefix[:]))
+	if length > math.MaxInt32 || length+4 > int64(maxFrame) {
+		return 0, fmt.Errorf("%w: %d bytes declared, cap %d", ErrFrameTooLarge, length+4, maxFrame)
+	}
+	if length < 4 {
+		return 0, fmt.Errorf("%w: frame length %d is shorter than its header length field", ErrMalformed, length)
+	}
+	return int(length), nil
+}
+
 // readGrowing reads exactly n bytes, growing its buffer as bytes arrive.
-func readGrowing(r io.Reader, n int) ([]byte, error) {
+func readGrowing(r io.Reader, n int) ([]byte, error) { return readReserving(r, n, nil) }
+
+// readReserving is readGrowing that calls reserve with the bytes of each
+// buffer growth before it allocates them (a Server's memory budget); an
+// error from reserve ends the read. The buffer only grows once the bytes
+// before it have arrived, so what is reserved follows what was received.
+func readReserving(r io.Reader, n int, reserve func(int) error) ([]byte, error) {
 	const initial = 4 << 10
-	buf := make([]byte, 0, min(n, initial))
+	first := min(n, initial)
+	if reserve != nil {
+		if err := reserve(first); err != nil {
+			return nil, err
+		}
+	}
+	buf := make([]byte, 0, first)
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, min(n, 2*cap(buf))-len(buf))
+			grow := min(n, 2*cap(buf)) - len(buf)
+			if reserve != nil {
+				if err := reserve(grow); err != nil {
+					return nil, err
+				}
+			}
+			buf = slices.Grow(buf, grow)
 		}
 		m, err := r.Read(buf[len(buf):min(n, cap(buf))])
 		buf = buf[:len(buf)+m]

@@ -62,6 +62,15 @@ type Limits struct {
 	// MaxInFlightPerConn bounds the requests of one connection in handlers
 	// at once (default 16), so one pipelining peer cannot take every worker.
 	MaxInFlightPerConn int
+	// MaxBufferedBytes bounds the request bytes held across all
+	// connections at once: frames being received and frames read but not
+	// yet handled (default 128 MiB, at least MaxFrame). Per-connection
+	// limits alone let 1024 connections hold a 16 MiB frame each. Bytes
+	// are counted as they arrive, never by a peer's declared length; when
+	// the budget is spent, connections stop being read until handlers
+	// finish (back-pressure through TCP), and a frame that cannot get its
+	// bytes within FrameTimeout closes its connection.
+	MaxBufferedBytes int64
 }
 
 // Default limits.
@@ -73,6 +82,7 @@ const (
 	DefaultWriteTimeout       = 10 * time.Second
 	DefaultWorkers            = 64
 	DefaultMaxInFlightPerConn = 16
+	DefaultMaxBufferedBytes   = 128 << 20
 )
 
 func (l Limits) withDefaults() Limits {
@@ -91,6 +101,12 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxFrame, DefaultMaxFrame)
 	def(&l.Workers, DefaultWorkers)
 	def(&l.MaxInFlightPerConn, DefaultMaxInFlightPerConn)
+	if l.MaxBufferedBytes <= 0 {
+		l.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	// One frame of the largest size must always fit, or it would wait
+	// forever.
+	l.MaxBufferedBytes = max(l.MaxBufferedBytes, int64(l.MaxFrame))
 	defDur(&l.IdleTimeout, DefaultIdleTimeout)
 	defDur(&l.FrameTimeout, DefaultFrameTimeout)
 	defDur(&l.WriteTimeout, DefaultWriteTimeout)
@@ -112,6 +128,7 @@ type Server struct {
 	once      sync.Once
 	lim       Limits
 	workers   chan struct{}
+	budget    *byteBudget
 	closing   atomic.Bool
 	nextID    atomic.Uint64
 	stats     serverCounters
@@ -123,7 +140,7 @@ type Server struct {
 }
 
 type serverCounters struct {
-	accepted, rejected, badFrames, requests, panics atomic.Uint64
+	accepted, rejected, badFrames, requests, panics, budgetWaits atomic.Uint64
 }
 
 // ServerStats counts what a Server has seen since it started.
@@ -134,6 +151,10 @@ type ServerStats struct {
 	BadFrames uint64 // connections closed for a frame that did not decode or was too large
 	Requests  uint64 // requests handed to the Handler
 	Panics    uint64 // requests whose handler panicked
+	// BufferedBytes is the request bytes held now (Limits.MaxBufferedBytes).
+	BufferedBytes int64
+	// BudgetWaits counts frames that had to wait for MaxBufferedBytes.
+	BudgetWaits uint64
 }
 
 // Stats returns the server's counters.
@@ -142,13 +163,15 @@ func (s *Server) Stats() ServerStats {
 	n := len(s.conns)
 	s.mu.Unlock()
 	return ServerStats{Conns: n, Accepted: s.stats.accepted.Load(), Rejected: s.stats.rejected.Load(),
-		BadFrames: s.stats.badFrames.Load(), Requests: s.stats.requests.Load(), Panics: s.stats.panics.Load()}
+		BadFrames: s.stats.badFrames.Load(), Requests: s.stats.requests.Load(), Panics: s.stats.panics.Load(),
+		BufferedBytes: s.budget.inUse(), BudgetWaits: s.stats.budgetWaits.Load()}
 }
 
 func (s *Server) init() {
 	s.once.Do(func() {
 		s.lim = s.Limits.withDefaults()
 		s.workers = make(chan struct{}, s.lim.Workers)
+		s.budget = newByteBudget(s.lim.MaxBufferedBytes)
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*conn]struct{}{}
 		s.perHost = map[string]int{}
@@ -215,7 +238,8 @@ func (s *Server) accept(nc net.Conn) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{srv: s, nc: nc, host: host, cancel: cancel,
+	readCtx, stopRead := context.WithCancel(ctx)
+	c := &conn{srv: s, nc: nc, host: host, cancel: cancel, readCtx: readCtx, stopRead: stopRead,
 		inflight: make(chan struct{}, s.lim.MaxInFlightPerConn),
 		info:     &ConnInfo{ID: s.nextID.Add(1), Remote: nc.RemoteAddr(), nc: nc}}
 	c.ctx = context.WithValue(ctx, connKey{}, c.info)
@@ -334,6 +358,11 @@ type conn struct {
 	inflight chan struct{}
 	handlers sync.WaitGroup
 
+	// readCtx ends when the connection stops reading; a frame waiting for
+	// the server's byte budget gives up then.
+	readCtx  context.Context
+	stopRead context.CancelFunc
+
 	readMu   sync.Mutex // guards stopping and the read deadline
 	stopping bool
 	writeMu  sync.Mutex // one response at a time
@@ -345,6 +374,7 @@ func (c *conn) stopReading() {
 	c.stopping = true
 	c.nc.SetReadDeadline(time.Unix(1, 0))
 	c.readMu.Unlock()
+	c.stopRead()
 }
 
 // setReadDeadline sets the deadline unless the connection is stopping.
@@ -374,40 +404,84 @@ func (c *conn) serve() {
 		if !c.setReadDeadline(s.lim.FrameTimeout) {
 			return
 		}
-		req, err := ReadCommand(br, s.lim.MaxFrame)
+		req, held, err := c.readFrame(br)
 		if err != nil {
-			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed) {
+			switch {
+			case errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed):
 				s.stats.badFrames.Add(1)
 				s.Logger.Info("remoting connection closed for a bad frame", "peer", c.nc.RemoteAddr(), "err", err)
+			case errors.Is(err, errBudget) && c.readCtx.Err() == nil:
+				s.Logger.Warn("remoting connection closed: the server's request memory stayed spent",
+					"peer", c.nc.RemoteAddr(), "err", err, "budget", s.lim.MaxBufferedBytes)
 			}
 			return
 		}
 		if req.IsResponse() {
+			s.budget.release(held)
 			continue // a server sends no requests, so no response is expected
 		}
 		select {
 		case c.inflight <- struct{}{}:
 		case <-c.ctx.Done():
+			s.budget.release(held)
 			return
 		}
 		select {
 		case s.workers <- struct{}{}:
 		case <-c.ctx.Done():
 			<-c.inflight
+			s.budget.release(held)
 			return
 		}
 		c.handlers.Add(1)
 		s.stats.requests.Add(1)
-		go c.handle(req)
+		go c.handle(req, held)
 	}
 }
 
-func (c *conn) handle(req *Command) {
+// errBudget is returned by readFrame when a frame could not get its bytes
+// from the server's budget before its frame timeout.
+var errBudget = errors.New("request memory budget spent")
+
+// readFrame reads one frame, taking its bytes from the server's budget as
+// they arrive (never by the declared length) and returning how many it
+// holds: the caller releases them once the request is handled. When the
+// budget is spent the read waits, unread bytes pile up in TCP and the peer
+// slows down; a wait that outlasts the frame timeout closes the connection.
+func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
+	s := c.srv
+	length, err := readFrameLength(br, s.lim.MaxFrame)
+	if err != nil {
+		return nil, 0, err
+	}
+	ctx, cancel := context.WithTimeout(c.readCtx, s.lim.FrameTimeout)
+	defer cancel()
+	var held int64
+	frame, err := readReserving(br, length, func(n int) error {
+		if err := s.budget.acquire(ctx, int64(n), &s.stats.budgetWaits); err != nil {
+			return fmt.Errorf("%w: waited for %d bytes: %v", errBudget, n, err)
+		}
+		held += int64(n)
+		return nil
+	})
+	if err == nil {
+		var req *Command
+		if req, err = decodeFrame(frame); err == nil {
+			return req, held, nil
+		}
+	}
+	s.budget.release(held)
+	return nil, 0, err
+}
+
+func (c *conn) handle(req *Command, held int64) {
 	defer func() {
 		<-c.inflight
 		c.handlers.Done()
 	}()
 	resp := c.call(req)
+	// The request's bytes are the handler's until it returns.
+	c.srv.budget.release(held)
 	// The worker is free once the handler is done: a peer that does not
 	// read its responses holds only its own in-flight slots while the write
 	// waits, never the workers other connections need.
@@ -464,4 +538,60 @@ func (c *conn) close() {
 	}
 	s.mu.Unlock()
 	s.connWG.Done()
+}
+
+// byteBudget is a counting semaphore of bytes: what a Server's connections
+// may hold of request frames at once (Limits.MaxBufferedBytes).
+type byteBudget struct {
+	mu    sync.Mutex
+	used  int64
+	limit int64
+	wake  chan struct{} // closed, and replaced, whenever bytes are released
+}
+
+func newByteBudget(limit int64) *byteBudget {
+	return &byteBudget{limit: limit, wake: make(chan struct{})}
+}
+
+// acquire takes n bytes, waiting until they are free or ctx ends; waits
+// counts the calls that had to wait.
+func (b *byteBudget) acquire(ctx context.Context, n int64, waits *atomic.Uint64) error {
+	for waited := false; ; waited = true {
+		b.mu.Lock()
+		if b.used+n <= b.limit {
+			b.used += n
+			b.mu.Unlock()
+			return nil
+		}
+		wake := b.wake
+		b.mu.Unlock()
+		if !waited {
+			waits.Add(1)
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *byteBudget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	close(b.wake)
+	b.wake = make(chan struct{})
+	b.mu.Unlock()
+}
+
+func (b *byteBudget) inUse() int64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
 }

@@ -3,9 +3,11 @@ package remoting
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -351,4 +353,86 @@ func TestServerSlowReaderHoldsNoWorker(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	slow.nc.Close()
+}
+
+// TestServerBufferedBytesBudget: request bytes held across all connections
+// stay within MaxBufferedBytes. With a budget of two 512 KiB frames and
+// handlers that block, eight connections sending one such frame each get
+// exactly two into handlers; the rest wait unread until those finish, and
+// then every one is answered.
+func TestServerBufferedBytesBudget(t *testing.T) {
+	const frameBody = 512 << 10
+	release := make(chan struct{})
+	var entered atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, _ net.Addr, req *Command) *Command {
+		entered.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return NewResponse(req, Success, "")
+	})
+	budget := int64(2 * (frameBody + 64<<10))
+	s, addr := startServer(t, h, Limits{MaxFrame: 1 << 20, MaxBufferedBytes: budget})
+	const conns = 8
+	clients := make([]*client, conns)
+	var wg sync.WaitGroup
+	for i := range clients {
+		clients[i] = dial(t, addr)
+		wg.Go(func() {
+			// The write blocks once the server stops reading; that is the point.
+			NewRequest(105, int32(i), nil, make([]byte, frameBody)).WriteTo(clients[i].nc)
+		})
+	}
+	waitFor(t, func() bool { return entered.Load() >= 2 })
+	// Give the other six every chance to slip past the budget.
+	for i := 0; i < 50 || s.Stats().BudgetWaits == 0; i++ {
+		if i > 5000 {
+			t.Fatal("no frame waited for the budget")
+		}
+		if n := entered.Load(); n > 2 {
+			t.Fatalf("%d handlers hold a 512 KiB frame each; the budget allows 2", n)
+		}
+		if b := s.Stats().BufferedBytes; b > budget {
+			t.Fatalf("%d bytes buffered, budget %d", b, budget)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	close(release)
+	for i, c := range clients {
+		if r := c.recv(); r.Opaque != int32(i) || r.Code != Success {
+			t.Fatalf("answer %d: %+v", i, r)
+		}
+	}
+	wg.Wait()
+	waitFor(t, func() bool { return s.Stats().BufferedBytes == 0 })
+}
+
+// TestServerHeaderOnlyConnsHoldLittle: connections that declare a 16 MiB
+// frame and send only its first bytes hold memory for what they sent, not
+// for what they declared, and their bytes count against the budget.
+func TestServerHeaderOnlyConnsHoldLittle(t *testing.T) {
+	const conns = 200
+	s, addr := startServer(t, echo(nil), Limits{MaxConnsPerHost: conns, FrameTimeout: time.Minute})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	frame := binary.BigEndian.AppendUint32(nil, DefaultMaxFrame-4) // the largest frame allowed
+	frame = binary.BigEndian.AppendUint32(frame, 1000)             // a JSON header of 1000 bytes…
+	frame = append(frame, `{"code":105`...)                        // …that never arrives
+	for range conns {
+		c := dial(t, addr)
+		if _, err := c.nc.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return s.Stats().Conns == conns && s.Stats().BufferedBytes == conns*4<<10 })
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perConn := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / conns
+	t.Logf("heap growth per connection holding a declared 16 MiB frame: %d bytes; buffered %d bytes in all",
+		perConn, s.Stats().BufferedBytes)
+	if perConn > 64<<10 {
+		t.Fatalf("each connection holds %d bytes of heap for a frame it did not send", perConn)
+	}
 }
