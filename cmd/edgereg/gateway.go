@@ -69,7 +69,7 @@ leases run on, and they register with the next gateway at their next period).`,
 	f.DurationVar(&gf.cfg.HeartbeatInterval, "heartbeat-interval", 30*time.Second, "how often the brokers' leases are renewed on every node")
 	f.DurationVar(&gf.cfg.RequestTimeout, "request-timeout", gateway.DefaultRequestTimeout, "timeout of one request to one node")
 	f.IntVar(&gf.cfg.MaxTopics, "max-topics", gateway.DefaultMaxTopics, "topics whose routes are cached and watched")
-	f.IntVar(&gf.cfg.MaxBrokers, "max-brokers", gateway.DefaultMaxBrokers, "brokers the gateway registers (each holds a QUIC connection to every node: raise the nodes' --max-conns-per-host with it)")
+	f.IntVar(&gf.cfg.MaxBrokers, "max-brokers", gateway.DefaultMaxBrokers, "brokers the gateway registers (each holds a QUIC connection to every node: keep it under the nodes' --max-broker-conns-per-host, 1024 by default, less 2)")
 	f.IntVar(&gf.limits.MaxConns, "max-conns", remoting.DefaultMaxConns, "remoting connections in total")
 	f.IntVar(&gf.limits.MaxConnsPerHost, "max-conns-per-host", remoting.DefaultMaxConnsPerHost, "remoting connections per source IP")
 	f.IntVar(&gf.limits.Workers, "workers", remoting.DefaultWorkers, "remoting requests handled at once")

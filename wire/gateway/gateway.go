@@ -62,7 +62,7 @@ const (
 	DefaultBrokerTimeout   = 120 * time.Second
 	DefaultIdleTopic       = 10 * time.Minute
 	DefaultMaxTopics       = 10_000
-	DefaultMaxBrokers      = 60
+	DefaultMaxBrokers      = 1000
 )
 
 // ErrInvalidConfig is wrapped by New's errors for a bad Config.
@@ -129,10 +129,15 @@ type Config struct {
 	// share one stream).
 	MaxTopics int
 	// MaxBrokers caps the brokers the gateway registers. Each broker's
-	// registrar holds one QUIC connection to every node, and a node accepts
-	// 64 connections per source address by default (--max-conns-per-host):
-	// default 60, which leaves room for the gateway's own connections.
-	// Raise both together.
+	// registrar holds one QUIC connection to every node with the gateway's
+	// broker certificate. A node admits broker and operator connections
+	// from one source address by a budget of their own (default 1024,
+	// --max-broker-conns-per-host), apart from readers' 64
+	// (--max-conns-per-host), and the gateway's own route and read
+	// connections take two of it per node: default 1000. Past the node's
+	// budget, connections of one certificate replace each other, so keep
+	// MaxBrokers plus two plus any other broker agents behind the same
+	// address under it.
 	MaxBrokers int
 	// Backoff schedules reconnects. Default 200 ms to 30 s with jitter.
 	Backoff nodes.Backoff
