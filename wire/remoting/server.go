@@ -140,7 +140,7 @@ type Server struct {
 }
 
 type serverCounters struct {
-	accepted, rejected, badFrames, requests, panics, budgetWaits atomic.Uint64
+	accepted, rejected, badFrames, requests, panics, budgetWaits, writeFailures atomic.Uint64
 }
 
 // ServerStats counts what a Server has seen since it started.
@@ -155,6 +155,9 @@ type ServerStats struct {
 	BufferedBytes int64
 	// BudgetWaits counts frames that had to wait for MaxBufferedBytes.
 	BudgetWaits uint64
+	// WriteFailures counts connections closed because a response could not
+	// be written within WriteTimeout (a peer that does not read).
+	WriteFailures uint64
 }
 
 // Stats returns the server's counters.
@@ -164,7 +167,7 @@ func (s *Server) Stats() ServerStats {
 	s.mu.Unlock()
 	return ServerStats{Conns: n, Accepted: s.stats.accepted.Load(), Rejected: s.stats.rejected.Load(),
 		BadFrames: s.stats.badFrames.Load(), Requests: s.stats.requests.Load(), Panics: s.stats.panics.Load(),
-		BufferedBytes: s.budget.inUse(), BudgetWaits: s.stats.budgetWaits.Load()}
+		BufferedBytes: s.budget.inUse(), BudgetWaits: s.stats.budgetWaits.Load(), WriteFailures: s.stats.writeFailures.Load()}
 }
 
 func (s *Server) init() {
@@ -366,6 +369,8 @@ type conn struct {
 	readMu   sync.Mutex // guards stopping and the read deadline
 	stopping bool
 	writeMu  sync.Mutex // one response at a time
+	// writeFailed is set, under writeMu, once a write failed.
+	writeFailed bool
 }
 
 // stopReading makes the reader return at its next frame boundary or now.
@@ -499,8 +504,18 @@ func (c *conn) handle(req *Command, held int64) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	c.nc.SetWriteDeadline(time.Now().Add(c.srv.lim.WriteTimeout))
+	if c.writeFailed {
+		return // the connection is closing; its peer has lost the stream already
+	}
 	if _, err := c.nc.Write(frame); err != nil {
-		c.nc.Close() // the reader then returns; the peer has lost the stream
+		// The reader then returns; the peer has lost the stream.
+		c.writeFailed = true
+		c.nc.Close()
+		if c.ctx.Err() == nil {
+			c.srv.stats.writeFailures.Add(1)
+			c.srv.Logger.Info("remoting connection closed: a response could not be written (is the peer reading?)",
+				"peer", c.nc.RemoteAddr(), "err", err, "write_timeout", c.srv.lim.WriteTimeout)
+		}
 	}
 }
 

@@ -436,3 +436,40 @@ func TestServerHeaderOnlyConnsHoldLittle(t *testing.T) {
 		t.Fatalf("each connection holds %d bytes of heap for a frame it did not send", perConn)
 	}
 }
+
+// TestServerPipelinerNotReading: a peer that pipelines thousands of
+// requests and reads no response holds only its own connection: others
+// are served meanwhile, and once a response cannot be written within
+// WriteTimeout the connection is closed and counted.
+func TestServerPipelinerNotReading(t *testing.T) {
+	big := make([]byte, 64<<10)
+	h := HandlerFunc(func(_ context.Context, _ net.Addr, req *Command) *Command {
+		r := NewResponse(req, Success, "")
+		r.Body = big
+		return r
+	})
+	s, addr := startServer(t, h, Limits{WriteTimeout: 300 * time.Millisecond})
+	slow := dial(t, addr)
+	if tcp, ok := slow.nc.(*net.TCPConn); ok {
+		tcp.SetReadBuffer(4 << 10)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		frame, _ := NewRequest(105, 1, map[string]string{"topic": "t"}, nil).Encode()
+		for range 5000 {
+			if _, err := slow.nc.Write(frame); err != nil {
+				return // closed by the server: expected
+			}
+		}
+	})
+	fast := dial(t, addr)
+	for i := range 20 {
+		fast.send(NewRequest(105, int32(i), nil, nil))
+		if r := fast.recv(); r.Opaque != int32(i) {
+			t.Fatalf("other connection: %+v", r)
+		}
+	}
+	waitFor(t, func() bool { return s.Stats().WriteFailures == 1 && s.Stats().Conns == 1 })
+	slow.nc.Close()
+	wg.Wait()
+}
