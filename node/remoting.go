@@ -199,6 +199,9 @@ func (rl *remotingListener) registerMetrics() {
 			func() float64 { return float64(st().BufferedBytes) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_budget_waits_total",
 			Help: "Remoting frames that waited because the listener's request memory budget was spent."}, func() float64 { return float64(st().BudgetWaits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_write_failures_total",
+			Help: "Remoting connections closed because a response could not be written in time (a peer that does not read)."},
+			func() float64 { return float64(st().WriteFailures) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_panics_total",
 			Help: "Remoting requests whose handler panicked."}, func() float64 { return float64(st().Panics) }),
 	)

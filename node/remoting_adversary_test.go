@@ -65,3 +65,49 @@ func TestRemotingShutdownLogsNoError(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+// TestRemotingWipeSurvivesUnchangedRegistration: WIPE_WRITE_PERM_OF_BROKER
+// clears the write bit, and the broker's next periodic registration with an
+// unchanged data version does not bring it back (REMOTING.md §3.6); a
+// changed data version does, as with a NameServer. ADD_WRITE_PERM sets
+// read-write (6), dropping other bits.
+func TestRemotingWipeSurvivesUnchangedRegistration(t *testing.T) {
+	tn := startRemotingNode(t, func(c *Config) { c.RemotingAllowAdmin = true })
+	c := dialRemoting(t, tn)
+	const addr = "127.0.0.1:10911"
+	dv := remoting.DataVersion{Counter: 1, Timestamp: 1735689600000}
+	if r := c.call(registerCmd(t, 1, 0, addr, dv, "a", "b")); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	perm := func(topic string) uint8 {
+		t.Helper()
+		rd, _, err := tn.Registry().RouteData(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rd.Queues[0].Perm
+	}
+	if r := c.call(&remoting.Command{Code: remoting.WipeWritePermOfBroker, Opaque: 2, ExtFields: map[string]string{"brokerName": "broker-a"}}); r.Ext("wipeTopicCount") != "2" {
+		t.Fatalf("wipe: %+v", r)
+	}
+	if r := c.call(registerCmd(t, 3, 0, addr, dv, "a", "b")); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	if p := perm("a"); p != 4 {
+		t.Fatalf("perm %d after an unchanged re-registration, want 4: the wipe was undone", p)
+	}
+	dv.Counter++
+	if r := c.call(registerCmd(t, 4, 0, addr, dv, "a", "b")); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	if p := perm("a"); p != 6 {
+		t.Fatalf("perm %d after a changed registration, want 6", p)
+	}
+	c.call(&remoting.Command{Code: remoting.WipeWritePermOfBroker, Opaque: 5, ExtFields: map[string]string{"brokerName": "broker-a"}})
+	if r := c.call(&remoting.Command{Code: remoting.AddWritePermOfBroker, Opaque: 6, ExtFields: map[string]string{"brokerName": "broker-a"}}); r.Ext("addTopicCount") != "2" || r.ExtFields == nil {
+		t.Fatalf("add: %+v", r)
+	}
+	if p := perm("b"); p != 6 {
+		t.Fatalf("perm %d after add, want 6", p)
+	}
+}
