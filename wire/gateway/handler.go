@@ -60,13 +60,15 @@ func (g *Gateway) serve(ctx context.Context, req *remoting.Command) *remoting.Co
 	case remoting.GetAllTopicListFromNameSrv:
 		return g.serveTopics(ctx, req, wire.TopicsAll, "")
 	case remoting.GetTopicsByCluster:
-		cluster, err := remoting.RequiredExt(req.ExtFields, "cluster")
-		if err != nil {
-			return remoting.NewResponse(req, remoting.SystemError, err.Error())
+		cluster := req.Ext("cluster")
+		if cluster == "" {
+			// A NameServer reads the missing field as null and finds no
+			// topics for it; no node needs asking.
+			return topicListResponse(req, nil, "")
 		}
 		return g.serveTopics(ctx, req, wire.TopicsByCluster, cluster)
 	case remoting.GetSystemTopicListFromNS:
-		return g.serveTopics(ctx, req, wire.TopicsSystem, "")
+		return g.serveSystemTopics(ctx, req)
 	case remoting.GetUnitTopicList:
 		return g.serveTopics(ctx, req, wire.TopicsUnit, "")
 	case remoting.GetHasUnitSubTopicList:
@@ -254,19 +256,65 @@ func (g *Gateway) serveClusterInfo(ctx context.Context, req *remoting.Command) *
 }
 
 func (g *Gateway) serveTopics(ctx context.Context, req *remoting.Command, kind wire.TopicsKind, cluster string) *remoting.Command {
+	list, err := g.topicList(ctx, kind, cluster)
+	if err != nil {
+		return unreachable(req, err)
+	}
+	return topicListResponse(req, list, "")
+}
+
+// topicList reads a topic list from the cache or the nodes.
+func (g *Gateway) topicList(ctx context.Context, kind wire.TopicsKind, cluster string) ([]string, error) {
 	list, cached, err := g.topics.get(ctx, topicsKey(kind, cluster))
 	switch {
 	case errors.Is(err, wire.ErrNotFound):
 		list = nil // an unknown cluster has no topics, as a NameServer answers
 	case err != nil:
-		return unreachable(req, err)
+		return nil, err
 	}
 	g.pollResult("topics", cached)
+	return list, nil
+}
+
+// serveSystemTopics is GET_SYSTEM_TOPIC_LIST_FROM_NS: the list, and, as a
+// NameServer adds, the address of some broker (Java admin tools ask it for
+// its own system topics), from the cached cluster info. Without cluster
+// info the list goes alone.
+func (g *Gateway) serveSystemTopics(ctx context.Context, req *remoting.Command) *remoting.Command {
+	list, err := g.topicList(ctx, wire.TopicsSystem, "")
+	if err != nil {
+		return unreachable(req, err)
+	}
+	addr := ""
+	if ci, cached, err := g.cluster.get(ctx, ""); err == nil {
+		g.pollResult("cluster_info", cached)
+		addr = anyBrokerAddr(ci)
+	}
+	return topicListResponse(req, list, addr)
+}
+
+// anyBrokerAddr is some registered broker's address: the lowest, for
+// stable answers (a node's listener picks the same).
+func anyBrokerAddr(ci wire.ClusterInfo) string {
+	best := ""
+	for _, g := range ci.Groups {
+		for _, a := range g.Addrs {
+			if best == "" || a < best {
+				best = a
+			}
+		}
+	}
+	return best
+}
+
+// topicListResponse answers a topic-list code; topicList is always an
+// array, brokerAddr is written when set.
+func topicListResponse(req *remoting.Command, list []string, brokerAddr string) *remoting.Command {
 	if list == nil {
 		list = []string{}
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
-	resp.Body = (&remoting.TopicList{TopicList: list}).Encode()
+	resp.Body = (&remoting.TopicList{TopicList: list, BrokerAddr: brokerAddr}).Encode()
 	return resp
 }
 
