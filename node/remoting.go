@@ -323,7 +323,10 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 	}
 	listed, skipped := toWireTopics(body.TopicConfigTable)
 	if len(skipped) > 0 {
-		n.log.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr, "skipped", skipped)
+		// A count and a few names: a frame of a million bad names must not
+		// become megabytes of log.
+		n.log.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr,
+			"skipped", len(skipped), "first", skipped[:min(len(skipped), 5)])
 	}
 	dv := toWireVersion(body.DataVersion)
 

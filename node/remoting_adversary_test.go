@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -109,5 +110,28 @@ func TestRemotingWipeSurvivesUnchangedRegistration(t *testing.T) {
 	}
 	if p := perm("b"); p != 6 {
 		t.Fatalf("perm %d after add, want 6", p)
+	}
+}
+
+// TestRemotingSkippedTopicsLogShort: a registration naming many topics the
+// registry cannot hold logs one short line (a count and a few names), not
+// every name: one frame must not become megabytes of log.
+func TestRemotingSkippedTopicsLogShort(t *testing.T) {
+	rec := newLevelRecorder()
+	tn := startRemotingNode(t, func(c *Config) { c.Logger = slog.New(rec) })
+	c := dialRemoting(t, tn)
+	names := []string{"good-a", "good-b"}
+	for i := range 1000 {
+		names = append(names, fmt.Sprintf("bad.name.%d", i))
+	}
+	if r := c.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, names...)); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	if got := routeTopics(t, tn); len(got) != 2 {
+		t.Fatalf("topics %v, want the two valid ones", got)
+	}
+	lines := rec.errors()
+	if len(lines) != 1 || len(lines[0]) > 1024 {
+		t.Fatalf("%d warnings, the first %d bytes long", len(lines), len(strings.Join(lines, "")))
 	}
 }

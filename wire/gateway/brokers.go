@@ -170,16 +170,33 @@ func lastError(states []broker.NodeState) string {
 	return "no answer yet"
 }
 
-// validTopics drops topics whose names the nodes would refuse, logging them,
-// so one odd name does not cost the broker its whole registration.
+// maxLoggedSkips is how many skipped topic names one log line names.
+const maxLoggedSkips = 5
+
+// validTopics drops topics whose names the nodes would refuse, so one odd
+// name does not cost the broker its whole registration. It logs one line
+// per registration, naming the first few: a frame of a million bad names
+// must not become a million log lines.
 func (t *brokerTable) validTopics(r *registration) []wire.TopicConfig {
 	out := r.topics[:0:0]
+	var skipped int
+	var first error
+	var names []string
 	for _, tc := range r.topics {
 		if err := wire.ValidTopicName(tc.Name); err != nil {
-			t.g.log.Warn("broker registers a topic edgereg cannot hold: skipped", "broker", r.id.BrokerName, "err", err)
+			if skipped++; first == nil {
+				first = err
+			}
+			if len(names) < maxLoggedSkips {
+				names = append(names, tc.Name)
+			}
 			continue
 		}
 		out = append(out, tc)
+	}
+	if skipped > 0 {
+		t.g.log.Warn("broker registers topics edgereg cannot hold: skipped", "broker", r.id.BrokerName,
+			"addr", r.id.Addr, "skipped", skipped, "first", names, "err", first)
 	}
 	return out
 }

@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -207,6 +208,10 @@ type Gateway struct {
 	topics  *polled[[]string]
 	members *polled[wire.BrokerData]
 	metrics *metrics
+	// decoding bounds the REGISTER_BROKER bodies decoded at once: a
+	// decoded topic table takes several times its frame's bytes, and the
+	// remoting server bounds only the frames.
+	decoding chan struct{}
 
 	closeOnce sync.Once
 	spawnMu   sync.Mutex // guards closed, so no goroutine starts once Close waits
@@ -244,7 +249,8 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gateway{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, probe: make(chan struct{}, 1), routes: rc}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, probe: make(chan struct{}, 1), routes: rc,
+		decoding: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)/2))}
 	g.up = newUpstream(g)
 	g.cache = newRouteCache(g)
 	g.brokers = newBrokerTable(g)

@@ -154,7 +154,13 @@ func (g *Gateway) serveRegister(ctx context.Context, req *remoting.Command) *rem
 	if h.BodyCRC32 != 0 && h.BodyCRC32 != remoting.BodyCRC32(req.Body) {
 		return remoting.NewResponse(req, remoting.SystemError, "crc32 not match")
 	}
+	select {
+	case g.decoding <- struct{}{}:
+	case <-ctx.Done():
+		return nil // the connection closed while waiting: nobody reads an answer
+	}
 	body, err := remoting.DecodeRegisterBrokerBody(req.Body, h.Compressed, maxInflatedRegister)
+	<-g.decoding
 	if err != nil {
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())
 	}

@@ -1,11 +1,15 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/edgereg/edgereg/node/nodetest"
+	"github.com/edgereg/edgereg/wire/gateway"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
 
@@ -38,4 +42,44 @@ func TestManyBrokersPastOldLimit(t *testing.T) {
 		}
 		return n == brokers
 	})
+}
+
+// countingHandler counts log records at WARN and above.
+type countingHandler struct{ warns *atomic.Int64 }
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		h.warns.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestSkippedTopicsLogOnce: a registration naming many topics edgereg
+// cannot hold is logged once, not once per topic: a broker (or anyone on
+// the LAN) must not turn one frame into a million log lines.
+func TestSkippedTopicsLogOnce(t *testing.T) {
+	var warns atomic.Int64
+	s := startSite(t, 1, func(c *gateway.Config) { c.Logger = slog.New(countingHandler{&warns}) })
+	body := &remoting.RegisterBrokerBody{TopicConfigTable: map[string]remoting.TopicConfig{}}
+	for i := range 1000 {
+		name := fmt.Sprintf("bad.name.%d", i) // '.' is not a RocketMQ topic character
+		body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	}
+	for _, name := range []string{"good-a", "good-b"} {
+		body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	}
+	b := body.EncodeJSON()
+	h := remoting.RegisterBrokerHeader{BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911", ClusterName: "DefaultCluster", BodyCRC32: remoting.BodyCRC32(b)}
+	if resp := s.dial().call(request(remoting.RegisterBroker, h.Ext(), b)); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	if n := warns.Load(); n > 1 {
+		t.Fatalf("%d warnings for one registration with 1000 unusable topic names", n)
+	}
+	if st := brokerState(t, s.gw, "127.0.0.1:10911"); st.Topics != 2 {
+		t.Fatalf("%d topics kept, want the 2 valid ones", st.Topics)
+	}
 }
