@@ -312,7 +312,9 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 	if err != nil {
 		return systemError(req, err)
 	}
-	if h.BodyCRC32 != 0 && len(req.Body) > 0 && remoting.BodyCRC32(req.Body) != h.BodyCRC32 {
+	// As RocketMQ checks it: a non-zero checksum against the body, a missing
+	// body's being 0.
+	if h.BodyCRC32 != 0 && remoting.BodyCRC32(req.Body) != h.BodyCRC32 {
 		return remoting.NewResponse(req, remoting.SystemError, "crc32 not match")
 	}
 	body := &remoting.RegisterBrokerBody{}

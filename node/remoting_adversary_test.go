@@ -135,3 +135,20 @@ func TestRemotingSkippedTopicsLogShort(t *testing.T) {
 		t.Fatalf("%d warnings, the first %d bytes long", len(lines), len(strings.Join(lines, "")))
 	}
 }
+
+// TestRemotingCRCOfMissingBody: a registration whose header names a body
+// checksum but that carries no body is refused as a NameServer refuses it
+// (UtilAll.crc32 of no body is 0, which does not match), not registered
+// with no topics.
+func TestRemotingCRCOfMissingBody(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	req := registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "a", "b")
+	req.Body = nil
+	if r := c.call(req); r.Code != remoting.SystemError || r.Remark != "crc32 not match" {
+		t.Fatalf("no body, bodyCrc32=%s: %+v", req.Ext("bodyCrc32"), r)
+	}
+	if tn.Registry().LeaseCount() != 0 {
+		t.Fatal("registered a broker from a frame whose body failed its checksum")
+	}
+}
