@@ -124,30 +124,12 @@ func readFrameLength(r io.Reader, maxFrame int) (int, error) {
 }
 
 // readGrowing reads exactly n bytes, growing its buffer as bytes arrive.
-func readGrowing(r io.Reader, n int) ([]byte, error) { return readReserving(r, n, nil) }
-
-// readReserving is readGrowing that calls reserve with the bytes of each
-// buffer growth before it allocates them (a Server's memory budget); an
-// error from reserve ends the read. The buffer only grows once the bytes
-// before it have arrived, so what is reserved follows what was received.
-func readReserving(r io.Reader, n int, reserve func(int) error) ([]byte, error) {
+func readGrowing(r io.Reader, n int) ([]byte, error) {
 	const initial = 4 << 10
-	first := min(n, initial)
-	if reserve != nil {
-		if err := reserve(first); err != nil {
-			return nil, err
-		}
-	}
-	buf := make([]byte, 0, first)
+	buf := make([]byte, 0, min(n, initial))
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
-			grow := min(n, 2*cap(buf)) - len(buf)
-			if reserve != nil {
-				if err := reserve(grow); err != nil {
-					return nil, err
-				}
-			}
-			buf = slices.Grow(buf, grow)
+			buf = slices.Grow(buf, min(n, 2*cap(buf))-len(buf))
 		}
 		m, err := r.Read(buf[len(buf):min(n, cap(buf))])
 		buf = buf[:len(buf)+m]

@@ -3,14 +3,18 @@ package remoting
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Handler answers remoting requests. ServeRemoting is called once per
@@ -65,12 +69,20 @@ type Limits struct {
 	// MaxBufferedBytes bounds the request bytes held across all
 	// connections at once: frames being received and frames read but not
 	// yet handled (default 128 MiB, at least MaxFrame). Per-connection
-	// limits alone let 1024 connections hold a 16 MiB frame each. Bytes
-	// are counted as they arrive, never by a peer's declared length; when
-	// the budget is spent, connections stop being read until handlers
-	// finish (back-pressure through TCP), and a frame that cannot get its
-	// bytes within FrameTimeout closes its connection.
+	// limits alone let 1024 connections hold a 16 MiB frame each. A frame
+	// takes its declared length (already capped by MaxFrame) from the
+	// budget before its body is read, all or nothing and in arrival order,
+	// so frames arriving together never deadlock holding parts of it; its
+	// buffer still grows only as bytes arrive. When the budget is spent,
+	// connections stop being read until handlers finish (back-pressure
+	// through TCP); a frame that waits longer than FrameTimeout closes its
+	// connection. A peer that declares frames and sends nothing holds their
+	// share for FrameTimeout at most.
 	MaxBufferedBytes int64
+	// MaxHeader caps a request's header (default 64 KiB; a NameServer's
+	// requests have headers of a few hundred bytes). It is checked before
+	// the rest of the frame is read.
+	MaxHeader int
 }
 
 // Default limits.
@@ -83,6 +95,7 @@ const (
 	DefaultWorkers            = 64
 	DefaultMaxInFlightPerConn = 16
 	DefaultMaxBufferedBytes   = 128 << 20
+	DefaultMaxHeader          = 64 << 10
 )
 
 func (l Limits) withDefaults() Limits {
@@ -101,6 +114,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxFrame, DefaultMaxFrame)
 	def(&l.Workers, DefaultWorkers)
 	def(&l.MaxInFlightPerConn, DefaultMaxInFlightPerConn)
+	def(&l.MaxHeader, DefaultMaxHeader)
 	if l.MaxBufferedBytes <= 0 {
 		l.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
@@ -448,27 +462,45 @@ func (c *conn) serve() {
 // from the server's budget before its frame timeout.
 var errBudget = errors.New("request memory budget spent")
 
-// readFrame reads one frame, taking its bytes from the server's budget as
-// they arrive (never by the declared length) and returning how many it
-// holds: the caller releases them once the request is handled. When the
-// budget is spent the read waits, unread bytes pile up in TCP and the peer
-// slows down; a wait that outlasts the frame timeout closes the connection.
+// readFrame reads one frame and returns how many bytes of the server's
+// budget it holds: the caller releases them once the request is handled.
+// The frame takes its declared length from the budget before its bytes are
+// read (all or nothing, in arrival order, so frames arriving together can
+// never each hold part of the budget while waiting for the rest), while the
+// buffer itself grows only as bytes arrive. When the budget is spent the
+// read waits, unread bytes pile up in TCP and the peer slows down; a wait
+// that outlasts the frame timeout closes the connection.
 func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 	s := c.srv
 	length, err := readFrameLength(br, s.lim.MaxFrame)
 	if err != nil {
 		return nil, 0, err
 	}
-	ctx, cancel := context.WithTimeout(c.readCtx, s.lim.FrameTimeout)
-	defer cancel()
-	var held int64
-	frame, err := readReserving(br, length, func(n int) error {
-		if err := s.budget.acquire(ctx, int64(n), &s.stats.budgetWaits); err != nil {
-			return fmt.Errorf("%w: waited for %d bytes: %v", errBudget, n, err)
+	// The header's length is known from the next 4 bytes: refuse a header
+	// too large to be a NameServer request before reading (and decoding)
+	// it. Peek leaves the bytes for the frame's read below.
+	hl, err := br.Peek(4)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
 		}
-		held += int64(n)
-		return nil
-	})
+		return nil, 0, err
+	}
+	if n := int(binary.BigEndian.Uint32(hl) & 0xFFFFFF); n > s.lim.MaxHeader {
+		return nil, 0, fmt.Errorf("%w: header of %d bytes, cap %d", ErrFrameTooLarge, n, s.lim.MaxHeader)
+	}
+	held := int64(length)
+	waited, err := s.budget.acquire(c.readCtx, s.lim.FrameTimeout, held, &s.stats.budgetWaits)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: waited for %d bytes: %v", errBudget, held, err)
+	}
+	// A frame that waited for the budget gets its full frame timeout from
+	// now: the wait was the server's, not the peer's.
+	if waited && !c.setReadDeadline(s.lim.FrameTimeout) {
+		s.budget.release(held)
+		return nil, 0, fmt.Errorf("%w: the connection is stopping", errBudget)
+	}
+	frame, err := readGrowing(br, length)
 	if err == nil {
 		var req *Command
 		if req, err = decodeFrame(frame); err == nil {
@@ -555,58 +587,45 @@ func (c *conn) close() {
 	s.connWG.Done()
 }
 
-// byteBudget is a counting semaphore of bytes: what a Server's connections
-// may hold of request frames at once (Limits.MaxBufferedBytes).
+// byteBudget is the bytes a Server's connections may hold of request frames
+// at once (Limits.MaxBufferedBytes): a FIFO weighted semaphore, so a large
+// frame is not starved by a stream of small ones, and a count to report.
 type byteBudget struct {
-	mu    sync.Mutex
-	used  int64
-	limit int64
-	wake  chan struct{} // closed, and replaced, whenever bytes are released
+	sem  *semaphore.Weighted
+	used atomic.Int64
 }
 
 func newByteBudget(limit int64) *byteBudget {
-	return &byteBudget{limit: limit, wake: make(chan struct{})}
+	return &byteBudget{sem: semaphore.NewWeighted(limit)}
 }
 
-// acquire takes n bytes, waiting until they are free or ctx ends; waits
-// counts the calls that had to wait.
-func (b *byteBudget) acquire(ctx context.Context, n int64, waits *atomic.Uint64) error {
-	for waited := false; ; waited = true {
-		b.mu.Lock()
-		if b.used+n <= b.limit {
-			b.used += n
-			b.mu.Unlock()
-			return nil
-		}
-		wake := b.wake
-		b.mu.Unlock()
-		if !waited {
-			waits.Add(1)
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
+// acquire takes n bytes, waiting up to timeout or until ctx ends; waited
+// says whether it had to wait, waits counts the calls that did.
+func (b *byteBudget) acquire(ctx context.Context, timeout time.Duration, n int64, waits *atomic.Uint64) (waited bool, err error) {
+	if !b.sem.TryAcquire(n) {
+		waited = true
+		waits.Add(1)
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := b.sem.Acquire(ctx, n); err != nil {
+			return true, err
 		}
 	}
+	b.used.Add(n)
+	return waited, nil
 }
 
 func (b *byteBudget) release(n int64) {
 	if n == 0 {
 		return
 	}
-	b.mu.Lock()
-	b.used -= n
-	close(b.wake)
-	b.wake = make(chan struct{})
-	b.mu.Unlock()
+	b.used.Add(-n)
+	b.sem.Release(n)
 }
 
 func (b *byteBudget) inUse() int64 {
 	if b == nil {
 		return 0
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
+	return b.used.Load()
 }

@@ -336,7 +336,7 @@ func TestServerInFlightPerConn(t *testing.T) {
 // blocks only its own connection; with one worker, another connection is
 // still served.
 func TestServerSlowReaderHoldsNoWorker(t *testing.T) {
-	_, addr := startServer(t, echo(nil), Limits{Workers: 1, WriteTimeout: time.Minute})
+	_, addr := startServer(t, echo(nil), Limits{Workers: 1, WriteTimeout: time.Minute, MaxHeader: 2 << 20})
 	slow := dial(t, addr)
 	if tcp, ok := slow.nc.(*net.TCPConn); ok {
 		tcp.SetReadBuffer(4 << 10)
@@ -410,7 +410,8 @@ func TestServerBufferedBytesBudget(t *testing.T) {
 
 // TestServerHeaderOnlyConnsHoldLittle: connections that declare a 16 MiB
 // frame and send only its first bytes hold memory for what they sent, not
-// for what they declared, and their bytes count against the budget.
+// for what they declared. Their declared lengths take the budget: eight fit
+// in the default 128 MiB, the others wait unread.
 func TestServerHeaderOnlyConnsHoldLittle(t *testing.T) {
 	const conns = 200
 	s, addr := startServer(t, echo(nil), Limits{MaxConnsPerHost: conns, FrameTimeout: time.Minute})
@@ -418,20 +419,24 @@ func TestServerHeaderOnlyConnsHoldLittle(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	frame := binary.BigEndian.AppendUint32(nil, DefaultMaxFrame-4) // the largest frame allowed
-	frame = binary.BigEndian.AppendUint32(frame, 1000)             // a JSON header of 1000 bytes…
-	frame = append(frame, `{"code":105`...)                        // …that never arrives
+	frame = binary.BigEndian.AppendUint32(frame, 1000)           // a JSON header of 1000 bytes…
+	frame = append(frame, `{"code":105`...)                      // …that never arrives
 	for range conns {
 		c := dial(t, addr)
 		if _, err := c.nc.Write(frame); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { return s.Stats().Conns == conns && s.Stats().BufferedBytes == conns*4<<10 })
+	const fit = DefaultMaxBufferedBytes / (DefaultMaxFrame - 4)
+	waitFor(t, func() bool {
+		st := s.Stats()
+		return st.Conns == conns && st.BudgetWaits == conns-fit && st.BufferedBytes == fit*(DefaultMaxFrame-4)
+	})
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	perConn := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / conns
-	t.Logf("heap growth per connection holding a declared 16 MiB frame: %d bytes; buffered %d bytes in all",
-		perConn, s.Stats().BufferedBytes)
+	t.Logf("heap growth per connection holding a declared 16 MiB frame: %d bytes; budget taken %d bytes by %d frames",
+		perConn, s.Stats().BufferedBytes, fit)
 	if perConn > 64<<10 {
 		t.Fatalf("each connection holds %d bytes of heap for a frame it did not send", perConn)
 	}
@@ -472,4 +477,24 @@ func TestServerPipelinerNotReading(t *testing.T) {
 	waitFor(t, func() bool { return s.Stats().WriteFailures == 1 && s.Stats().Conns == 1 })
 	slow.nc.Close()
 	wg.Wait()
+}
+
+// TestServerHeaderCap: a NameServer's requests have headers of a few
+// hundred bytes, and a header is decoded (into a map of every extFields
+// entry, several times its size) before any worker is taken. A header
+// larger than MaxHeader closes the connection like any bad frame, checked
+// before the frame's remaining bytes are read.
+func TestServerHeaderCap(t *testing.T) {
+	s, addr := startServer(t, echo(nil), Limits{MaxHeader: 4 << 10})
+	ok := dial(t, addr)
+	ok.send(NewRequest(105, 1, map[string]string{"v": strings.Repeat("x", 3<<10)}, nil))
+	if r := ok.recv(); r.Opaque != 1 {
+		t.Fatalf("a 3 KiB header: %+v", r)
+	}
+	c := dial(t, addr)
+	c.send(NewRequest(105, 2, map[string]string{"v": strings.Repeat("x", 100<<10)}, nil))
+	if r, err := ReadCommand(c.br, 0); err == nil {
+		t.Fatalf("a 100 KiB header was answered (code %d, opaque %d)", r.Code, r.Opaque)
+	}
+	waitFor(t, func() bool { return s.Stats().BadFrames == 1 })
 }
