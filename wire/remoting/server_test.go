@@ -419,8 +419,8 @@ func TestServerHeaderOnlyConnsHoldLittle(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	frame := binary.BigEndian.AppendUint32(nil, DefaultMaxFrame-4) // the largest frame allowed
-	frame = binary.BigEndian.AppendUint32(frame, 1000)           // a JSON header of 1000 bytes…
-	frame = append(frame, `{"code":105`...)                      // …that never arrives
+	frame = binary.BigEndian.AppendUint32(frame, 1000)             // a JSON header of 1000 bytes…
+	frame = append(frame, `{"code":105`...)                        // …that never arrives
 	for range conns {
 		c := dial(t, addr)
 		if _, err := c.nc.Write(frame); err != nil {
