@@ -253,6 +253,38 @@ func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
 	}
 }
 
+// errUnknownGroup is returned by upsertGroupTopics for a group the gateway
+// serves no broker of.
+var errUnknownGroup = errors.New("no broker of the group registered through the gateway")
+
+// upsertGroupTopics upserts one topic configuration per broker group into
+// the registrar that leads each group (its master, else its lowest id),
+// if the gateway serves every group named; else nothing changes.
+func (t *brokerTable) upsertGroupTopics(byGroup map[string]wire.TopicConfig) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	leaders := make(map[string]*brokerEntry, len(byGroup))
+	for _, e := range t.brokers {
+		if _, ok := byGroup[e.id.BrokerName]; !ok {
+			continue
+		}
+		if l := leaders[e.id.BrokerName]; l == nil || e.id.BrokerID < l.id.BrokerID {
+			leaders[e.id.BrokerName] = e
+		}
+	}
+	for name := range byGroup {
+		if leaders[name] == nil {
+			return fmt.Errorf("%w: %s", errUnknownGroup, name)
+		}
+	}
+	for name, tc := range byGroup {
+		if err := leaders[name].reg.UpsertTopics(tc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // masterOf returns the master address a node told a slave, if any.
 func masterOf(states []broker.NodeState) (string, string) {
 	for _, s := range states {

@@ -55,6 +55,8 @@ func (g *Gateway) serve(ctx context.Context, req *remoting.Command) *remoting.Co
 		return remoting.NewResponse(req, remoting.Success, "")
 	case remoting.UnregisterBroker:
 		return g.serveUnregister(ctx, req)
+	case remoting.RegisterTopicInNameSrv:
+		return g.serveRegisterTopic(req)
 	case remoting.GetBrokerClusterInfo:
 		return g.serveClusterInfo(ctx, req)
 	case remoting.GetAllTopicListFromNameSrv:
@@ -79,7 +81,7 @@ func (g *Gateway) serve(ctx context.Context, req *remoting.Command) *remoting.Co
 		return g.serveMemberGroup(ctx, req)
 	case remoting.PutKVConfig, remoting.GetKVConfig, remoting.DeleteKVConfig, remoting.GetKVListByNamespace,
 		remoting.WipeWritePermOfBroker, remoting.AddWritePermOfBroker, remoting.DeleteTopicInNameSrv,
-		remoting.RegisterTopicInNameSrv, remoting.UpdateNameSrvConfig, remoting.GetNameSrvConfig:
+		remoting.UpdateNameSrvConfig, remoting.GetNameSrvConfig:
 		return remoting.NewResponse(req, remoting.NoPermission, refusedRemark)
 	}
 	return remoting.NotSupportedResponse(req)
@@ -192,6 +194,37 @@ func (g *Gateway) serveRegister(ctx context.Context, req *remoting.Command) *rem
 		ext["masterAddr"], ext["haServerAddr"] = master, masterHA
 	}
 	return remoting.NewHeaderResponse(req, remoting.Success, "", ext)
+}
+
+// serveRegisterTopic is REGISTER_TOPIC_IN_NAMESRV (5.x brokers with
+// enableSingleTopicRegister send it for a created topic instead of a
+// partial REGISTER_BROKER): the queue data is upserted into the registrar
+// of each group it names, if the gateway serves every one of them; else it
+// is ignored, as a NameServer ignores queue data of groups it does not know.
+func (g *Gateway) serveRegisterTopic(req *remoting.Command) *remoting.Command {
+	topic := req.Ext("topic")
+	if err := wire.ValidTopicName(topic); err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	if len(req.Body) == 0 {
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
+	route, err := remoting.DecodeTopicRouteData(req.Body)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	upserts := make(map[string]wire.TopicConfig, len(route.QueueDatas))
+	for _, qd := range route.QueueDatas {
+		upserts[qd.BrokerName] = wire.TopicConfig{Name: topic, ReadQueues: uint32(max(qd.ReadQueueNums, 0)),
+			WriteQueues: uint32(max(qd.WriteQueueNums, 0)), Perm: uint8(qd.Perm & 0xF), SysFlag: uint32(max(qd.TopicSysFlag, 0))}
+	}
+	if err := g.brokers.upsertGroupTopics(upserts); err != nil {
+		if !errors.Is(err, errUnknownGroup) {
+			return remoting.NewResponse(req, remoting.SystemError, err.Error())
+		}
+		g.log.Info("REGISTER_TOPIC_IN_NAMESRV names a broker group the gateway does not serve: ignored", "topic", topic, "err", err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
 }
 
 // serveQueryDataVersion answers QUERY_DATA_VERSION locally: it renews the

@@ -83,3 +83,35 @@ func TestSkippedTopicsLogOnce(t *testing.T) {
 		t.Fatalf("%d topics kept, want the 2 valid ones", st.Topics)
 	}
 }
+
+// TestRegisterTopicRelayed: a 5.x broker with enableSingleTopicRegister
+// announces a created topic by REGISTER_TOPIC_IN_NAMESRV (217) instead of a
+// partial REGISTER_BROKER. The gateway upserts it into the registrar of
+// the broker group the queue data names, so the nodes see the topic at
+// once, not at the broker's next full registration.
+func TestRegisterTopicRelayed(t *testing.T) {
+	s := startSite(t, 1, nil)
+	c := s.dial()
+	if resp := c.call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	rt := &remoting.TopicRouteData{QueueDatas: []remoting.QueueData{
+		{BrokerName: "broker-a", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6},
+	}}
+	if resp := c.call(request(remoting.RegisterTopicInNameSrv, map[string]string{"topic": "single"}, rt.Encode(remoting.Standard))); resp.Code != remoting.Success {
+		t.Fatalf("REGISTER_TOPIC_IN_NAMESRV: %d %q", resp.Code, resp.Remark)
+	}
+	s.onEveryNode("the registered topic", func(tn *nodetest.Node) bool {
+		route, ok := s.routeTopics(tn, "single")
+		return ok && len(route.Queues) == 1 && route.Queues[0].WriteQueues == 2
+	})
+	// A group the gateway does not serve is ignored, as a NameServer
+	// ignores a group it does not know.
+	rt.QueueDatas[0].BrokerName = "broker-z"
+	if resp := c.call(request(remoting.RegisterTopicInNameSrv, map[string]string{"topic": "elsewhere"}, rt.Encode(remoting.Standard))); resp.Code != remoting.Success {
+		t.Fatalf("REGISTER_TOPIC_IN_NAMESRV for an unknown group: %d %q", resp.Code, resp.Remark)
+	}
+	if st := brokerState(t, s.gw, "127.0.0.1:10911"); st.Topics != 4 {
+		t.Fatalf("broker-a holds %d topics, want the fixture's 3 and the registered one", st.Topics)
+	}
+}
