@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/edgereg/edgereg/node/nodetest"
+	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/gateway"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
@@ -113,5 +114,45 @@ func TestRegisterTopicRelayed(t *testing.T) {
 	}
 	if st := brokerState(t, s.gw, "127.0.0.1:10911"); st.Topics != 4 {
 		t.Fatalf("broker-a holds %d topics, want the fixture's 3 and the registered one", st.Topics)
+	}
+}
+
+// TestBrokerChatterStaysLocal: a broker's 1 Hz QUERY_DATA_VERSION and
+// BROKER_HEARTBEAT (acting-master mode), oneway or not, and its 30 s
+// re-registrations with nothing changed, renew nothing on the nodes
+// beyond the registrar's own heartbeats (every 30 s here).
+func TestBrokerChatterStaysLocal(t *testing.T) {
+	s := startSite(t, 2, nil)
+	c := s.dial()
+	reg := fixtureCommand(t, "v5_register_broker_request.hex")
+	if resp := c.call(reg); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	s.onEveryNode("the lease", func(tn *nodetest.Node) bool { _, ok := s.lease(tn, masterAddr); return ok })
+	before := map[*nodetest.Node]wire.LeaseInfo{}
+	for _, tn := range s.nodes {
+		before[tn], _ = s.lease(tn, masterAddr)
+	}
+	for range 20 {
+		c.send(fixtureCommand(t, "v5_query_data_version_oneway.hex"))
+		c.send(fixtureCommand(t, "v5_broker_heartbeat_oneway.hex"))
+		q := fixtureCommand(t, "v5_query_data_version_request.hex")
+		q.Opaque = opaque.Add(1)
+		if resp := c.call(q); resp.Code != remoting.Success {
+			t.Fatalf("QUERY_DATA_VERSION: %d %q", resp.Code, resp.Remark)
+		}
+	}
+	for range 3 {
+		reg.Opaque = opaque.Add(1)
+		if resp := c.call(reg); resp.Code != remoting.Success {
+			t.Fatalf("re-register: %d %q", resp.Code, resp.Remark)
+		}
+	}
+	for _, tn := range s.nodes {
+		after, _ := s.lease(tn, masterAddr)
+		if after.Heartbeats != before[tn].Heartbeats || after.Epoch != before[tn].Epoch {
+			t.Errorf("node %s: heartbeats %d → %d, epoch %d → %d: broker chatter crossed the WAN",
+				tn.Addr(), before[tn].Heartbeats, after.Heartbeats, before[tn].Epoch, after.Epoch)
+		}
 	}
 }
