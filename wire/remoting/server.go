@@ -79,6 +79,11 @@ type Limits struct {
 	// connection. A peer that declares frames and sends nothing holds their
 	// share for FrameTimeout at most.
 	MaxBufferedBytes int64
+	// MaxBufferedBytesPerHost is the share of MaxBufferedBytes the
+	// connections of one source IP may hold (default a quarter of it, at
+	// least MaxFrame), so one host that declares frames and trickles them
+	// cannot hold the whole budget while other hosts wait.
+	MaxBufferedBytesPerHost int64
 	// MaxHeader caps a request's header (default 64 KiB; a NameServer's
 	// requests have headers of a few hundred bytes). It is checked before
 	// the rest of the frame is read.
@@ -121,6 +126,10 @@ func (l Limits) withDefaults() Limits {
 	// One frame of the largest size must always fit, or it would wait
 	// forever.
 	l.MaxBufferedBytes = max(l.MaxBufferedBytes, int64(l.MaxFrame))
+	if l.MaxBufferedBytesPerHost <= 0 {
+		l.MaxBufferedBytesPerHost = l.MaxBufferedBytes / 4
+	}
+	l.MaxBufferedBytesPerHost = min(max(l.MaxBufferedBytesPerHost, int64(l.MaxFrame)), l.MaxBufferedBytes)
 	defDur(&l.IdleTimeout, DefaultIdleTimeout)
 	defDur(&l.FrameTimeout, DefaultFrameTimeout)
 	defDur(&l.WriteTimeout, DefaultWriteTimeout)
@@ -146,11 +155,14 @@ type Server struct {
 	closing   atomic.Bool
 	nextID    atomic.Uint64
 	stats     serverCounters
-	mu        sync.Mutex // guards listeners, conns, perHost
+	mu        sync.Mutex // guards listeners, conns, perHost, hostBudget
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	perHost   map[string]int
-	connWG    sync.WaitGroup
+	// hostBudget is each connected host's share of budget; it goes when
+	// the host's last connection has closed (and released what it held).
+	hostBudget map[string]*byteBudget
+	connWG     sync.WaitGroup
 }
 
 type serverCounters struct {
@@ -192,6 +204,7 @@ func (s *Server) init() {
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*conn]struct{}{}
 		s.perHost = map[string]int{}
+		s.hostBudget = map[string]*byteBudget{}
 		if s.Logger == nil {
 			s.Logger = slog.Default()
 		}
@@ -262,6 +275,10 @@ func (s *Server) accept(nc net.Conn) {
 	c.ctx = context.WithValue(ctx, connKey{}, c.info)
 	s.conns[c] = struct{}{}
 	s.perHost[host]++
+	if s.hostBudget[host] == nil {
+		s.hostBudget[host] = newByteBudget(s.lim.MaxBufferedBytesPerHost)
+	}
+	c.hostBudget = s.hostBudget[host]
 	s.connWG.Add(1)
 	s.mu.Unlock()
 	s.stats.accepted.Add(1)
@@ -375,6 +392,8 @@ type conn struct {
 	inflight chan struct{}
 	handlers sync.WaitGroup
 
+	// hostBudget is the share of the budget of the connection's host.
+	hostBudget *byteBudget
 	// readCtx ends when the connection stops reading; a frame waiting for
 	// the server's byte budget gives up then.
 	readCtx  context.Context
@@ -436,20 +455,20 @@ func (c *conn) serve() {
 			return
 		}
 		if req.IsResponse() {
-			s.budget.release(held)
+			c.releaseBytes(held)
 			continue // a server sends no requests, so no response is expected
 		}
 		select {
 		case c.inflight <- struct{}{}:
 		case <-c.ctx.Done():
-			s.budget.release(held)
+			c.releaseBytes(held)
 			return
 		}
 		select {
 		case s.workers <- struct{}{}:
 		case <-c.ctx.Done():
 			<-c.inflight
-			s.budget.release(held)
+			c.releaseBytes(held)
 			return
 		}
 		c.handlers.Add(1)
@@ -490,14 +509,22 @@ func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 		return nil, 0, fmt.Errorf("%w: header of %d bytes, cap %d", ErrFrameTooLarge, n, s.lim.MaxHeader)
 	}
 	held := int64(length)
+	// The host's share first, then the server's: a frame holding the
+	// server's budget never waits for anything but its own bytes, so the
+	// two never wait on each other in a cycle.
+	waitedHost, err := c.hostBudget.acquire(c.readCtx, s.lim.FrameTimeout, held, &s.stats.budgetWaits)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: waited for %d bytes of this host's share: %v", errBudget, held, err)
+	}
 	waited, err := s.budget.acquire(c.readCtx, s.lim.FrameTimeout, held, &s.stats.budgetWaits)
 	if err != nil {
+		c.hostBudget.release(held)
 		return nil, 0, fmt.Errorf("%w: waited for %d bytes: %v", errBudget, held, err)
 	}
 	// A frame that waited for the budget gets its full frame timeout from
 	// now: the wait was the server's, not the peer's.
-	if waited && !c.setReadDeadline(s.lim.FrameTimeout) {
-		s.budget.release(held)
+	if (waited || waitedHost) && !c.setReadDeadline(s.lim.FrameTimeout) {
+		c.releaseBytes(held)
 		return nil, 0, fmt.Errorf("%w: the connection is stopping", errBudget)
 	}
 	frame, err := readGrowing(br, length)
@@ -507,8 +534,14 @@ func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 			return req, held, nil
 		}
 	}
-	s.budget.release(held)
+	c.releaseBytes(held)
 	return nil, 0, err
+}
+
+// releaseBytes gives back what a frame took from the budgets.
+func (c *conn) releaseBytes(held int64) {
+	c.srv.budget.release(held)
+	c.hostBudget.release(held)
 }
 
 func (c *conn) handle(req *Command, held int64) {
@@ -518,7 +551,7 @@ func (c *conn) handle(req *Command, held int64) {
 	}()
 	resp := c.call(req)
 	// The request's bytes are the handler's until it returns.
-	c.srv.budget.release(held)
+	c.releaseBytes(held)
 	// The worker is free once the handler is done: a peer that does not
 	// read its responses holds only its own in-flight slots while the write
 	// waits, never the workers other connections need.
@@ -582,6 +615,7 @@ func (c *conn) close() {
 	delete(s.conns, c)
 	if s.perHost[c.host]--; s.perHost[c.host] <= 0 {
 		delete(s.perHost, c.host)
+		delete(s.hostBudget, c.host)
 	}
 	s.mu.Unlock()
 	s.connWG.Done()

@@ -373,7 +373,7 @@ func TestServerBufferedBytesBudget(t *testing.T) {
 		return NewResponse(req, Success, "")
 	})
 	budget := int64(2 * (frameBody + 64<<10))
-	s, addr := startServer(t, h, Limits{MaxFrame: 1 << 20, MaxBufferedBytes: budget})
+	s, addr := startServer(t, h, Limits{MaxFrame: 1 << 20, MaxBufferedBytes: budget, MaxBufferedBytesPerHost: budget})
 	const conns = 8
 	clients := make([]*client, conns)
 	var wg sync.WaitGroup
@@ -414,7 +414,8 @@ func TestServerBufferedBytesBudget(t *testing.T) {
 // in the default 128 MiB, the others wait unread.
 func TestServerHeaderOnlyConnsHoldLittle(t *testing.T) {
 	const conns = 200
-	s, addr := startServer(t, echo(nil), Limits{MaxConnsPerHost: conns, FrameTimeout: time.Minute})
+	s, addr := startServer(t, echo(nil), Limits{MaxConnsPerHost: conns, FrameTimeout: time.Minute,
+		MaxBufferedBytesPerHost: DefaultMaxBufferedBytes}) // every connection is from 127.0.0.1
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -497,4 +498,35 @@ func TestServerHeaderCap(t *testing.T) {
 		t.Fatalf("a 100 KiB header was answered (code %d, opaque %d)", r.Code, r.Opaque)
 	}
 	waitFor(t, func() bool { return s.Stats().BadFrames == 1 })
+}
+
+// TestServerBudgetSharePerHost: one host that declares frames and trickles
+// them holds only its share of the budget, so another host's frames are
+// still read and answered.
+func TestServerBudgetSharePerHost(t *testing.T) {
+	const frame = 1 << 20
+	s, addr := startServer(t, echo(nil), Limits{MaxFrame: frame, MaxBufferedBytes: 2 * frame, MaxBufferedBytesPerHost: frame,
+		FrameTimeout: time.Minute})
+	declared := binary.BigEndian.AppendUint32(nil, frame-4) // the largest frame…
+	declared = binary.BigEndian.AppendUint32(declared, 100) // …that never arrives
+	for range 2 {
+		c := dial(t, addr)
+		if _, err := c.nc.Write(declared); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return s.Stats().BufferedBytes == frame-4 && s.Stats().BudgetWaits == 1 })
+	// Another host: 127.0.0.2 is on the loopback interface too.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Skipf("no second loopback address: %v", err)
+	}
+	other := &client{t: t, nc: nc, br: bufio.NewReader(nc)}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	other.send(NewRequest(105, 7, map[string]string{"v": "other host"}, make([]byte, 512<<10)))
+	if r := other.recv(); r.Opaque != 7 || r.Remark != "other host" {
+		t.Fatalf("other host: %+v", r)
+	}
 }
