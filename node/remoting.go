@@ -147,10 +147,14 @@ func (n *Node) shutdownRemoting(ctx context.Context) {
 		return
 	}
 	n.remoting.stopping.Store(true)
-	n.remoting.ln.Close() // in case Serve never ran; Shutdown closes it otherwise
+	// Shutdown marks the server closing before it closes the listener, so
+	// Serve's Accept failing then is a normal stop, not an error; closing
+	// the listener first made Serve return "use of closed network
+	// connection" and the node log it at ERROR on every stop.
 	if err := n.remoting.srv.Shutdown(ctx); err != nil {
 		n.log.Warn("remoting listener shutdown", "err", err)
 	}
+	n.remoting.ln.Close() // in case Serve never ran; Shutdown closed it otherwise
 }
 
 // closeRemoting releases the listener of a node that never served.
@@ -190,6 +194,14 @@ func (rl *remotingListener) registerMetrics() {
 			Help: "Remoting connections closed at once for a connection limit."}, func() float64 { return float64(st().Rejected) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_bad_frames_total",
 			Help: "Remoting connections closed for a frame that did not decode or was too large."}, func() float64 { return float64(st().BadFrames) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edgereg_remoting_buffered_bytes",
+			Help: "Request bytes remoting connections hold now (frames arriving or waiting for a handler), bounded in all by the listener's budget."},
+			func() float64 { return float64(st().BufferedBytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_budget_waits_total",
+			Help: "Remoting frames that waited because the listener's request memory budget was spent."}, func() float64 { return float64(st().BudgetWaits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_write_failures_total",
+			Help: "Remoting connections closed because a response could not be written in time (a peer that does not read)."},
+			func() float64 { return float64(st().WriteFailures) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "edgereg_remoting_panics_total",
 			Help: "Remoting requests whose handler panicked."}, func() float64 { return float64(st().Panics) }),
 	)
@@ -300,7 +312,9 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 	if err != nil {
 		return systemError(req, err)
 	}
-	if h.BodyCRC32 != 0 && len(req.Body) > 0 && remoting.BodyCRC32(req.Body) != h.BodyCRC32 {
+	// As RocketMQ checks it: a non-zero checksum against the body, a missing
+	// body's being 0.
+	if h.BodyCRC32 != 0 && remoting.BodyCRC32(req.Body) != h.BodyCRC32 {
 		return remoting.NewResponse(req, remoting.SystemError, "crc32 not match")
 	}
 	body := &remoting.RegisterBrokerBody{}
@@ -311,7 +325,10 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 	}
 	listed, skipped := toWireTopics(body.TopicConfigTable)
 	if len(skipped) > 0 {
-		n.log.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr, "skipped", skipped)
+		// A count and a few names: a frame of a million bad names must not
+		// become megabytes of log.
+		n.log.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr,
+			"skipped", len(skipped), "first", skipped[:min(len(skipped), 5)])
 	}
 	dv := toWireVersion(body.DataVersion)
 

@@ -644,8 +644,9 @@ func TestRemotingClientFrameCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The node may close the connection as soon as it has read the length,
-	// so the rest of the write can fail with a reset: that is the answer.
+	// The node closes the connection once it has read the length prefix,
+	// so the write of the rest may well fail with a reset: that is the
+	// point, not an error.
 	c.nc.Write(frame)
 	c.expectClosed()
 	brokers := startRemotingNode(t, nil)

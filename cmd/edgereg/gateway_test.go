@@ -108,6 +108,10 @@ func TestGatewayCommand(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("gateway did not stop on SIGTERM: %s", stderr.String())
 	}
+	// A normal stop is not an error: nothing at ERROR (the log level is warn).
+	if strings.Contains(stderr.String(), `"level":"ERROR"`) {
+		t.Fatalf("a normal stop logged an error:\n%s", stderr.String())
+	}
 }
 
 func TestGatewayCommandUsage(t *testing.T) {

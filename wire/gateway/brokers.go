@@ -170,16 +170,33 @@ func lastError(states []broker.NodeState) string {
 	return "no answer yet"
 }
 
-// validTopics drops topics whose names the nodes would refuse, logging them,
-// so one odd name does not cost the broker its whole registration.
+// maxLoggedSkips is how many skipped topic names one log line names.
+const maxLoggedSkips = 5
+
+// validTopics drops topics whose names the nodes would refuse, so one odd
+// name does not cost the broker its whole registration. It logs one line
+// per registration, naming the first few: a frame of a million bad names
+// must not become a million log lines.
 func (t *brokerTable) validTopics(r *registration) []wire.TopicConfig {
 	out := r.topics[:0:0]
+	var skipped int
+	var first error
+	var names []string
 	for _, tc := range r.topics {
 		if err := wire.ValidTopicName(tc.Name); err != nil {
-			t.g.log.Warn("broker registers a topic edgereg cannot hold: skipped", "broker", r.id.BrokerName, "err", err)
+			if skipped++; first == nil {
+				first = err
+			}
+			if len(names) < maxLoggedSkips {
+				names = append(names, tc.Name)
+			}
 			continue
 		}
 		out = append(out, tc)
+	}
+	if skipped > 0 {
+		t.g.log.Warn("broker registers topics edgereg cannot hold: skipped", "broker", r.id.BrokerName,
+			"addr", r.id.Addr, "skipped", skipped, "first", names, "err", first)
 	}
 	return out
 }
@@ -234,6 +251,38 @@ func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
 		case <-tick.C:
 		}
 	}
+}
+
+// errUnknownGroup is returned by upsertGroupTopics for a group the gateway
+// serves no broker of.
+var errUnknownGroup = errors.New("no broker of the group registered through the gateway")
+
+// upsertGroupTopics upserts one topic configuration per broker group into
+// the registrar that leads each group (its master, else its lowest id),
+// if the gateway serves every group named; else nothing changes.
+func (t *brokerTable) upsertGroupTopics(byGroup map[string]wire.TopicConfig) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	leaders := make(map[string]*brokerEntry, len(byGroup))
+	for _, e := range t.brokers {
+		if _, ok := byGroup[e.id.BrokerName]; !ok {
+			continue
+		}
+		if l := leaders[e.id.BrokerName]; l == nil || e.id.BrokerID < l.id.BrokerID {
+			leaders[e.id.BrokerName] = e
+		}
+	}
+	for name := range byGroup {
+		if leaders[name] == nil {
+			return fmt.Errorf("%w: %s", errUnknownGroup, name)
+		}
+	}
+	for name, tc := range byGroup {
+		if err := leaders[name].reg.UpsertTopics(tc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // masterOf returns the master address a node told a slave, if any.

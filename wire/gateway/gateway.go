@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -62,7 +63,7 @@ const (
 	DefaultBrokerTimeout   = 120 * time.Second
 	DefaultIdleTopic       = 10 * time.Minute
 	DefaultMaxTopics       = 10_000
-	DefaultMaxBrokers      = 60
+	DefaultMaxBrokers      = 1000
 )
 
 // ErrInvalidConfig is wrapped by New's errors for a bad Config.
@@ -129,10 +130,15 @@ type Config struct {
 	// share one stream).
 	MaxTopics int
 	// MaxBrokers caps the brokers the gateway registers. Each broker's
-	// registrar holds one QUIC connection to every node, and a node accepts
-	// 64 connections per source address by default (--max-conns-per-host):
-	// default 60, which leaves room for the gateway's own connections.
-	// Raise both together.
+	// registrar holds one QUIC connection to every node with the gateway's
+	// broker certificate. A node admits broker and operator connections
+	// from one source address by a budget of their own (default 1024,
+	// --max-broker-conns-per-host), apart from readers' 64
+	// (--max-conns-per-host), and the gateway's own route and read
+	// connections take two of it per node: default 1000. Past the node's
+	// budget, connections of one certificate replace each other, so keep
+	// MaxBrokers plus two plus any other broker agents behind the same
+	// address under it.
 	MaxBrokers int
 	// Backoff schedules reconnects. Default 200 ms to 30 s with jitter.
 	Backoff nodes.Backoff
@@ -202,6 +208,10 @@ type Gateway struct {
 	topics  *polled[[]string]
 	members *polled[wire.BrokerData]
 	metrics *metrics
+	// decoding bounds the REGISTER_BROKER bodies decoded at once: a
+	// decoded topic table takes several times its frame's bytes, and the
+	// remoting server bounds only the frames.
+	decoding chan struct{}
 
 	closeOnce sync.Once
 	spawnMu   sync.Mutex // guards closed, so no goroutine starts once Close waits
@@ -239,7 +249,8 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gateway{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, probe: make(chan struct{}, 1), routes: rc}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, probe: make(chan struct{}, 1), routes: rc,
+		decoding: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)/2))}
 	g.up = newUpstream(g)
 	g.cache = newRouteCache(g)
 	g.brokers = newBrokerTable(g)

@@ -55,18 +55,22 @@ func (g *Gateway) serve(ctx context.Context, req *remoting.Command) *remoting.Co
 		return remoting.NewResponse(req, remoting.Success, "")
 	case remoting.UnregisterBroker:
 		return g.serveUnregister(ctx, req)
+	case remoting.RegisterTopicInNameSrv:
+		return g.serveRegisterTopic(req)
 	case remoting.GetBrokerClusterInfo:
 		return g.serveClusterInfo(ctx, req)
 	case remoting.GetAllTopicListFromNameSrv:
 		return g.serveTopics(ctx, req, wire.TopicsAll, "")
 	case remoting.GetTopicsByCluster:
-		cluster, err := remoting.RequiredExt(req.ExtFields, "cluster")
-		if err != nil {
-			return remoting.NewResponse(req, remoting.SystemError, err.Error())
+		cluster := req.Ext("cluster")
+		if cluster == "" {
+			// A NameServer reads the missing field as null and finds no
+			// topics for it; no node needs asking.
+			return topicListResponse(req, nil, "")
 		}
 		return g.serveTopics(ctx, req, wire.TopicsByCluster, cluster)
 	case remoting.GetSystemTopicListFromNS:
-		return g.serveTopics(ctx, req, wire.TopicsSystem, "")
+		return g.serveSystemTopics(ctx, req)
 	case remoting.GetUnitTopicList:
 		return g.serveTopics(ctx, req, wire.TopicsUnit, "")
 	case remoting.GetHasUnitSubTopicList:
@@ -77,7 +81,7 @@ func (g *Gateway) serve(ctx context.Context, req *remoting.Command) *remoting.Co
 		return g.serveMemberGroup(ctx, req)
 	case remoting.PutKVConfig, remoting.GetKVConfig, remoting.DeleteKVConfig, remoting.GetKVListByNamespace,
 		remoting.WipeWritePermOfBroker, remoting.AddWritePermOfBroker, remoting.DeleteTopicInNameSrv,
-		remoting.RegisterTopicInNameSrv, remoting.UpdateNameSrvConfig, remoting.GetNameSrvConfig:
+		remoting.UpdateNameSrvConfig, remoting.GetNameSrvConfig:
 		return remoting.NewResponse(req, remoting.NoPermission, refusedRemark)
 	}
 	return remoting.NotSupportedResponse(req)
@@ -152,7 +156,13 @@ func (g *Gateway) serveRegister(ctx context.Context, req *remoting.Command) *rem
 	if h.BodyCRC32 != 0 && h.BodyCRC32 != remoting.BodyCRC32(req.Body) {
 		return remoting.NewResponse(req, remoting.SystemError, "crc32 not match")
 	}
+	select {
+	case g.decoding <- struct{}{}:
+	case <-ctx.Done():
+		return nil // the connection closed while waiting: nobody reads an answer
+	}
 	body, err := remoting.DecodeRegisterBrokerBody(req.Body, h.Compressed, maxInflatedRegister)
+	<-g.decoding
 	if err != nil {
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())
 	}
@@ -184,6 +194,37 @@ func (g *Gateway) serveRegister(ctx context.Context, req *remoting.Command) *rem
 		ext["masterAddr"], ext["haServerAddr"] = master, masterHA
 	}
 	return remoting.NewHeaderResponse(req, remoting.Success, "", ext)
+}
+
+// serveRegisterTopic is REGISTER_TOPIC_IN_NAMESRV (5.x brokers with
+// enableSingleTopicRegister send it for a created topic instead of a
+// partial REGISTER_BROKER): the queue data is upserted into the registrar
+// of each group it names, if the gateway serves every one of them; else it
+// is ignored, as a NameServer ignores queue data of groups it does not know.
+func (g *Gateway) serveRegisterTopic(req *remoting.Command) *remoting.Command {
+	topic := req.Ext("topic")
+	if err := wire.ValidTopicName(topic); err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	if len(req.Body) == 0 {
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
+	route, err := remoting.DecodeTopicRouteData(req.Body)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	upserts := make(map[string]wire.TopicConfig, len(route.QueueDatas))
+	for _, qd := range route.QueueDatas {
+		upserts[qd.BrokerName] = wire.TopicConfig{Name: topic, ReadQueues: uint32(max(qd.ReadQueueNums, 0)),
+			WriteQueues: uint32(max(qd.WriteQueueNums, 0)), Perm: uint8(qd.Perm & 0xF), SysFlag: uint32(max(qd.TopicSysFlag, 0))}
+	}
+	if err := g.brokers.upsertGroupTopics(upserts); err != nil {
+		if !errors.Is(err, errUnknownGroup) {
+			return remoting.NewResponse(req, remoting.SystemError, err.Error())
+		}
+		g.log.Info("REGISTER_TOPIC_IN_NAMESRV names a broker group the gateway does not serve: ignored", "topic", topic, "err", err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
 }
 
 // serveQueryDataVersion answers QUERY_DATA_VERSION locally: it renews the
@@ -254,19 +295,65 @@ func (g *Gateway) serveClusterInfo(ctx context.Context, req *remoting.Command) *
 }
 
 func (g *Gateway) serveTopics(ctx context.Context, req *remoting.Command, kind wire.TopicsKind, cluster string) *remoting.Command {
+	list, err := g.topicList(ctx, kind, cluster)
+	if err != nil {
+		return unreachable(req, err)
+	}
+	return topicListResponse(req, list, "")
+}
+
+// topicList reads a topic list from the cache or the nodes.
+func (g *Gateway) topicList(ctx context.Context, kind wire.TopicsKind, cluster string) ([]string, error) {
 	list, cached, err := g.topics.get(ctx, topicsKey(kind, cluster))
 	switch {
 	case errors.Is(err, wire.ErrNotFound):
 		list = nil // an unknown cluster has no topics, as a NameServer answers
 	case err != nil:
-		return unreachable(req, err)
+		return nil, err
 	}
 	g.pollResult("topics", cached)
+	return list, nil
+}
+
+// serveSystemTopics is GET_SYSTEM_TOPIC_LIST_FROM_NS: the list, and, as a
+// NameServer adds, the address of some broker (Java admin tools ask it for
+// its own system topics), from the cached cluster info. Without cluster
+// info the list goes alone.
+func (g *Gateway) serveSystemTopics(ctx context.Context, req *remoting.Command) *remoting.Command {
+	list, err := g.topicList(ctx, wire.TopicsSystem, "")
+	if err != nil {
+		return unreachable(req, err)
+	}
+	addr := ""
+	if ci, cached, err := g.cluster.get(ctx, ""); err == nil {
+		g.pollResult("cluster_info", cached)
+		addr = anyBrokerAddr(ci)
+	}
+	return topicListResponse(req, list, addr)
+}
+
+// anyBrokerAddr is some registered broker's address: the lowest, for
+// stable answers (a node's listener picks the same).
+func anyBrokerAddr(ci wire.ClusterInfo) string {
+	best := ""
+	for _, g := range ci.Groups {
+		for _, a := range g.Addrs {
+			if best == "" || a < best {
+				best = a
+			}
+		}
+	}
+	return best
+}
+
+// topicListResponse answers a topic-list code; topicList is always an
+// array, brokerAddr is written when set.
+func topicListResponse(req *remoting.Command, list []string, brokerAddr string) *remoting.Command {
 	if list == nil {
 		list = []string{}
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
-	resp.Body = (&remoting.TopicList{TopicList: list}).Encode()
+	resp.Body = (&remoting.TopicList{TopicList: list, BrokerAddr: brokerAddr}).Encode()
 	return resp
 }
 

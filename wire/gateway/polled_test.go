@@ -41,9 +41,19 @@ func TestPolledReads(t *testing.T) {
 	if got := topicList(t, c.call(unknown)); len(got) != 0 {
 		t.Errorf("topics of an unknown cluster %v", got)
 	}
+	// A NameServer reads a missing cluster as null and finds no topics for
+	// it (REMOTING.md §1.2), as a node's listener answers.
 	missing := request(remoting.GetTopicsByCluster, nil, nil)
-	if resp := c.call(missing); resp.Code != remoting.SystemError {
-		t.Errorf("topics by cluster without a cluster: %d %q", resp.Code, resp.Remark)
+	if resp := c.call(missing); resp.Code != remoting.Success || string(resp.Body) != `{"topicList":[]}` {
+		t.Errorf("topics by cluster without a cluster: %d %q %s", resp.Code, resp.Remark, resp.Body)
+	}
+
+	// The system topic list names a broker, as a NameServer's does: Java
+	// admin tools ask that broker for its own system topics.
+	system := c.call(request(remoting.GetSystemTopicListFromNS, nil, nil))
+	if sl, err := remoting.DecodeTopicList(system.Body); err != nil || sl.BrokerAddr != "127.0.0.1:10911" ||
+		!slices.Equal(sl.TopicList, []string{"DefaultCluster", "TBW102", "broker-a"}) {
+		t.Errorf("system topics: %s %v", system.Body, err)
 	}
 
 	resp := c.call(request(remoting.GetBrokerClusterInfo, nil, nil))

@@ -92,25 +92,35 @@ func NewHeaderResponse(req *Command, code int16, remark string, ext map[string]s
 // with the length the peer declared. At a clean end of stream before a frame
 // starts it returns io.EOF; inside a frame io.ErrUnexpectedEOF.
 func ReadCommand(r io.Reader, maxFrame int) (*Command, error) {
+	length, err := readFrameLength(r, maxFrame)
+	if err != nil {
+		return nil, err
+	}
+	frame, err := readGrowing(r, length)
+	if err != nil {
+		return nil, err
+	}
+	return decodeFrame(frame)
+}
+
+// readFrameLength reads a frame's length prefix and checks it against the
+// cap: what follows the prefix is that many bytes.
+func readFrameLength(r io.Reader, maxFrame int) (int, error) {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
 	var prefix [4]byte
 	if _, err := io.ReadFull(r, prefix[:]); err != nil {
-		return nil, err
+		return 0, err
 	}
 	length := int64(binary.BigEndian.Uint32(prefix[:]))
 	if length > math.MaxInt32 || length+4 > int64(maxFrame) {
-		return nil, fmt.Errorf("%w: %d bytes declared, cap %d", ErrFrameTooLarge, length+4, maxFrame)
+		return 0, fmt.Errorf("%w: %d bytes declared, cap %d", ErrFrameTooLarge, length+4, maxFrame)
 	}
 	if length < 4 {
-		return nil, fmt.Errorf("%w: frame length %d is shorter than its header length field", ErrMalformed, length)
+		return 0, fmt.Errorf("%w: frame length %d is shorter than its header length field", ErrMalformed, length)
 	}
-	frame, err := readGrowing(r, int(length))
-	if err != nil {
-		return nil, err
-	}
-	return decodeFrame(frame)
+	return int(length), nil
 }
 
 // readGrowing reads exactly n bytes, growing its buffer as bytes arrive.

@@ -3,14 +3,18 @@ package remoting
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Handler answers remoting requests. ServeRemoting is called once per
@@ -62,6 +66,28 @@ type Limits struct {
 	// MaxInFlightPerConn bounds the requests of one connection in handlers
 	// at once (default 16), so one pipelining peer cannot take every worker.
 	MaxInFlightPerConn int
+	// MaxBufferedBytes bounds the request bytes held across all
+	// connections at once: frames being received and frames read but not
+	// yet handled (default 128 MiB, at least MaxFrame). Per-connection
+	// limits alone let 1024 connections hold a 16 MiB frame each. A frame
+	// takes its declared length (already capped by MaxFrame) from the
+	// budget before its body is read, all or nothing and in arrival order,
+	// so frames arriving together never deadlock holding parts of it; its
+	// buffer still grows only as bytes arrive. When the budget is spent,
+	// connections stop being read until handlers finish (back-pressure
+	// through TCP); a frame that waits longer than FrameTimeout closes its
+	// connection. A peer that declares frames and sends nothing holds their
+	// share for FrameTimeout at most.
+	MaxBufferedBytes int64
+	// MaxBufferedBytesPerHost is the share of MaxBufferedBytes the
+	// connections of one source IP may hold (default a quarter of it, at
+	// least MaxFrame), so one host that declares frames and trickles them
+	// cannot hold the whole budget while other hosts wait.
+	MaxBufferedBytesPerHost int64
+	// MaxHeader caps a request's header (default 64 KiB; a NameServer's
+	// requests have headers of a few hundred bytes). It is checked before
+	// the rest of the frame is read.
+	MaxHeader int
 }
 
 // Default limits.
@@ -73,6 +99,8 @@ const (
 	DefaultWriteTimeout       = 10 * time.Second
 	DefaultWorkers            = 64
 	DefaultMaxInFlightPerConn = 16
+	DefaultMaxBufferedBytes   = 128 << 20
+	DefaultMaxHeader          = 64 << 10
 )
 
 func (l Limits) withDefaults() Limits {
@@ -91,6 +119,17 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxFrame, DefaultMaxFrame)
 	def(&l.Workers, DefaultWorkers)
 	def(&l.MaxInFlightPerConn, DefaultMaxInFlightPerConn)
+	def(&l.MaxHeader, DefaultMaxHeader)
+	if l.MaxBufferedBytes <= 0 {
+		l.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	// One frame of the largest size must always fit, or it would wait
+	// forever.
+	l.MaxBufferedBytes = max(l.MaxBufferedBytes, int64(l.MaxFrame))
+	if l.MaxBufferedBytesPerHost <= 0 {
+		l.MaxBufferedBytesPerHost = l.MaxBufferedBytes / 4
+	}
+	l.MaxBufferedBytesPerHost = min(max(l.MaxBufferedBytesPerHost, int64(l.MaxFrame)), l.MaxBufferedBytes)
 	defDur(&l.IdleTimeout, DefaultIdleTimeout)
 	defDur(&l.FrameTimeout, DefaultFrameTimeout)
 	defDur(&l.WriteTimeout, DefaultWriteTimeout)
@@ -112,18 +151,22 @@ type Server struct {
 	once      sync.Once
 	lim       Limits
 	workers   chan struct{}
+	budget    *byteBudget
 	closing   atomic.Bool
 	nextID    atomic.Uint64
 	stats     serverCounters
-	mu        sync.Mutex // guards listeners, conns, perHost
+	mu        sync.Mutex // guards listeners, conns, perHost, hostBudget
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	perHost   map[string]int
-	connWG    sync.WaitGroup
+	// hostBudget is each connected host's share of budget; it goes when
+	// the host's last connection has closed (and released what it held).
+	hostBudget map[string]*byteBudget
+	connWG     sync.WaitGroup
 }
 
 type serverCounters struct {
-	accepted, rejected, badFrames, requests, panics atomic.Uint64
+	accepted, rejected, badFrames, requests, panics, budgetWaits, writeFailures atomic.Uint64
 }
 
 // ServerStats counts what a Server has seen since it started.
@@ -134,6 +177,13 @@ type ServerStats struct {
 	BadFrames uint64 // connections closed for a frame that did not decode or was too large
 	Requests  uint64 // requests handed to the Handler
 	Panics    uint64 // requests whose handler panicked
+	// BufferedBytes is the request bytes held now (Limits.MaxBufferedBytes).
+	BufferedBytes int64
+	// BudgetWaits counts frames that had to wait for MaxBufferedBytes.
+	BudgetWaits uint64
+	// WriteFailures counts connections closed because a response could not
+	// be written within WriteTimeout (a peer that does not read).
+	WriteFailures uint64
 }
 
 // Stats returns the server's counters.
@@ -142,16 +192,19 @@ func (s *Server) Stats() ServerStats {
 	n := len(s.conns)
 	s.mu.Unlock()
 	return ServerStats{Conns: n, Accepted: s.stats.accepted.Load(), Rejected: s.stats.rejected.Load(),
-		BadFrames: s.stats.badFrames.Load(), Requests: s.stats.requests.Load(), Panics: s.stats.panics.Load()}
+		BadFrames: s.stats.badFrames.Load(), Requests: s.stats.requests.Load(), Panics: s.stats.panics.Load(),
+		BufferedBytes: s.budget.inUse(), BudgetWaits: s.stats.budgetWaits.Load(), WriteFailures: s.stats.writeFailures.Load()}
 }
 
 func (s *Server) init() {
 	s.once.Do(func() {
 		s.lim = s.Limits.withDefaults()
 		s.workers = make(chan struct{}, s.lim.Workers)
+		s.budget = newByteBudget(s.lim.MaxBufferedBytes)
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*conn]struct{}{}
 		s.perHost = map[string]int{}
+		s.hostBudget = map[string]*byteBudget{}
 		if s.Logger == nil {
 			s.Logger = slog.Default()
 		}
@@ -215,12 +268,17 @@ func (s *Server) accept(nc net.Conn) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{srv: s, nc: nc, host: host, cancel: cancel,
+	readCtx, stopRead := context.WithCancel(ctx)
+	c := &conn{srv: s, nc: nc, host: host, cancel: cancel, readCtx: readCtx, stopRead: stopRead,
 		inflight: make(chan struct{}, s.lim.MaxInFlightPerConn),
 		info:     &ConnInfo{ID: s.nextID.Add(1), Remote: nc.RemoteAddr(), nc: nc}}
 	c.ctx = context.WithValue(ctx, connKey{}, c.info)
 	s.conns[c] = struct{}{}
 	s.perHost[host]++
+	if s.hostBudget[host] == nil {
+		s.hostBudget[host] = newByteBudget(s.lim.MaxBufferedBytesPerHost)
+	}
+	c.hostBudget = s.hostBudget[host]
 	s.connWG.Add(1)
 	s.mu.Unlock()
 	s.stats.accepted.Add(1)
@@ -334,9 +392,18 @@ type conn struct {
 	inflight chan struct{}
 	handlers sync.WaitGroup
 
+	// hostBudget is the share of the budget of the connection's host.
+	hostBudget *byteBudget
+	// readCtx ends when the connection stops reading; a frame waiting for
+	// the server's byte budget gives up then.
+	readCtx  context.Context
+	stopRead context.CancelFunc
+
 	readMu   sync.Mutex // guards stopping and the read deadline
 	stopping bool
 	writeMu  sync.Mutex // one response at a time
+	// writeFailed is set, under writeMu, once a write failed.
+	writeFailed bool
 }
 
 // stopReading makes the reader return at its next frame boundary or now.
@@ -345,6 +412,7 @@ func (c *conn) stopReading() {
 	c.stopping = true
 	c.nc.SetReadDeadline(time.Unix(1, 0))
 	c.readMu.Unlock()
+	c.stopRead()
 }
 
 // setReadDeadline sets the deadline unless the connection is stopping.
@@ -374,40 +442,116 @@ func (c *conn) serve() {
 		if !c.setReadDeadline(s.lim.FrameTimeout) {
 			return
 		}
-		req, err := ReadCommand(br, s.lim.MaxFrame)
+		req, held, err := c.readFrame(br)
 		if err != nil {
-			if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed) {
+			switch {
+			case errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed):
 				s.stats.badFrames.Add(1)
 				s.Logger.Info("remoting connection closed for a bad frame", "peer", c.nc.RemoteAddr(), "err", err)
+			case errors.Is(err, errBudget) && c.readCtx.Err() == nil:
+				s.Logger.Warn("remoting connection closed: the server's request memory stayed spent",
+					"peer", c.nc.RemoteAddr(), "err", err, "budget", s.lim.MaxBufferedBytes)
 			}
 			return
 		}
 		if req.IsResponse() {
+			c.releaseBytes(held)
 			continue // a server sends no requests, so no response is expected
 		}
 		select {
 		case c.inflight <- struct{}{}:
 		case <-c.ctx.Done():
+			c.releaseBytes(held)
 			return
 		}
 		select {
 		case s.workers <- struct{}{}:
 		case <-c.ctx.Done():
 			<-c.inflight
+			c.releaseBytes(held)
 			return
 		}
 		c.handlers.Add(1)
 		s.stats.requests.Add(1)
-		go c.handle(req)
+		go c.handle(req, held)
 	}
 }
 
-func (c *conn) handle(req *Command) {
+// errBudget is returned by readFrame when a frame could not get its bytes
+// from the server's budget before its frame timeout.
+var errBudget = errors.New("request memory budget spent")
+
+// readFrame reads one frame and returns how many bytes of the server's
+// budget it holds: the caller releases them once the request is handled.
+// The frame takes its declared length from the budget before its bytes are
+// read (all or nothing, in arrival order, so frames arriving together can
+// never each hold part of the budget while waiting for the rest), while the
+// buffer itself grows only as bytes arrive. When the budget is spent the
+// read waits, unread bytes pile up in TCP and the peer slows down; a wait
+// that outlasts the frame timeout closes the connection.
+func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
+	s := c.srv
+	length, err := readFrameLength(br, s.lim.MaxFrame)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The header's length is known from the next 4 bytes: refuse a header
+	// too large to be a NameServer request before reading (and decoding)
+	// it. Peek leaves the bytes for the frame's read below.
+	hl, err := br.Peek(4)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, 0, err
+	}
+	if n := int(binary.BigEndian.Uint32(hl) & 0xFFFFFF); n > s.lim.MaxHeader {
+		return nil, 0, fmt.Errorf("%w: header of %d bytes, cap %d", ErrFrameTooLarge, n, s.lim.MaxHeader)
+	}
+	held := int64(length)
+	// The host's share first, then the server's: a frame holding the
+	// server's budget never waits for anything but its own bytes, so the
+	// two never wait on each other in a cycle.
+	waitedHost, err := c.hostBudget.acquire(c.readCtx, s.lim.FrameTimeout, held, &s.stats.budgetWaits)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: waited for %d bytes of this host's share: %v", errBudget, held, err)
+	}
+	waited, err := s.budget.acquire(c.readCtx, s.lim.FrameTimeout, held, &s.stats.budgetWaits)
+	if err != nil {
+		c.hostBudget.release(held)
+		return nil, 0, fmt.Errorf("%w: waited for %d bytes: %v", errBudget, held, err)
+	}
+	// A frame that waited for the budget gets its full frame timeout from
+	// now: the wait was the server's, not the peer's.
+	if (waited || waitedHost) && !c.setReadDeadline(s.lim.FrameTimeout) {
+		c.releaseBytes(held)
+		return nil, 0, fmt.Errorf("%w: the connection is stopping", errBudget)
+	}
+	frame, err := readGrowing(br, length)
+	if err == nil {
+		var req *Command
+		if req, err = decodeFrame(frame); err == nil {
+			return req, held, nil
+		}
+	}
+	c.releaseBytes(held)
+	return nil, 0, err
+}
+
+// releaseBytes gives back what a frame took from the budgets.
+func (c *conn) releaseBytes(held int64) {
+	c.srv.budget.release(held)
+	c.hostBudget.release(held)
+}
+
+func (c *conn) handle(req *Command, held int64) {
 	defer func() {
 		<-c.inflight
 		c.handlers.Done()
 	}()
 	resp := c.call(req)
+	// The request's bytes are the handler's until it returns.
+	c.releaseBytes(held)
 	// The worker is free once the handler is done: a peer that does not
 	// read its responses holds only its own in-flight slots while the write
 	// waits, never the workers other connections need.
@@ -425,8 +569,18 @@ func (c *conn) handle(req *Command) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	c.nc.SetWriteDeadline(time.Now().Add(c.srv.lim.WriteTimeout))
+	if c.writeFailed {
+		return // the connection is closing; its peer has lost the stream already
+	}
 	if _, err := c.nc.Write(frame); err != nil {
-		c.nc.Close() // the reader then returns; the peer has lost the stream
+		// The reader then returns; the peer has lost the stream.
+		c.writeFailed = true
+		c.nc.Close()
+		if c.ctx.Err() == nil {
+			c.srv.stats.writeFailures.Add(1)
+			c.srv.Logger.Info("remoting connection closed: a response could not be written (is the peer reading?)",
+				"peer", c.nc.RemoteAddr(), "err", err, "write_timeout", c.srv.lim.WriteTimeout)
+		}
 	}
 }
 
@@ -461,7 +615,51 @@ func (c *conn) close() {
 	delete(s.conns, c)
 	if s.perHost[c.host]--; s.perHost[c.host] <= 0 {
 		delete(s.perHost, c.host)
+		delete(s.hostBudget, c.host)
 	}
 	s.mu.Unlock()
 	s.connWG.Done()
+}
+
+// byteBudget is the bytes a Server's connections may hold of request frames
+// at once (Limits.MaxBufferedBytes): a FIFO weighted semaphore, so a large
+// frame is not starved by a stream of small ones, and a count to report.
+type byteBudget struct {
+	sem  *semaphore.Weighted
+	used atomic.Int64
+}
+
+func newByteBudget(limit int64) *byteBudget {
+	return &byteBudget{sem: semaphore.NewWeighted(limit)}
+}
+
+// acquire takes n bytes, waiting up to timeout or until ctx ends; waited
+// says whether it had to wait, waits counts the calls that did.
+func (b *byteBudget) acquire(ctx context.Context, timeout time.Duration, n int64, waits *atomic.Uint64) (waited bool, err error) {
+	if !b.sem.TryAcquire(n) {
+		waited = true
+		waits.Add(1)
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := b.sem.Acquire(ctx, n); err != nil {
+			return true, err
+		}
+	}
+	b.used.Add(n)
+	return waited, nil
+}
+
+func (b *byteBudget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.used.Add(-n)
+	b.sem.Release(n)
+}
+
+func (b *byteBudget) inUse() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.used.Load()
 }

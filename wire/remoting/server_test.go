@@ -3,9 +3,11 @@ package remoting
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -334,7 +336,7 @@ func TestServerInFlightPerConn(t *testing.T) {
 // blocks only its own connection; with one worker, another connection is
 // still served.
 func TestServerSlowReaderHoldsNoWorker(t *testing.T) {
-	_, addr := startServer(t, echo(nil), Limits{Workers: 1, WriteTimeout: time.Minute})
+	_, addr := startServer(t, echo(nil), Limits{Workers: 1, WriteTimeout: time.Minute, MaxHeader: 2 << 20})
 	slow := dial(t, addr)
 	if tcp, ok := slow.nc.(*net.TCPConn); ok {
 		tcp.SetReadBuffer(4 << 10)
@@ -351,4 +353,180 @@ func TestServerSlowReaderHoldsNoWorker(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	slow.nc.Close()
+}
+
+// TestServerBufferedBytesBudget: request bytes held across all connections
+// stay within MaxBufferedBytes. With a budget of two 512 KiB frames and
+// handlers that block, eight connections sending one such frame each get
+// exactly two into handlers; the rest wait unread until those finish, and
+// then every one is answered.
+func TestServerBufferedBytesBudget(t *testing.T) {
+	const frameBody = 512 << 10
+	release := make(chan struct{})
+	var entered atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, _ net.Addr, req *Command) *Command {
+		entered.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return NewResponse(req, Success, "")
+	})
+	budget := int64(2 * (frameBody + 64<<10))
+	s, addr := startServer(t, h, Limits{MaxFrame: 1 << 20, MaxBufferedBytes: budget, MaxBufferedBytesPerHost: budget})
+	const conns = 8
+	clients := make([]*client, conns)
+	var wg sync.WaitGroup
+	for i := range clients {
+		clients[i] = dial(t, addr)
+		wg.Go(func() {
+			// The write blocks once the server stops reading; that is the point.
+			NewRequest(105, int32(i), nil, make([]byte, frameBody)).WriteTo(clients[i].nc)
+		})
+	}
+	waitFor(t, func() bool { return entered.Load() >= 2 })
+	// Give the other six every chance to slip past the budget.
+	for i := 0; i < 50 || s.Stats().BudgetWaits == 0; i++ {
+		if i > 5000 {
+			t.Fatal("no frame waited for the budget")
+		}
+		if n := entered.Load(); n > 2 {
+			t.Fatalf("%d handlers hold a 512 KiB frame each; the budget allows 2", n)
+		}
+		if b := s.Stats().BufferedBytes; b > budget {
+			t.Fatalf("%d bytes buffered, budget %d", b, budget)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	close(release)
+	for i, c := range clients {
+		if r := c.recv(); r.Opaque != int32(i) || r.Code != Success {
+			t.Fatalf("answer %d: %+v", i, r)
+		}
+	}
+	wg.Wait()
+	waitFor(t, func() bool { return s.Stats().BufferedBytes == 0 })
+}
+
+// TestServerHeaderOnlyConnsHoldLittle: connections that declare a 16 MiB
+// frame and send only its first bytes hold memory for what they sent, not
+// for what they declared. Their declared lengths take the budget: eight fit
+// in the default 128 MiB, the others wait unread.
+func TestServerHeaderOnlyConnsHoldLittle(t *testing.T) {
+	const conns = 200
+	s, addr := startServer(t, echo(nil), Limits{MaxConnsPerHost: conns, FrameTimeout: time.Minute,
+		MaxBufferedBytesPerHost: DefaultMaxBufferedBytes}) // every connection is from 127.0.0.1
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	frame := binary.BigEndian.AppendUint32(nil, DefaultMaxFrame-4) // the largest frame allowed
+	frame = binary.BigEndian.AppendUint32(frame, 1000)             // a JSON header of 1000 bytes…
+	frame = append(frame, `{"code":105`...)                        // …that never arrives
+	for range conns {
+		c := dial(t, addr)
+		if _, err := c.nc.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const fit = DefaultMaxBufferedBytes / (DefaultMaxFrame - 4)
+	waitFor(t, func() bool {
+		st := s.Stats()
+		return st.Conns == conns && st.BudgetWaits == conns-fit && st.BufferedBytes == fit*(DefaultMaxFrame-4)
+	})
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perConn := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / conns
+	t.Logf("heap growth per connection holding a declared 16 MiB frame: %d bytes; budget taken %d bytes by %d frames",
+		perConn, s.Stats().BufferedBytes, fit)
+	if perConn > 64<<10 {
+		t.Fatalf("each connection holds %d bytes of heap for a frame it did not send", perConn)
+	}
+}
+
+// TestServerPipelinerNotReading: a peer that pipelines thousands of
+// requests and reads no response holds only its own connection: others
+// are served meanwhile, and once a response cannot be written within
+// WriteTimeout the connection is closed and counted.
+func TestServerPipelinerNotReading(t *testing.T) {
+	big := make([]byte, 64<<10)
+	h := HandlerFunc(func(_ context.Context, _ net.Addr, req *Command) *Command {
+		r := NewResponse(req, Success, "")
+		r.Body = big
+		return r
+	})
+	s, addr := startServer(t, h, Limits{WriteTimeout: 300 * time.Millisecond})
+	slow := dial(t, addr)
+	if tcp, ok := slow.nc.(*net.TCPConn); ok {
+		tcp.SetReadBuffer(4 << 10)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		frame, _ := NewRequest(105, 1, map[string]string{"topic": "t"}, nil).Encode()
+		for range 5000 {
+			if _, err := slow.nc.Write(frame); err != nil {
+				return // closed by the server: expected
+			}
+		}
+	})
+	fast := dial(t, addr)
+	for i := range 20 {
+		fast.send(NewRequest(105, int32(i), nil, nil))
+		if r := fast.recv(); r.Opaque != int32(i) {
+			t.Fatalf("other connection: %+v", r)
+		}
+	}
+	waitFor(t, func() bool { return s.Stats().WriteFailures == 1 && s.Stats().Conns == 1 })
+	slow.nc.Close()
+	wg.Wait()
+}
+
+// TestServerHeaderCap: a NameServer's requests have headers of a few
+// hundred bytes, and a header is decoded (into a map of every extFields
+// entry, several times its size) before any worker is taken. A header
+// larger than MaxHeader closes the connection like any bad frame, checked
+// before the frame's remaining bytes are read.
+func TestServerHeaderCap(t *testing.T) {
+	s, addr := startServer(t, echo(nil), Limits{MaxHeader: 4 << 10})
+	ok := dial(t, addr)
+	ok.send(NewRequest(105, 1, map[string]string{"v": strings.Repeat("x", 3<<10)}, nil))
+	if r := ok.recv(); r.Opaque != 1 {
+		t.Fatalf("a 3 KiB header: %+v", r)
+	}
+	c := dial(t, addr)
+	c.send(NewRequest(105, 2, map[string]string{"v": strings.Repeat("x", 100<<10)}, nil))
+	if r, err := ReadCommand(c.br, 0); err == nil {
+		t.Fatalf("a 100 KiB header was answered (code %d, opaque %d)", r.Code, r.Opaque)
+	}
+	waitFor(t, func() bool { return s.Stats().BadFrames == 1 })
+}
+
+// TestServerBudgetSharePerHost: one host that declares frames and trickles
+// them holds only its share of the budget, so another host's frames are
+// still read and answered.
+func TestServerBudgetSharePerHost(t *testing.T) {
+	const frame = 1 << 20
+	s, addr := startServer(t, echo(nil), Limits{MaxFrame: frame, MaxBufferedBytes: 2 * frame, MaxBufferedBytesPerHost: frame,
+		FrameTimeout: time.Minute})
+	declared := binary.BigEndian.AppendUint32(nil, frame-4) // the largest frame…
+	declared = binary.BigEndian.AppendUint32(declared, 100) // …that never arrives
+	for range 2 {
+		c := dial(t, addr)
+		if _, err := c.nc.Write(declared); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return s.Stats().BufferedBytes == frame-4 && s.Stats().BudgetWaits == 1 })
+	// Another host: 127.0.0.2 is on the loopback interface too.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Skipf("no second loopback address: %v", err)
+	}
+	other := &client{t: t, nc: nc, br: bufio.NewReader(nc)}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	other.send(NewRequest(105, 7, map[string]string{"v": "other host"}, make([]byte, 512<<10)))
+	if r := other.recv(); r.Opaque != 7 || r.Remark != "other host" {
+		t.Fatalf("other host: %+v", r)
+	}
 }

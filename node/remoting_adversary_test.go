@@ -1,0 +1,154 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/wire/remoting"
+)
+
+// levelRecorder is a slog.Handler that keeps every record's level and
+// message, so a test can check what a normal stop logs.
+type levelRecorder struct {
+	mu   *sync.Mutex
+	recs *[]slog.Record
+}
+
+func newLevelRecorder() levelRecorder {
+	return levelRecorder{mu: &sync.Mutex{}, recs: &[]slog.Record{}}
+}
+
+func (h levelRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h levelRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	*h.recs = append(*h.recs, r.Clone())
+	h.mu.Unlock()
+	return nil
+}
+func (h levelRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h levelRecorder) WithGroup(string) slog.Handler      { return h }
+
+func (h levelRecorder) errors() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range *h.recs {
+		if r.Level >= slog.LevelWarn {
+			var b strings.Builder
+			b.WriteString(r.Level.String() + " " + r.Message)
+			r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+			out = append(out, b.String())
+		}
+	}
+	return out
+}
+
+// TestRemotingShutdownLogsNoError: a normal stop of a node with a remoting
+// listener logs nothing at WARN or above (it used to log "remoting listener
+// stopped … use of closed network connection" at ERROR).
+func TestRemotingShutdownLogsNoError(t *testing.T) {
+	for i := range 5 { // the race is between closing the listener and Serve's Accept
+		rec := newLevelRecorder()
+		tn := startRemotingNode(t, func(c *Config) { c.Logger = slog.New(rec) })
+		c := dialRemoting(t, tn)
+		if resp := c.call(&remoting.Command{Code: remoting.GetAllTopicListFromNameSrv, Opaque: 1}); resp.Code != remoting.Success {
+			t.Fatal(resp)
+		}
+		tn.stop()
+		if errs := rec.errors(); len(errs) > 0 {
+			t.Fatalf("run %d: a normal stop logged:\n%s", i, strings.Join(errs, "\n"))
+		}
+	}
+	_ = time.Second
+}
+
+// TestRemotingWipeSurvivesUnchangedRegistration: WIPE_WRITE_PERM_OF_BROKER
+// clears the write bit, and the broker's next periodic registration with an
+// unchanged data version does not bring it back (REMOTING.md §3.6); a
+// changed data version does, as with a NameServer. ADD_WRITE_PERM sets
+// read-write (6), dropping other bits.
+func TestRemotingWipeSurvivesUnchangedRegistration(t *testing.T) {
+	tn := startRemotingNode(t, func(c *Config) { c.RemotingAllowAdmin = true })
+	c := dialRemoting(t, tn)
+	const addr = "127.0.0.1:10911"
+	dv := remoting.DataVersion{Counter: 1, Timestamp: 1735689600000}
+	if r := c.call(registerCmd(t, 1, 0, addr, dv, "a", "b")); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	perm := func(topic string) uint8 {
+		t.Helper()
+		rd, _, err := tn.Registry().RouteData(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rd.Queues[0].Perm
+	}
+	if r := c.call(&remoting.Command{Code: remoting.WipeWritePermOfBroker, Opaque: 2, ExtFields: map[string]string{"brokerName": "broker-a"}}); r.Ext("wipeTopicCount") != "2" {
+		t.Fatalf("wipe: %+v", r)
+	}
+	if r := c.call(registerCmd(t, 3, 0, addr, dv, "a", "b")); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	if p := perm("a"); p != 4 {
+		t.Fatalf("perm %d after an unchanged re-registration, want 4: the wipe was undone", p)
+	}
+	dv.Counter++
+	if r := c.call(registerCmd(t, 4, 0, addr, dv, "a", "b")); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	if p := perm("a"); p != 6 {
+		t.Fatalf("perm %d after a changed registration, want 6", p)
+	}
+	c.call(&remoting.Command{Code: remoting.WipeWritePermOfBroker, Opaque: 5, ExtFields: map[string]string{"brokerName": "broker-a"}})
+	if r := c.call(&remoting.Command{Code: remoting.AddWritePermOfBroker, Opaque: 6, ExtFields: map[string]string{"brokerName": "broker-a"}}); r.Ext("addTopicCount") != "2" || r.ExtFields == nil {
+		t.Fatalf("add: %+v", r)
+	}
+	if p := perm("b"); p != 6 {
+		t.Fatalf("perm %d after add, want 6", p)
+	}
+}
+
+// TestRemotingSkippedTopicsLogShort: a registration naming many topics the
+// registry cannot hold logs one short line (a count and a few names), not
+// every name: one frame must not become megabytes of log.
+func TestRemotingSkippedTopicsLogShort(t *testing.T) {
+	rec := newLevelRecorder()
+	tn := startRemotingNode(t, func(c *Config) { c.Logger = slog.New(rec) })
+	c := dialRemoting(t, tn)
+	names := []string{"good-a", "good-b"}
+	for i := range 1000 {
+		names = append(names, fmt.Sprintf("bad.name.%d", i))
+	}
+	if r := c.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, names...)); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	if got := routeTopics(t, tn); len(got) != 2 {
+		t.Fatalf("topics %v, want the two valid ones", got)
+	}
+	lines := rec.errors()
+	if len(lines) != 1 || len(lines[0]) > 1024 {
+		t.Fatalf("%d warnings, the first %d bytes long", len(lines), len(strings.Join(lines, "")))
+	}
+}
+
+// TestRemotingCRCOfMissingBody: a registration whose header names a body
+// checksum but that carries no body is refused as a NameServer refuses it
+// (UtilAll.crc32 of no body is 0, which does not match), not registered
+// with no topics.
+func TestRemotingCRCOfMissingBody(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	req := registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "a", "b")
+	req.Body = nil
+	if r := c.call(req); r.Code != remoting.SystemError || r.Remark != "crc32 not match" {
+		t.Fatalf("no body, bodyCrc32=%s: %+v", req.Ext("bodyCrc32"), r)
+	}
+	if tn.Registry().LeaseCount() != 0 {
+		t.Fatal("registered a broker from a frame whose body failed its checksum")
+	}
+}
