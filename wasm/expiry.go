@@ -191,8 +191,10 @@ func intervalStats(l registry.LeaseInfo, period time.Duration) BrokerStats {
 }
 
 // ConfirmExpiry implements registry.ExpiryConfirmer: the active confirm
-// policy decides which due leases go now. Without a policy, or when the
-// call fails, all of them go (the registry's built-in behaviour).
+// policy decides which due leases go now. Without a policy all of them go
+// (the registry's built-in behaviour); when the call fails, the hook's
+// FailMode (SetConfig.ConfirmFailure) decides: closed (the default) holds
+// them all back until the next sweep, open removes them all.
 func (s *Set) ConfirmExpiry(due []registry.LeaseInfo, stats registry.ExpiryStats) []registry.LeaseInfo {
 	b := s.acquire(HookExpiryConfirm)
 	if b == nil {
@@ -219,6 +221,9 @@ func (s *Set) ConfirmExpiry(due []registry.LeaseInfo, stats registry.ExpiryStats
 	idx, took, err := b.module.confirmExpiry(s.ctx, &in)
 	if err != nil {
 		s.failed(context.Background(), b, took, err)
+		if s.cfg.ConfirmFailure == FailClosed {
+			return nil
+		}
 		s.forgetThresholds(due)
 		return due
 	}
