@@ -460,7 +460,6 @@ func TestPolicyDirBreakingLimitRefused(t *testing.T) {
 	}
 }
 
-
 // TestUploadPastItsDeadlineChangesNothing: an upload the node cannot
 // finish within the deadline its sender gave is answered with code 15 and
 // activates nothing, then or later.
