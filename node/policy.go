@@ -240,6 +240,9 @@ func (n *Node) policyTest(req *wire.PolicyTest) (any, error) {
 	}
 	cfg := n.policies.host.Config()
 	out, took, err := m.Trial(ctx, h, input, cfg.MinThreshold, cfg.MaxThreshold)
+	if errors.Is(err, wasm.ErrBusy) && ctx.Err() != nil { // tests run one at a time
+		return nil, wire.Errorf(wire.CodeOverloaded, "policy test of %.12s waited for another test past its deadline: retry", m.Hash())
+	}
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeBadRequest, "policy test of %.12s: %v", m.Hash(), err)
 	}
