@@ -77,8 +77,8 @@ func (f FailMode) or(def FailMode) FailMode {
 
 // DefaultReadBudget is the policy time one read may spend by default
 // (WithReadBudget): enough for 10,000 topics of a module answering in
-// 100 µs on 4 instances, or about a dozen calls of one that takes most of
-// its 20 ms deadline on each.
+// 50 µs with 2 route calls at once (2 cores), or a few dozen calls of one
+// that takes most of its 20 ms deadline on each.
 const DefaultReadBudget = 250 * time.Millisecond
 
 type readBudgetKey struct{}
@@ -92,7 +92,8 @@ type readBudget struct{ until time.Time }
 // deadline per instance for the calls already started, and every topic
 // past the budget is answered by the route hook's FailMode and counted as
 // a fallback. Calls in flight at the budget are not cut short, since
-// cutting one closes its instance.
+// cutting one closes its instance. The budget runs on the real clock, not
+// SetConfig.Now: it bounds real time spent.
 func WithReadBudget(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, readBudgetKey{}, &readBudget{until: time.Now().Add(d)})
 }
