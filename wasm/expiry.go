@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"time"
@@ -221,7 +222,11 @@ func (s *Set) ConfirmExpiry(due []registry.LeaseInfo, stats registry.ExpiryStats
 	idx, took, err := b.module.confirmExpiry(s.ctx, &in)
 	if err != nil {
 		s.failed(context.Background(), b, took, err)
-		if s.cfg.ConfirmFailure == FailClosed {
+		// Held back only for the module's own failures, which count
+		// towards its deactivation: a hold-back always ends. A call the
+		// host could not run (no instance within the node-wide budget)
+		// counts for nothing, so it gets the built-in rule.
+		if s.cfg.ConfirmFailure == FailClosed && !errors.Is(err, ErrBusy) {
 			return nil
 		}
 		s.forgetThresholds(due)
