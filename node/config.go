@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgereg/edgereg/node/registry"
+	"github.com/edgereg/edgereg/wasm"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
@@ -152,6 +153,18 @@ type Config struct {
 	PolicyCallTimeout time.Duration
 	// MaxPolicyUploadsPerMinute bounds policy pushes and tests; default 10.
 	MaxPolicyUploadsPerMinute int
+	// PolicyReadBudget bounds the route policy time one get-routes request
+	// may spend (wasm.WithReadBudget); topics past it are answered by
+	// PolicyRouteFailure and counted as fallbacks; default 250 ms.
+	PolicyReadBudget time.Duration
+	// PolicyRouteFailure says what a topic gets when the route policy
+	// cannot answer: open (default) the unfiltered route, closed status
+	// policy-failed (wire.StatusPolicyFailed).
+	PolicyRouteFailure wasm.FailMode
+	// PolicyConfirmFailure says what happens to due leases when the confirm
+	// policy cannot answer: closed (default) holds them back until the next
+	// scan, open removes them all.
+	PolicyConfirmFailure wasm.FailMode
 
 	// PacketConn, when set, is the socket to serve on instead of binding
 	// Addr; the node closes it on Shutdown. Tests use it to run nodes on a
@@ -213,6 +226,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.PolicyCallTimeout, 20*time.Millisecond)
 	setDefault(&c.PolicyCacheDir, filepath.Join(c.DataDir, "wasm-cache"))
 	setDefault(&c.MaxPolicyUploadsPerMinute, DefaultMaxPolicyUploadsPerMinute)
+	setDefault(&c.PolicyReadBudget, wasm.DefaultReadBudget)
 	setDefault(&c.RemotingMaxFrame, remoting.DefaultMaxFrame)
 	if c.Workers <= 0 {
 		c.Workers = 8 * maxProcs()
@@ -272,7 +286,7 @@ func (c Config) Validate() error {
 	}{
 		{"--heartbeat-interval", c.HeartbeatInterval}, {"--expiry-threshold", c.ExpiryThreshold},
 		{"--scan-interval", c.ScanInterval}, {"--read-timeout", c.ReadTimeout}, {"--write-timeout", c.WriteTimeout}, {"--idle-timeout", c.IdleTimeout},
-		{"--policy-call-timeout", c.PolicyCallTimeout},
+		{"--policy-call-timeout", c.PolicyCallTimeout}, {"--policy-read-budget", c.PolicyReadBudget},
 		{"--min-lease-timeout", c.MinLeaseTimeout}, {"--max-lease-timeout", c.MaxLeaseTimeout},
 	}
 	for _, p := range positive {

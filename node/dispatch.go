@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -327,7 +328,8 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 		}
 	}
 	out := newRoutes(len(q.Topics))
-	n.policies.eachTopic(len(q.Topics), func(i int) { out.Results[i] = n.routeResult(q.Topics[i], cs.peer.ip, q.Client) })
+	ctx := n.policies.readContext(n.cfg.PolicyReadBudget) // node/policy.go
+	n.policies.eachTopic(len(q.Topics), func(i int) { out.Results[i] = n.routeRead(ctx, q.Topics[i], cs.peer.ip, q.Client) })
 	n.describeRoutes(out) // freshness: node/info.go
 	return out, nil
 }
@@ -335,6 +337,11 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 // routeResult answers one topic of a poll or a watch for a client at ip
 // with attrs, as the active route policy lets that client see it.
 func (n *Node) routeResult(tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) wire.RouteResult {
+	return n.routeRead(context.Background(), tv, ip, attrs)
+}
+
+// routeRead is routeResult within ctx's policy budget.
+func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) wire.RouteResult {
 	e, err := n.reg.Route(tv.Topic)
 	switch {
 	case err != nil && n.WarmingUp():
@@ -347,7 +354,11 @@ func (n *Node) routeResult(tv wire.TopicVersion, ip string, attrs wire.ClientAtt
 	// The registry's own copy of the name goes to the policy, whose memo
 	// keeps it: tv.Topic may be a substring of a whole request
 	// (Frame.DecodeGetRoutes), which the memo must not pin.
-	body, version := n.policies.filter(ip, attrs, e.Topic, e.Version, e.Body)
+	body, version, err := n.policies.filter(ctx, ip, attrs, e.Topic, e.Version, e.Body)
+	if err != nil { // the route policy failed closed
+		n.stats.routeReads[wire.StatusPolicyFailed].Inc()
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusPolicyFailed}
+	}
 	if version == tv.Version {
 		n.stats.routeReads[wire.StatusNotModified].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: version}

@@ -60,6 +60,8 @@ func newPolicies(cfg Config) (*policies, error) {
 	// the built-in behaviour) and reports ready while they compile.
 	set, err := wasm.NewSet(ctx, host, wasm.SetConfig{
 		DefaultThreshold:    cfg.ExpiryThreshold,
+		RouteFailure:        cfg.PolicyRouteFailure,
+		ConfirmFailure:      cfg.PolicyConfirmFailure,
 		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Store:               store,
 		RestoreInBackground: true,
@@ -81,10 +83,22 @@ func (p *policies) close() {
 	p.host.Close(context.Background())
 }
 
-// filter returns the route a client may see, by the active route policy.
-func (p *policies) filter(addr string, attrs wire.ClientAttrs, topic string, version uint64, body []byte) ([]byte, uint64) {
-	out, v, _ := p.set.RouteFilter(context.Background(), addr, attrs, topic, version, body)
-	return out, v
+// filter returns the route a client may see, by the active route policy;
+// an error (wasm.ErrFailedClosed) when the policy could not answer and the
+// route hook fails closed. ctx may carry a read budget (readContext).
+func (p *policies) filter(ctx context.Context, addr string, attrs wire.ClientAttrs, topic string, version uint64, body []byte) ([]byte, uint64, error) {
+	out, v, err := p.set.RouteFilter(ctx, addr, attrs, topic, version, body)
+	if err != nil && !errors.Is(err, wasm.ErrFailedClosed) {
+		err = nil // fail-open: ctx ended, and the caller sends the unfiltered route
+	}
+	return out, v, err
+}
+
+// readContext bounds the route policy time of one request by budget, so
+// a read of 10,000 topics cannot hold the policy pool for 10,000 guest
+// calls.
+func (p *policies) readContext(budget time.Duration) context.Context {
+	return wasm.WithReadBudget(context.Background(), budget)
 }
 
 // eachTopic runs fn for 0..count-1: with a route policy active, on up to
@@ -226,6 +240,9 @@ func (n *Node) policyTest(req *wire.PolicyTest) (any, error) {
 	}
 	cfg := n.policies.host.Config()
 	out, took, err := m.Trial(ctx, h, input, cfg.MinThreshold, cfg.MaxThreshold)
+	if errors.Is(err, wasm.ErrBusy) && ctx.Err() != nil { // tests run one at a time
+		return nil, wire.Errorf(wire.CodeOverloaded, "policy test of %.12s waited for another test past its deadline: retry", m.Hash())
+	}
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeBadRequest, "policy test of %.12s: %v", m.Hash(), err)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgereg/edgereg/wasm"
 	"github.com/edgereg/edgereg/wasm/wasmtest"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
@@ -668,4 +669,110 @@ func TestPolicyChangesLoggedOnceWithTheOperator(t *testing.T) {
 			t.Errorf("%s logged as %q, want once with hook=expiry by=test-operator", msg, lines)
 		}
 	}
+}
+
+// TestReadBudgetBoundsAManyTopicRead: one read of 100 topics under a legal
+// route policy that spends most of a call deadline on each call
+// (slow-route.wasm) starts guest calls only within the node's read budget
+// (here 1 ms, so at most one per worker); every other topic is answered by
+// the fail mode (open: the unfiltered route) and counted as a fallback, not
+// as the module's error; a leases request is served meanwhile. Before, all
+// 100 calls ran, one after another per worker.
+func TestReadBudgetBoundsAManyTopicRead(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.PolicyCallTimeout = 2 * time.Second; c.PolicyReadBudget = time.Millisecond })
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	const topics = 100
+	var names []string
+	q := &wire.GetRoutes{}
+	for i := range topics {
+		names = append(names, "t"+strconv.Itoa(i))
+		q.Topics = append(q.Topics, wire.TopicVersion{Topic: names[i]})
+	}
+	if _, err := op.Register(ctx, registration("c1", "g", 0, "10.0.0.1:1", names...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "hostile/slow-route.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		rs  wire.Routes
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		rs, err := tn.dial(pki.RoleClient).GetRoutes(ctx, q)
+		done <- answer{rs, err}
+	}()
+	if _, err := op.Leases(ctx); err != nil {
+		t.Fatalf("leases during a many-topic read: %v", err)
+	}
+	a := <-done
+	if a.err != nil || len(a.rs.Results) != topics {
+		t.Fatalf("read: %d results, %v", len(a.rs.Results), a.err)
+	}
+	for _, r := range a.rs.Results {
+		if r.Status != wire.StatusOK || len(r.Route) == 0 {
+			t.Fatalf("%s: status %v with %d bytes, want a route", r.Topic, r.Status, len(r.Route))
+		}
+	}
+	info := tn.policyInfo(wasmHook(t, "route"))
+	pool := uint64(tn.policies.host.Config().PoolSize)
+	answered := info.Calls - info.Fallbacks
+	t.Logf("100 topics, budget 1 ms: %d guest calls answered, %d fallbacks (workers %d)", answered, info.Fallbacks, pool)
+	if info.Calls != topics || answered > pool || info.Errors != 0 {
+		t.Fatalf("policy %+v: want %d calls, at most %d answered by the guest (one per worker), the rest fallbacks, no error", info, topics, pool)
+	}
+	labels := map[string]string{"hook": "route", "module": info.Hash[:12]}
+	if got := metric(t, tn, "edgereg_policy_fallbacks_total", labels); got != float64(info.Fallbacks) {
+		t.Fatalf("edgereg_policy_fallbacks_total = %v, want %d", got, info.Fallbacks)
+	}
+}
+
+// TestRouteFailureModesEndToEnd: with a route policy that traps, a
+// fail-open node serves the unfiltered route and a fail-closed node
+// answers the topic with status policy-failed and no route; both count a
+// fallback.
+func TestRouteFailureModesEndToEnd(t *testing.T) {
+	for _, mode := range []wasm.FailMode{wasm.FailDefault, wasm.FailOpen, wasm.FailClosed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			tn := startNode(t, func(c *Config) { c.PolicyCallTimeout = 2 * time.Second; c.PolicyRouteFailure = mode })
+			ctx := policyCtx(t)
+			op := tn.dial(pki.RoleOperator)
+			zonedBrokers(t, op)
+			if _, err := op.PolicyPush(ctx, "route", readModule(t, "hostile/trap.wasm")); err != nil {
+				t.Fatal(err)
+			}
+			rs, err := tn.dial(pki.RoleClient).GetRoutes(ctx, &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: "t"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rs.Results[0]
+			if mode == wasm.FailClosed {
+				if r.Status != wire.StatusPolicyFailed || len(r.Route) != 0 || r.Version != 0 {
+					t.Fatalf("fail-closed: status %v, %d bytes, version %d; want policy-failed and no route", r.Status, len(r.Route), r.Version)
+				}
+				if got := metric(t, tn, "edgereg_route_reads_total", map[string]string{"result": "policy_failed"}); got != 1 {
+					t.Fatalf("route reads policy_failed = %v, want 1", got)
+				}
+			} else {
+				route, _, err := client.DecodeResult(&r)
+				if err != nil || len(route.Brokers) != 3 {
+					t.Fatalf("fail-open: %d brokers, %v; want the unfiltered route of 3 groups", len(route.Brokers), err)
+				}
+			}
+			if info := tn.policyInfo(wasmHook(t, "route")); info.Fallbacks != 1 || info.Errors != 1 {
+				t.Fatalf("policy %+v, want 1 fallback and 1 error", info)
+			}
+		})
+	}
+}
+
+func wasmHook(t testing.TB, name string) wasm.Hook {
+	t.Helper()
+	h, err := wasm.ParseHook(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -637,7 +637,13 @@ func (rl *remotingListener) routeInfo(ctx context.Context, peer net.Addr, req *r
 		n.stats.routeReads[wire.StatusNotFound].Inc()
 		return remoting.TopicNotExistResponse(req, topic)
 	}
-	body, version := n.policies.filter(hostOf(peer.String()), wire.ClientAttrs{}, topic, e.Version, e.Body)
+	body, version, err := n.policies.filter(context.Background(), hostOf(peer.String()), wire.ClientAttrs{}, topic, e.Version, e.Body)
+	if err != nil {
+		// The route policy failed closed: no answer, as while warming up
+		// (SYSTEM_ERROR would send a producer to TBW102).
+		n.stats.routeReads[wire.StatusPolicyFailed].Inc()
+		return nil
+	}
 	json, err := rl.routes.body(topic, version, body, remoting.RouteDialect(req))
 	if err != nil {
 		return systemError(req, err)

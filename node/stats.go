@@ -29,16 +29,17 @@ type stats struct {
 	replaced      prometheus.Counter
 	tlsFailures   *prometheus.CounterVec // by reason
 	timeouts      prometheus.Counter
-	routeReads    [4]prometheus.Counter   // by wire.RouteStatus
+	routeReads    [5]prometheus.Counter   // by wire.RouteStatus
 	latency       [64]prometheus.Observer // by wire.Type: an index, not a map lookup, per request
 	errors        *prometheus.CounterVec
 	panics        *prometheus.CounterVec
 }
 
 // routeResultLabels name route read results as the metrics show them.
-var routeResultLabels = [4]string{
+var routeResultLabels = [5]string{
 	wire.StatusOK: "hit", wire.StatusNotModified: "not_modified",
 	wire.StatusNotFound: "not_found", wire.StatusWarmingUp: "warming_up",
+	wire.StatusPolicyFailed: "policy_failed",
 }
 
 func newStats(n *Node) *stats {

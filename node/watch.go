@@ -420,10 +420,11 @@ func (wt *watcher) event(topic string, have uint64, force bool, attrs wire.Clien
 	switch res.Status {
 	case wire.StatusNotModified:
 		return nil, 0, false
-	case wire.StatusWarmingUp:
+	case wire.StatusWarmingUp, wire.StatusPolicyFailed:
 		// Not known yet, perhaps only because brokers have not come back
 		// since a restart: say nothing until warm-up ends, when every
-		// topic is looked at again (markAll).
+		// topic is looked at again (markAll). A route policy that failed
+		// closed: say nothing either; the client keeps what it has.
 		return nil, 0, false
 	case wire.StatusNotFound:
 		if have == 0 && !force {

@@ -36,7 +36,15 @@ var (
 	// ErrBadInput is a call the host did not make because its input is over
 	// a cap (client labels): a fallback, not the module's failure.
 	ErrBadInput = errors.New("policy input over a cap")
-	ErrClosed   = errors.New("closed")
+	// ErrBudget is a call the host did not make because the request's
+	// budget of policy time was spent (WithReadBudget): a fallback, not
+	// the module's failure.
+	ErrBudget = errors.New("the request's policy budget is spent")
+	// ErrFailedClosed is what RouteFilter returns, wrapping the cause, when
+	// the route policy could not answer and the hook fails closed: the
+	// caller answers the topic with an error rather than a route.
+	ErrFailedClosed = errors.New("route policy could not answer (fail-closed)")
+	ErrClosed       = errors.New("closed")
 )
 
 // Errors of Set operations.

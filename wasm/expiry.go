@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"time"
@@ -191,8 +192,10 @@ func intervalStats(l registry.LeaseInfo, period time.Duration) BrokerStats {
 }
 
 // ConfirmExpiry implements registry.ExpiryConfirmer: the active confirm
-// policy decides which due leases go now. Without a policy, or when the
-// call fails, all of them go (the registry's built-in behaviour).
+// policy decides which due leases go now. Without a policy all of them go
+// (the registry's built-in behaviour); when the call fails, the hook's
+// FailMode (SetConfig.ConfirmFailure) decides: closed (the default) holds
+// them all back until the next sweep, open removes them all.
 func (s *Set) ConfirmExpiry(due []registry.LeaseInfo, stats registry.ExpiryStats) []registry.LeaseInfo {
 	b := s.acquire(HookExpiryConfirm)
 	if b == nil {
@@ -219,6 +222,13 @@ func (s *Set) ConfirmExpiry(due []registry.LeaseInfo, stats registry.ExpiryStats
 	idx, took, err := b.module.confirmExpiry(s.ctx, &in)
 	if err != nil {
 		s.failed(context.Background(), b, took, err)
+		// Held back only for the module's own failures, which count
+		// towards its deactivation: a hold-back always ends. A call the
+		// host could not run (no instance within the node-wide budget)
+		// counts for nothing, so it gets the built-in rule.
+		if s.cfg.ConfirmFailure == FailClosed && !errors.Is(err, ErrBusy) {
+			return nil
+		}
 		s.forgetThresholds(due)
 		return due
 	}

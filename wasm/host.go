@@ -161,6 +161,11 @@ type Host struct {
 	budget chan struct{}
 	// routeCalls holds a token per route filter call in progress.
 	routeCalls chan struct{}
+	// trials holds a token per Trial in progress: with the expiry hooks
+	// (one call at a time each), route calls and dry runs (one per compile
+	// slot) it bounds the guest calls, and so the deep call stacks, alive
+	// at once.
+	trials chan struct{}
 	// childPeak is the peak RSS of the last compile child, for tests.
 	childPeak atomic.Int64
 	// out receives guests' stdout and stderr and counts the bytes.
@@ -213,8 +218,8 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	}
 	return &Host{cfg: cfg, log: cfg.Logger, out: &countingWriter{w: cfg.GuestOutput}, rt: rt, cache: cache, cacheDir: dir, tempDir: temp,
 		compiles: make(chan struct{}, cfg.MaxConcurrentCompiles), budget: make(chan struct{}, cfg.MaxInstances),
-		routeCalls: make(chan struct{}, cfg.MaxConcurrentRouteCalls),
-		modules:    make(map[string]*Module), compiling: make(map[string]*compileCall)}, nil
+		routeCalls: make(chan struct{}, cfg.MaxConcurrentRouteCalls), trials: make(chan struct{}, 1),
+		modules: make(map[string]*Module), compiling: make(map[string]*compileCall)}, nil
 }
 
 func newCache(dir string) (wazero.CompilationCache, error) {

@@ -188,7 +188,8 @@ func TestJSONInputsAndOutputs(t *testing.T) {
 // instance and the confirmations fell back to "remove all due".
 func TestRouteFloodDoesNotStarveConfirm(t *testing.T) {
 	h := newHost(t, HostConfig{CallTimeout: 50 * time.Millisecond})
-	s := newSet(t, h, SetConfig{MaxConsecutiveFailures: 1 << 30, MaxWindowFailures: 1 << 30, FailureWindow: 1})
+	// Fail-open, so a confirmation that fell back would remove the lease.
+	s := newSet(t, h, SetConfig{MaxConsecutiveFailures: 1 << 30, MaxWindowFailures: 1 << 30, FailureWindow: 1, ConfirmFailure: FailOpen})
 	m := load(t, h, "hostile/slow-route-confirm.wasm")
 	activate(t, s, HookRouteFilter, m)
 	activate(t, s, HookExpiryConfirm, m)

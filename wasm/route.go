@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/edgereg/edgereg/wire"
 )
@@ -16,10 +17,13 @@ import (
 // up to SetConfig.MemoTTL, so a repeated read costs a hash and a map
 // lookup. Pass addr without a port, so a client's reconnects share results.
 //
-// A failing policy never fails the read: the unfiltered route is returned
-// and the failure counted. The error is non-nil only when ctx ended before
-// the policy answered; the route is then unfiltered too, and the caller
-// decides whether to send it.
+// When the policy cannot answer (it failed, its pool was busy, the
+// client's labels are over the caps, or ctx's read budget is spent, see
+// WithReadBudget) the call is counted as a fallback and the route hook's
+// FailMode (SetConfig.RouteFailure) decides: open returns the unfiltered
+// route, with a nil error unless ctx ended (the caller then decides whether
+// to send it); closed returns no route and an error wrapping
+// ErrFailedClosed, which the caller answers the topic with.
 func (s *Set) RouteFilter(ctx context.Context, addr string, client wire.ClientAttrs, topic string, routeVersion uint64, route []byte) ([]byte, uint64, error) {
 	b := s.acquire(HookRouteFilter)
 	if b == nil {
@@ -28,13 +32,15 @@ func (s *Set) RouteFilter(ctx context.Context, addr string, client wire.ClientAt
 	defer s.done(b)
 	if err := checkLabels(client.Labels); err != nil {
 		// Not the module's fault: counted as a fallback, not an error.
-		s.failed(ctx, b, 0, err)
-		return route, routeVersion, nil
+		return s.routeFallback(ctx, b, 0, err, route, routeVersion)
 	}
 	now := s.cfg.Now()
 	k := s.memo.key(b.module, topic, routeVersion, addr, client.Zone, client.Labels)
 	if e := s.memo.get(k, now.UnixNano(), b.module, topic, routeVersion, addr, client.Zone, client.Labels); e != nil {
 		return e.body, e.bodyVersion, nil
+	}
+	if budgetSpent(ctx) {
+		return s.routeFallback(ctx, b, 0, ErrBudget, route, routeVersion)
 	}
 	var orig wire.Route
 	if err := wire.Unmarshal(route, &orig); err != nil {
@@ -60,7 +66,16 @@ func (s *Set) RouteFilter(ctx context.Context, addr string, client wire.ClientAt
 			return body, version, nil
 		}
 	}
+	return s.routeFallback(ctx, b, took, err, route, routeVersion)
+}
+
+// routeFallback counts a route filter call the policy did not answer and
+// answers it by the hook's FailMode.
+func (s *Set) routeFallback(ctx context.Context, b *binding, took time.Duration, err error, route []byte, routeVersion uint64) ([]byte, uint64, error) {
 	s.failed(ctx, b, took, err)
+	if s.cfg.RouteFailure == FailClosed {
+		return nil, 0, fmt.Errorf("%w: %w", ErrFailedClosed, err)
+	}
 	return route, routeVersion, ctx.Err()
 }
 
@@ -71,8 +86,8 @@ const (
 	MaxClientLabelBytes = 256 // key plus value
 )
 
-// checkLabels refuses labels over the caps; the read then gets the
-// unfiltered route (the route filter fails open) and a fallback is counted.
+// checkLabels refuses labels over the caps; the read is then answered by
+// the route hook's FailMode and a fallback is counted.
 func checkLabels(labels map[string]string) error {
 	if len(labels) > MaxClientLabels {
 		return fmt.Errorf("%w: %d client labels, at most %d", ErrBadInput, len(labels), MaxClientLabels)

@@ -46,6 +46,10 @@ type SetConfig struct {
 	// often but not in a row: MaxWindowFailures failures among the last
 	// FailureWindow calls; default 10 of 20.
 	FailureWindow, MaxWindowFailures int
+	// RouteFailure and ConfirmFailure say what the route and confirm
+	// hooks answer when their policy cannot (FailMode); default open for
+	// route, closed for confirm.
+	RouteFailure, ConfirmFailure FailMode
 	// MemoEntries bounds the memoized route-filter results; default 65536.
 	MemoEntries int
 	// MemoTTL bounds how long a memoized route-filter result is served, so a
@@ -96,6 +100,8 @@ func (c *SetConfig) setDefaults(h *Host) {
 	if c.MaxWindowFailures <= 0 {
 		c.MaxWindowFailures = min(DefaultMaxWindowFailures, c.FailureWindow)
 	}
+	c.RouteFailure = c.RouteFailure.or(FailOpen)
+	c.ConfirmFailure = c.ConfirmFailure.or(FailClosed)
 	if c.MemoEntries <= 0 {
 		c.MemoEntries = DefaultMemoEntries
 	}
@@ -467,7 +473,7 @@ func (s *Set) failed(ctx context.Context, b *binding, took time.Duration, err er
 	b.stats.calls.Add(1)
 	b.stats.fallbacks.Add(1)
 	s.fallbacks.Add(1)
-	if errors.Is(err, ErrBusy) || errors.Is(err, ErrBadInput) || ctx.Err() != nil && errors.Is(err, ErrTimeout) {
+	if errors.Is(err, ErrBusy) || errors.Is(err, ErrBadInput) || errors.Is(err, ErrBudget) || ctx.Err() != nil && errors.Is(err, ErrTimeout) {
 		return
 	}
 	b.stats.errors.Add(1)

@@ -33,9 +33,19 @@ func SampleInput(h Hook) ([]byte, error) {
 // before activation: the input is decoded as the hook's input type, the
 // answer is checked as in real calls (thresholds clamped to [lo, hi]) and
 // returned CBOR-encoded as the hook's output type, with the call's time.
+// Trials run one at a time per Host; one that waits past ctx fails with
+// ErrBusy.
 func (m *Module) Trial(ctx context.Context, h Hook, input []byte, lo, hi time.Duration) ([]byte, time.Duration, error) {
 	if !m.Implements(h) {
 		return nil, 0, fmt.Errorf("%w: module %.12s does not implement %v", ErrHookAbsent, m.hash, h)
+	}
+	// One trial at a time per host: a trial's input is the operator's, so
+	// it may drive a module past its dry run into deep recursion.
+	select {
+	case m.host.trials <- struct{}{}:
+		defer func() { <-m.host.trials }()
+	case <-ctx.Done():
+		return nil, 0, fmt.Errorf("%w: waiting for another policy test: %w", ErrBusy, ctx.Err())
 	}
 	bad := func(err error) ([]byte, time.Duration, error) {
 		return nil, 0, fmt.Errorf("decode %v input: %w", h, err)

@@ -565,7 +565,7 @@ func TestProtocolNumbers(t *testing.T) {
 			t.Errorf("code %d is %q, want %q", code, code, name)
 		}
 	}
-	for s, name := range map[RouteStatus]string{0: "ok", 1: "not-modified", 2: "not-found", 3: "warming-up", 4: "unknown"} {
+	for s, name := range map[RouteStatus]string{0: "ok", 1: "not-modified", 2: "not-found", 3: "warming-up", 4: "policy-failed", 5: "unknown"} {
 		if s.String() != name {
 			t.Errorf("status %d is %q, want %q", s, s, name)
 		}

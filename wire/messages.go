@@ -173,6 +173,10 @@ const (
 	StatusNotModified RouteStatus = 1 // the client's version is current
 	StatusNotFound    RouteStatus = 2 // no broker holds the topic
 	StatusWarmingUp   RouteStatus = 3 // not found, but the node started recently: ask another node or retry
+	// StatusPolicyFailed: the node's route policy could not answer for
+	// this client and the node fails closed; no route: keep the cached
+	// one, ask another node or retry.
+	StatusPolicyFailed RouteStatus = 4
 )
 
 // String names the status.
@@ -186,6 +190,8 @@ func (s RouteStatus) String() string {
 		return "not-found"
 	case StatusWarmingUp:
 		return "warming-up"
+	case StatusPolicyFailed:
+		return "policy-failed"
 	}
 	return "unknown"
 }

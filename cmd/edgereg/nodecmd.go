@@ -21,6 +21,7 @@ import (
 
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/node/registry"
+	"github.com/edgereg/edgereg/wasm"
 )
 
 type nodeFlags struct {
@@ -85,6 +86,9 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of policy modules (route.wasm, expiry.wasm, confirm.wasm) loaded at start and on change")
 	fs.DurationVar(&c.PolicyCallTimeout, "policy-call-timeout", 20*time.Millisecond, "how long one policy call may take before the built-in behaviour answers")
 	fs.IntVar(&c.MaxPolicyUploadsPerMinute, "max-policy-uploads-per-minute", node.DefaultMaxPolicyUploadsPerMinute, "policy pushes and tests a node accepts per minute")
+	fs.DurationVar(&c.PolicyReadBudget, "policy-read-budget", wasm.DefaultReadBudget, "route policy time one get-routes request may spend; later topics get --policy-route-failure")
+	fs.TextVar(&c.PolicyRouteFailure, "policy-route-failure", wasm.FailOpen, "when the route policy cannot answer: open (unfiltered route) or closed (status policy-failed)")
+	fs.TextVar(&c.PolicyConfirmFailure, "policy-confirm-failure", wasm.FailClosed, "when the confirm policy cannot answer: closed (hold due leases back) or open (remove them all)")
 	fs.StringVar(&c.RemotingAddr, "remoting-addr", "", `TCP address for RocketMQ remoting (brokers' and clients' namesrvAddr), e.g. ":9876" (an empty host is loopback); off by default`)
 	fs.BoolVar(&c.RemotingAllowBrokers, "remoting-allow-brokers", false, "accept broker registration over remoting (unauthenticated: anyone who reaches the port can register or remove brokers)")
 	fs.BoolVar(&c.RemotingAllowAdmin, "remoting-allow-admin", false, "accept remoting's write and admin codes: KV put/delete, write permission, topic deletion (unauthenticated)")

@@ -71,6 +71,10 @@ func DecodeResult(r *wire.RouteResult) (wire.Route, uint64, error) {
 		return wire.Route{}, 0, wire.Errorf(wire.CodeWarmingUp, "topic %s not found yet: the node is warming up", r.Topic)
 	case wire.StatusNotModified:
 		return wire.Route{}, r.Version, nil
+	case wire.StatusPolicyFailed:
+		// Says nothing about the route: this node's route policy failed
+		// and fails closed; another node may answer.
+		return wire.Route{}, 0, wire.Errorf(wire.CodeUnavailable, "topic %s: the node's route policy failed (fail-closed): ask another node", r.Topic)
 	}
 	return wire.Route{}, 0, fmt.Errorf("topic %s: unknown route status %d", r.Topic, r.Status)
 }
