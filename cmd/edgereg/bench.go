@@ -230,9 +230,15 @@ func startTarget(g *globals, bf *benchFlags, extraNodeArgs ...string) (*benchTar
 	if err != nil {
 		return nil, err
 	}
+	// Every simulated broker and client dials from this one address, where a
+	// real fleet comes from many: the per-address limits follow the load
+	// asked for, or a storm would measure the node refusing one address.
+	conns := bf.brokers + bf.conns + 16
 	args := append([]string{"node", "--data", dir, "--addr", addr, "--admin-addr", "off", "--warm-up", "-1s",
-		"--max-conns-per-host", strconv.Itoa(max(bf.brokers+bf.conns+16, 64)),
-		"--max-conns", strconv.Itoa(max(bf.brokers+bf.conns+16, node.DefaultMaxConns)), "--log-format", "json", "--log-level", "warn"}, extraNodeArgs...)
+		"--max-conns-per-host", strconv.Itoa(max(conns, 64)),
+		"--max-broker-conns-per-host", strconv.Itoa(max(conns, node.DefaultMaxBrokerConnsPerHost)),
+		"--max-handshakes-per-host", strconv.Itoa(max(conns, node.DefaultMaxHandshakesPerHost)),
+		"--max-conns", strconv.Itoa(max(conns, node.DefaultMaxConns)), "--log-format", "json", "--log-level", "warn"}, extraNodeArgs...)
 	child := exec.Command(self, args...)
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
