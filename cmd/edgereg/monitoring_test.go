@@ -47,20 +47,6 @@ func TestAlertRulesWithPromtool(t *testing.T) {
 	}
 }
 
-// policyMetricsReworked are the policy metric names the rules and the
-// dashboard use while the policy metrics are being reworked on the wasm
-// branch (a call-duration histogram, counters that never go backwards,
-// labelled by module hash). A node of this tree may not export them: they
-// are checked like every other name when it does, and tolerated when it
-// does not. Once the rework is merged this list goes and they are checked
-// for real. Nothing outside edgereg_policy_* may be added here.
-var policyMetricsReworked = map[string]bool{
-	"edgereg_policy_call_duration_seconds": true,
-	"edgereg_policy_calls_total":           true,
-	"edgereg_policy_errors_total":          true,
-	"edgereg_policy_fallbacks_total":       true,
-}
-
 // enumeratedLabels take a fixed set of values, each of which a node
 // exports (the scrape below makes it produce the lazily created ones).
 var enumeratedLabels = map[string]bool{"reason": true, "result": true, "kind": true, "role": true}
@@ -75,11 +61,6 @@ var targetLabels = map[string]bool{"instance": true, "job": true}
 // test instead of an alert silently never firing; every alert has a
 // promtool test.
 func TestMonitoringNamesExist(t *testing.T) {
-	for name := range policyMetricsReworked {
-		if !strings.HasPrefix(name, "edgereg_policy_") {
-			t.Errorf("%s in the policy allow-list: only policy metrics are being reworked", name)
-		}
-	}
 	exported := scrapeExercisedNode(t)
 	labelsOf := func(name string) (map[string]bool, bool) {
 		if l, ok := exported[name]; ok {
@@ -115,12 +96,9 @@ func TestMonitoringNamesExist(t *testing.T) {
 		}
 		for _, m := range metric.FindAllStringSubmatch(expr, -1) {
 			name := m[1]
-			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_count"), "_sum")
 			labels, ok := labelsOf(name)
 			if !ok {
-				if !policyMetricsReworked[base] {
-					t.Errorf("%s queries %s, which a node does not export", where, name)
-				}
+				t.Errorf("%s queries %s, which a node does not export", where, name)
 				continue
 			}
 			used := slices.Clone(grouped)
@@ -188,9 +166,6 @@ func TestMonitoringNamesExist(t *testing.T) {
 				continue
 			}
 			check("alerts_test.yaml series "+in.Series, in.Series)
-			if policyMetricsReworked[name] {
-				continue
-			}
 			have, _ := labelsOf(name)
 			for l := range have {
 				if !strings.Contains(labels, l+"=") {
