@@ -264,18 +264,18 @@ func (rl *remotingListener) serveRead(req *remoting.Command) *remoting.Command {
 	case remoting.GetBrokerClusterInfo:
 		return withBody(req, clusterInfoBody(reg.ClusterInfo()))
 	case remoting.GetAllTopicListFromNameSrv:
-		return topicListResponse(req, reg.Topics(), "")
+		return remoting.TopicListResponse(req, reg.Topics(), "")
 	case remoting.GetTopicsByCluster:
 		ts, _ := reg.TopicsByCluster(req.Ext("cluster")) // an unknown cluster has no topics
-		return topicListResponse(req, ts, "")
+		return remoting.TopicListResponse(req, ts, "")
 	case remoting.GetSystemTopicListFromNS:
-		return topicListResponse(req, reg.SystemTopics(), anyBrokerAddr(reg.ClusterInfo()))
+		return remoting.TopicListResponse(req, reg.SystemTopics(), reg.ClusterInfo().LowestBrokerAddr())
 	case remoting.GetUnitTopicList:
-		return topicListResponse(req, reg.UnitTopics(), "")
+		return remoting.TopicListResponse(req, reg.UnitTopics(), "")
 	case remoting.GetHasUnitSubTopicList:
-		return topicListResponse(req, reg.UnitSubTopics(), "")
+		return remoting.TopicListResponse(req, reg.UnitSubTopics(), "")
 	case remoting.GetHasUnitSubUnunitTopicList:
-		return topicListResponse(req, reg.UnitSubNonUnitTopics(), "")
+		return remoting.TopicListResponse(req, reg.UnitSubNonUnitTopics(), "")
 	case remoting.GetBrokerMemberGroup:
 		return rl.memberGroup(req)
 	case remoting.GetKVConfig, remoting.PutKVConfig, remoting.DeleteKVConfig, remoting.GetKVListByNamespace:
@@ -731,27 +731,6 @@ func clusterInfoBody(ci wire.ClusterInfo) []byte {
 		out.ClusterAddrTable[c] = groups
 	}
 	return out.Encode(remoting.Legacy) // as RocketMQ always writes it
-}
-
-// anyBrokerAddr is the brokerAddr RocketMQ adds to the system topic list:
-// the address of some registered broker (here the lowest, for stable output).
-func anyBrokerAddr(ci wire.ClusterInfo) string {
-	best := ""
-	for _, g := range ci.Groups {
-		for _, a := range g.Addrs {
-			if best == "" || a < best {
-				best = a
-			}
-		}
-	}
-	return best
-}
-
-func topicListResponse(req *remoting.Command, topics []string, brokerAddr string) *remoting.Command {
-	if topics == nil {
-		topics = []string{}
-	}
-	return withBody(req, (&remoting.TopicList{TopicList: topics, BrokerAddr: brokerAddr}).Encode())
 }
 
 // memberGroup is GET_BROKER_MEMBER_GROUP (5.x), with the NameServer's quirk

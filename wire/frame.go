@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -225,4 +226,21 @@ func (f *Frame) DecodeBody(v any) error {
 		return Errorf(CodeBadRequest, "malformed %s body: %v", f.Type, err)
 	}
 	return nil
+}
+
+// ClientTLS returns a copy of conf ready to dial nodes with: a session
+// cache for one-round-trip resumption on reconnects, and the ALPN when
+// conf names none. A nil conf stays nil.
+func ClientTLS(conf *tls.Config) *tls.Config {
+	if conf == nil {
+		return nil
+	}
+	conf = conf.Clone()
+	if conf.ClientSessionCache == nil {
+		conf.ClientSessionCache = tls.NewLRUClientSessionCache(64)
+	}
+	if len(conf.NextProtos) == 0 {
+		conf.NextProtos = []string{ALPN}
+	}
+	return conf
 }

@@ -80,6 +80,21 @@ type ClusterInfo struct {
 	Groups map[string]BrokerData `cbor:"2,keyasint"`
 }
 
+// LowestBrokerAddr is the lowest address of any registered broker, or ""
+// when there is none: the one address RocketMQ's system topic list names,
+// chosen the same way on every call.
+func (ci ClusterInfo) LowestBrokerAddr() string {
+	best := ""
+	for _, g := range ci.Groups {
+		for _, a := range g.Addrs {
+			if best == "" || a < best {
+				best = a
+			}
+		}
+	}
+	return best
+}
+
 // RouteVersion is the version of a route's encoded bytes (PROTOCOL.md
 // section 9): the first 8 bytes of their SHA-256, big-endian, never 0. A
 // client that builds a route from several nodes' answers versions it the

@@ -132,15 +132,7 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.TLS != nil {
-		c.TLS = c.TLS.Clone()
-		if c.TLS.ClientSessionCache == nil {
-			c.TLS.ClientSessionCache = tls.NewLRUClientSessionCache(64)
-		}
-		if len(c.TLS.NextProtos) == 0 {
-			c.TLS.NextProtos = []string{wire.ALPN}
-		}
-	}
+	c.TLS = wire.ClientTLS(c.TLS)
 	c.Topics = slices.Clone(c.Topics)
 	return c
 }

@@ -66,7 +66,7 @@ func (g *Gateway) serve(ctx context.Context, req *remoting.Command) *remoting.Co
 		if cluster == "" {
 			// A NameServer reads the missing field as null and finds no
 			// topics for it; no node needs asking.
-			return topicListResponse(req, nil, "")
+			return remoting.TopicListResponse(req, nil, "")
 		}
 		return g.serveTopics(ctx, req, wire.TopicsByCluster, cluster)
 	case remoting.GetSystemTopicListFromNS:
@@ -299,7 +299,7 @@ func (g *Gateway) serveTopics(ctx context.Context, req *remoting.Command, kind w
 	if err != nil {
 		return unreachable(req, err)
 	}
-	return topicListResponse(req, list, "")
+	return remoting.TopicListResponse(req, list, "")
 }
 
 // topicList reads a topic list from the cache or the nodes.
@@ -327,34 +327,9 @@ func (g *Gateway) serveSystemTopics(ctx context.Context, req *remoting.Command) 
 	addr := ""
 	if ci, cached, err := g.cluster.get(ctx, ""); err == nil {
 		g.pollResult("cluster_info", cached)
-		addr = anyBrokerAddr(ci)
+		addr = ci.LowestBrokerAddr()
 	}
-	return topicListResponse(req, list, addr)
-}
-
-// anyBrokerAddr is some registered broker's address: the lowest, for
-// stable answers (a node's listener picks the same).
-func anyBrokerAddr(ci wire.ClusterInfo) string {
-	best := ""
-	for _, g := range ci.Groups {
-		for _, a := range g.Addrs {
-			if best == "" || a < best {
-				best = a
-			}
-		}
-	}
-	return best
-}
-
-// topicListResponse answers a topic-list code; topicList is always an
-// array, brokerAddr is written when set.
-func topicListResponse(req *remoting.Command, list []string, brokerAddr string) *remoting.Command {
-	if list == nil {
-		list = []string{}
-	}
-	resp := remoting.NewResponse(req, remoting.Success, "")
-	resp.Body = (&remoting.TopicList{TopicList: list, BrokerAddr: brokerAddr}).Encode()
-	return resp
+	return remoting.TopicListResponse(req, list, addr)
 }
 
 func (g *Gateway) serveMemberGroup(ctx context.Context, req *remoting.Command) *remoting.Command {

@@ -264,6 +264,18 @@ type TopicList struct {
 	BrokerAddr string   `json:"brokerAddr"`
 }
 
+// TopicListResponse is the SUCCESS answer to req, a topic-list code, with
+// list as its body (an empty array for none) and brokerAddr when set, as a
+// NameServer answers it.
+func TopicListResponse(req *Command, list []string, brokerAddr string) *Command {
+	if list == nil {
+		list = []string{}
+	}
+	resp := NewResponse(req, Success, "")
+	resp.Body = (&TopicList{TopicList: list, BrokerAddr: brokerAddr}).Encode()
+	return resp
+}
+
 // AppendJSON appends l; topicList is always an array.
 func (l *TopicList) AppendJSON(dst []byte) []byte {
 	dst = append(dst, '{')

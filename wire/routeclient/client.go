@@ -146,15 +146,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.TLS != nil {
-		c.TLS = c.TLS.Clone()
-		if c.TLS.ClientSessionCache == nil {
-			c.TLS.ClientSessionCache = tls.NewLRUClientSessionCache(64)
-		}
-		if len(c.TLS.NextProtos) == 0 {
-			c.TLS.NextProtos = []string{wire.ALPN}
-		}
-	}
+	c.TLS = wire.ClientTLS(c.TLS)
 	return c
 }
 
