@@ -290,7 +290,7 @@ func TestCLIPolicies(t *testing.T) {
 		{[]string{"policy", "test", module, "--hook", "expiry"}, 0, `{"threshold_ms":`},
 		{[]string{"policy", "test", module, "--hook", "expiry", "--input", input}, 0, `{"threshold_ms":130000}`},
 		{[]string{"policy", "push", module, "--hook", "expiry"}, 0, "expiry: "},
-		{[]string{"policy", "ls", "-o", "json"}, 0, `"Hook": "expiry"`},
+		{[]string{"policy", "ls", "-o", "json"}, 0, `"hook": "expiry"`},
 		{[]string{"policy", "push", module, "--hook", "route"}, 1, "does not implement"},
 		{[]string{"policy", "push", "/nonexistent.wasm", "--hook", "route"}, 1, ""},
 		{[]string{"policy", "rm", "--hook", "expiry"}, 0, "built-in"},

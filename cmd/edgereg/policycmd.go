@@ -85,9 +85,47 @@ func policySummary(info wire.PolicyInfo) string {
 
 // nodePolicies is one node's policy list.
 type nodePolicies struct {
-	Node     string            `json:"node"`
-	Error    string            `json:"error,omitempty"`
-	Policies []wire.PolicyInfo `json:"policies,omitempty"`
+	Node     string      `json:"node"`
+	Error    string      `json:"error,omitempty"`
+	Policies []policyOut `json:"policies,omitempty"`
+}
+
+// policyOut is one hook's policy as -o json prints it: snake_case, the
+// activation time in RFC 3339 like every other time the CLI prints.
+type policyOut struct {
+	Hook         string            `json:"hook"`
+	Hash         string            `json:"hash,omitempty"`
+	Size         int               `json:"size,omitempty"`
+	ActivatedAt  *time.Time        `json:"activated_at,omitempty"`
+	Calls        uint64            `json:"calls"`
+	Errors       uint64            `json:"errors"`
+	Fallbacks    uint64            `json:"fallbacks"`
+	P50Micros    int64             `json:"p50_us"`
+	P99Micros    int64             `json:"p99_us"`
+	LastGoodHash string            `json:"last_good_hash,omitempty"`
+	Modules      []policyModuleOut `json:"modules,omitempty"`
+}
+
+type policyModuleOut struct {
+	Hash        string `json:"hash"`
+	State       string `json:"state"`
+	Calls       uint64 `json:"calls"`
+	Errors      uint64 `json:"errors"`
+	Fallbacks   uint64 `json:"fallbacks"`
+	Deactivated string `json:"deactivated,omitempty"`
+}
+
+func newPolicyOut(p wire.PolicyInfo) policyOut {
+	out := policyOut{Hook: p.Hook, Hash: p.Hash, Size: p.Size, Calls: p.Calls, Errors: p.Errors, Fallbacks: p.Fallbacks,
+		P50Micros: p.P50Micros, P99Micros: p.P99Micros, LastGoodHash: p.LastGoodHash}
+	if p.ActivatedAtMs != 0 {
+		at := time.UnixMilli(p.ActivatedAtMs).UTC()
+		out.ActivatedAt = &at
+	}
+	for _, m := range p.Modules {
+		out.Modules = append(out.Modules, policyModuleOut(m))
+	}
+	return out
 }
 
 func newPolicyLsCmd(g *globals) *cobra.Command {
@@ -103,7 +141,10 @@ func newPolicyLsCmd(g *globals) *cobra.Command {
 			var out []nodePolicies
 			for _, r := range results {
 				np := nodePolicies{Node: r.Node, Error: r.Error}
-				np.Policies, _ = r.Value.([]wire.PolicyInfo)
+				infos, _ := r.Value.([]wire.PolicyInfo)
+				for _, p := range infos {
+					np.Policies = append(np.Policies, newPolicyOut(p))
+				}
 				out = append(out, np)
 			}
 			if err := g.emit(cmd.OutOrStdout(), out, func(tw *tabwriter.Writer) {
@@ -124,12 +165,16 @@ func newPolicyLsCmd(g *globals) *cobra.Command {
 	}
 }
 
-func printPolicy(tw *tabwriter.Writer, node string, p wire.PolicyInfo) {
+func printPolicy(tw *tabwriter.Writer, node string, p policyOut) {
 	if p.Hash == "" {
 		fmt.Fprintf(tw, "%s\t%s\t(built-in)\t\t\t\t\t\t\t\n", node, p.Hook)
 	} else {
+		activated := ""
+		if p.ActivatedAt != nil {
+			activated = p.ActivatedAt.Format(time.RFC3339)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%.12s\t%d\t%s\t%d\t%d\t%d\t%dµs\t%dµs\n", node, p.Hook, p.Hash, p.Size,
-			time.UnixMilli(p.ActivatedAtMs).Format(time.RFC3339), p.Calls, p.Errors, p.Fallbacks, p.P50Micros, p.P99Micros)
+			activated, p.Calls, p.Errors, p.Fallbacks, p.P50Micros, p.P99Micros)
 	}
 	// The other modules the node remembers keep their counters, so a
 	// deactivated module's errors stay visible after a restore.

@@ -65,7 +65,7 @@ func TestJSONOutputIsSnakeCase(t *testing.T) {
 		{"route", "orders"}, {"clusters"}, {"topics"}, {"leases"}, {"version"},
 		{"kv", "put", "ns", "k", "v"}, {"kv", "get", "ns", "k"}, {"kv", "del", "ns", "k"},
 		{"perm", "wipe", "broker-a"}, {"perm", "add", "broker-a"},
-		{"node", "--print-config"},
+		{"node", "--print-config"}, {"policy", "ls"},
 		{"cert", "issue", "--role", "client", "--name", "json-client", "--out", t.TempDir()},
 	} {
 		out, stderr, code := run(t, env, append(args, "-o", "json")...)
