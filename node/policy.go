@@ -98,6 +98,12 @@ func (p *policies) filter(ctx context.Context, addr string, attrs wire.ClientAtt
 // a read of 10,000 topics cannot hold the policy pool for 10,000 guest
 // calls.
 func (p *policies) readContext(budget time.Duration) context.Context {
+	if !p.set.Active(wasm.HookRouteFilter) {
+		// No guest call to budget: a read without a route policy costs
+		// no allocation for it. A policy pushed during this read is
+		// unbudgeted for it alone; every call still has its deadline.
+		return context.Background()
+	}
 	return wasm.WithReadBudget(context.Background(), budget)
 }
 
