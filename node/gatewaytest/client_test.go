@@ -25,6 +25,7 @@ import (
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/gateway"
+	"github.com/edgereg/edgereg/wire/lossyudp"
 	"github.com/edgereg/edgereg/wire/nodes"
 	"github.com/edgereg/edgereg/wire/pki"
 	"github.com/edgereg/edgereg/wire/remoting"
@@ -160,7 +161,7 @@ func serve(t *testing.T, h remoting.Handler) string {
 type edgeSite struct {
 	ca      *nodetest.CA
 	nodes   []*nodetest.Node
-	proxies []*udpProxy
+	proxies []*lossyudp.Proxy
 	gw      *gateway.Gateway
 	addr    string // the gateway's remoting address: the clients' namesrvAddr
 }
@@ -171,9 +172,13 @@ func startEdgeSite(t *testing.T) *edgeSite {
 	var addrs []string
 	for range 3 {
 		tn := nodetest.Start(t, s.ca, nil)
-		p := newUDPProxy(t, tn.Addr())
+		p, err := lossyudp.New(tn.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
 		s.nodes, s.proxies = append(s.nodes, tn), append(s.proxies, p)
-		addrs = append(addrs, p.addr())
+		addrs = append(addrs, p.Addr())
 	}
 	gw, err := gateway.New(gateway.Config{
 		Nodes:           nodes.Static(addrs...),
@@ -280,7 +285,7 @@ func queueBrokers(mqs []*primitive.MessageQueue) []string {
 // still served while the WAN is cut.
 func TestClientLibraryThroughGateway(t *testing.T) {
 	s := startEdgeSite(t)
-	s.proxies[2].dropPc.Store(25) // node 3's link loses a quarter of its datagrams
+	s.proxies[2].SetDrop(25) // node 3's link loses a quarter of its datagrams
 	brokerA, brokerB := startStubBroker(t), startStubBroker(t)
 	s.registerBroker(t, "broker-a", brokerA.addr, 1, "TopicTest", "TopicLater")
 	s.onEveryNode(t, "TopicTest", "broker-a") // the lossy node too
@@ -378,7 +383,7 @@ func TestClientLibraryThroughGateway(t *testing.T) {
 		return err == nil && slices.Equal(queueBrokers(mqs), []string{"broker-a", "broker-b"})
 	})
 	for _, px := range s.proxies {
-		px.dropPc.Store(100)
+		px.SetDrop(100)
 	}
 	nodetest.WaitFor(t, "the gateway to see every node down", func() bool { return !s.gw.Health().OK })
 
@@ -407,7 +412,7 @@ func TestClientLibraryThroughGateway(t *testing.T) {
 
 	// Only the lossy node comes back: a topic the gateway has not cached
 	// yet is found through it.
-	s.proxies[2].dropPc.Store(25)
+	s.proxies[2].SetDrop(25)
 	t.Run("found over the lossy link alone", func(t *testing.T) {
 		var mqs []*primitive.MessageQueue
 		nodetest.WaitFor(t, "TopicLater through the lossy node", func() bool {

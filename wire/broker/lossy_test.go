@@ -3,124 +3,27 @@ package broker_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
 	"github.com/edgereg/edgereg/node"
+	"github.com/edgereg/edgereg/wire/lossyudp"
 	"github.com/edgereg/edgereg/wire/nodes"
 	"github.com/edgereg/edgereg/wire/pki"
 )
 
-// udpProxy forwards UDP datagrams between clients and one target on
-// loopback, dropping a share of them in both directions.
-type udpProxy struct {
-	ln     *net.UDPConn
-	target *net.UDPAddr
-	dropPc atomic.Uint32 // percent of datagrams dropped
-	// dropped counts datagrams dropped: [0] from clients, [1] to them.
-	dropped [2]atomic.Uint64
-
-	mu       sync.Mutex
-	upstream map[string]*net.UDPConn // by client address
-	closed   bool
-	wg       sync.WaitGroup
-}
-
-func newUDPProxy(t *testing.T, target string) *udpProxy {
+// newProxy starts a lossy proxy in front of target for the test.
+func newProxy(t *testing.T, target string) *lossyudp.Proxy {
 	t.Helper()
-	ta, err := net.ResolveUDPAddr("udp", target)
+	p, err := lossyudp.New(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &udpProxy{ln: ln, target: ta, upstream: make(map[string]*net.UDPConn)}
-	p.wg.Add(1)
-	go p.fromClients()
-	t.Cleanup(p.close)
+	t.Cleanup(p.Close)
 	return p
-}
-
-func (p *udpProxy) addr() string { return p.ln.LocalAddr().String() }
-
-// drop decides whether to drop a datagram going toClient or not, and
-// counts it.
-func (p *udpProxy) drop(toClient int) bool {
-	pc := p.dropPc.Load()
-	if pc > 0 && rand.Uint32N(100) < pc {
-		p.dropped[toClient].Add(1)
-		return true
-	}
-	return false
-}
-
-func (p *udpProxy) fromClients() {
-	defer p.wg.Done()
-	buf := make([]byte, 64<<10)
-	for {
-		n, from, err := p.ln.ReadFromUDP(buf)
-		if err != nil {
-			return
-		}
-		if p.drop(0) {
-			continue
-		}
-		up := p.upstreamFor(from)
-		if up == nil {
-			return
-		}
-		up.Write(buf[:n])
-	}
-}
-
-func (p *udpProxy) upstreamFor(client *net.UDPAddr) *net.UDPConn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil
-	}
-	if up := p.upstream[client.String()]; up != nil {
-		return up
-	}
-	up, err := net.DialUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, p.target)
-	if err != nil {
-		return nil
-	}
-	p.upstream[client.String()] = up
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := up.Read(buf)
-			if err != nil {
-				return
-			}
-			if !p.drop(1) {
-				p.ln.WriteToUDP(buf[:n], client)
-			}
-		}
-	}()
-	return up
-}
-
-func (p *udpProxy) close() {
-	p.mu.Lock()
-	p.closed = true
-	for _, up := range p.upstream {
-		up.Close()
-	}
-	p.mu.Unlock()
-	p.ln.Close()
-	p.wg.Wait()
 }
 
 // TestLossyLink runs a lease of 2 s (the node's threshold) through 6 s of
@@ -137,8 +40,8 @@ func TestLossyLink(t *testing.T) {
 		c.ScanInterval = 20 * time.Millisecond
 		c.HeartbeatInterval, c.ExpiryThreshold = 500*time.Millisecond, threshold
 	})
-	proxy := newUDPProxy(t, tn.Addr())
-	cfg := testConfig(t, ca, nodes.Static(proxy.addr()))
+	proxy := newProxy(t, tn.Addr())
+	cfg := testConfig(t, ca, nodes.Static(proxy.Addr()))
 	// Two heartbeats a second: four lost in a row, unretried, cost the
 	// lease. Requests keep testConfig's 2 s timeout, which a QUIC
 	// handshake under -race fits even when every package's tests run at
@@ -155,15 +58,15 @@ func TestLossyLink(t *testing.T) {
 	}
 
 	beats := r.Nodes()[0].Heartbeats
-	proxy.dropPc.Store(33)
+	proxy.SetDrop(33)
 	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		if l, ok := lease(tn, brokerAddr); !ok || l.Epoch != before.Epoch {
 			t.Fatalf("the node lost the lease on a lossy link (lease %v, epoch %d, was %d)", ok, l.Epoch, before.Epoch)
 		}
 	}
-	proxy.dropPc.Store(0)
+	proxy.SetDrop(0)
 	st := r.Nodes()[0]
-	up, down := proxy.dropped[0].Load(), proxy.dropped[1].Load()
+	up, down := proxy.Dropped()
 	t.Logf("%s of 33%% loss: %d datagrams dropped to the node and %d from it; %d heartbeats acknowledged, %d registrations, %d dials",
 		window, up, down, st.Heartbeats-beats, st.Registrations, st.Dials)
 	if up == 0 || down == 0 {
@@ -177,12 +80,12 @@ func TestLossyLink(t *testing.T) {
 	// A link that carries nothing: the registrar notices, replaces the
 	// connection, and resumes the lease once the link is back.
 	dials := r.Nodes()[0].Dials
-	proxy.dropPc.Store(100)
+	proxy.SetDrop(100)
 	waitFor(t, "the registrar to notice the dead link", func() bool {
 		st := r.Nodes()[0]
 		return st.LastError != "" && !st.Registered
 	})
-	proxy.dropPc.Store(0)
+	proxy.SetDrop(0)
 	waitFor(t, "recovery after the dead link", func() bool {
 		st := r.Nodes()[0]
 		return st.Registered && st.Dials > dials && st.LastError == ""
@@ -258,20 +161,20 @@ func TestReconnectResumesTheLease(t *testing.T) {
 	t.Parallel() // mostly waits on timers and timeouts
 	ca := newTestCA(t)
 	tn := startNode(t, ca, nil) // leases last the node's default 120 s
-	proxy := newUDPProxy(t, tn.Addr())
-	r := startRegistrar(t, testConfig(t, ca, nodes.Static(proxy.addr())))
+	proxy := newProxy(t, tn.Addr())
+	r := startRegistrar(t, testConfig(t, ca, nodes.Static(proxy.Addr())))
 	if err := r.WaitSynced(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := lease(tn, brokerAddr)
 	dials := r.Nodes()[0].Dials
 
-	proxy.dropPc.Store(100)
+	proxy.SetDrop(100)
 	waitFor(t, "the registrar to give the dead connection up", func() bool {
 		st := r.Nodes()[0]
 		return st.LastError != "" && !st.Connected
 	})
-	proxy.dropPc.Store(0)
+	proxy.SetDrop(0)
 	waitFor(t, "a new connection that renews the lease", func() bool {
 		st := r.Nodes()[0]
 		l, _ := lease(tn, brokerAddr)
