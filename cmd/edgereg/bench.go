@@ -407,42 +407,83 @@ func benchBrokers(n, topics, queues int) []*wire.Register {
 // measure runs op in a closed loop on every worker: a warm-up, then the
 // measured window.
 func measure(ctx context.Context, progressOut io.Writer, workload string, tgt *benchTarget, conns []*client.Conn, bf *benchFlags, op benchOp) benchResult {
-	var measuring atomic.Bool
-	var ops, errs atomic.Int64
+	res, _ := measureLoop(ctx, progressOut, workload, bf, func() []float64 { return []float64{procCPU(tgt.pid)} },
+		func(ctx context.Context, w int, l *closedLoop) []time.Duration {
+			return runWorker(ctx, conns[w%len(conns)], bf, w, op, l)
+		})
+	return res
+}
+
+// closedLoop counts one run's calls: the ops and errors of the measured
+// window, and whether the window is open.
+type closedLoop struct {
+	measuring atomic.Bool
+	ops, errs atomic.Int64
+}
+
+// run calls op until ctx ends: a failed call counts as an error, the
+// others as ops, timed while the window is open.
+func (l *closedLoop) run(ctx context.Context, op func() error) []time.Duration {
+	var lat []time.Duration
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		err := op()
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			l.errs.Add(1)
+			continue
+		}
+		l.ops.Add(1)
+		if l.measuring.Load() {
+			lat = append(lat, time.Since(t0))
+		}
+	}
+	return lat
+}
+
+// measureLoop runs worker on bf.workers goroutines (each calls through
+// the loop it is given), waits out the warm-up, then measures a window of
+// bf.duration or bf.maxOps ops. cpus reads the CPU seconds of the processes
+// measured: the result's CPU is the first one's, and the second value is
+// every process's CPU over the window.
+func measureLoop(ctx context.Context, progressOut io.Writer, workload string, bf *benchFlags, cpus func() []float64,
+	worker func(ctx context.Context, w int, l *closedLoop) []time.Duration) (benchResult, []float64) {
+	var l closedLoop
 	lat := make([][]time.Duration, bf.workers)
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for w := range bf.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lat[w] = runWorker(runCtx, conns[w%len(conns)], bf, w, op, &measuring, &ops, &errs)
-		}()
+		wg.Go(func() { lat[w] = worker(runCtx, w, &l) })
 	}
-	stopProgress := startProgress(progressOut, bf.progress, workload, &ops, bf.warmup+bf.duration)
+	stopProgress := startProgress(progressOut, bf.progress, workload, &l.ops, bf.warmup+bf.duration)
 	sleepCtx(ctx, bf.warmup)
-	ops.Store(0)
-	errs.Store(0)
-	cpu0 := procCPU(tgt.pid)
-	measuring.Store(true)
+	l.ops.Store(0)
+	l.errs.Store(0)
+	cpu0 := cpus()
+	l.measuring.Store(true)
 	start := time.Now()
-	waitUntil(ctx, start.Add(bf.duration), func() bool { return ops.Load() >= bf.maxOps })
-	measuring.Store(false)
+	waitUntil(ctx, start.Add(bf.duration), func() bool { return l.ops.Load() >= bf.maxOps })
+	l.measuring.Store(false)
 	elapsed := time.Since(start)
-	cpu1 := procCPU(tgt.pid)
+	cpu := cpus()
+	for i := range cpu {
+		cpu[i] -= cpu0[i]
+	}
 	stop()
 	wg.Wait()
 	stopProgress()
-	return summarize(workload, lat, ops.Load(), errs.Load(), elapsed, cpu1-cpu0)
+	return summarize(workload, lat, l.ops.Load(), l.errs.Load(), elapsed, cpu[0]), cpu
 }
 
-func runWorker(ctx context.Context, c *client.Conn, bf *benchFlags, w int, op benchOp, measuring *atomic.Bool, ops, errs *atomic.Int64) []time.Duration {
+func runWorker(ctx context.Context, c *client.Conn, bf *benchFlags, w int, op benchOp, l *closedLoop) []time.Duration {
 	rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 	call := caller(c.CallOnce)
 	if !bf.perRequestStreams {
 		st, err := c.OpenStream(ctx)
 		if err != nil {
-			errs.Add(1)
+			l.errs.Add(1)
 			return nil
 		}
 		defer st.Close()
@@ -452,23 +493,7 @@ func runWorker(ctx context.Context, c *client.Conn, bf *benchFlags, w int, op be
 	// clients use none: a worker stops after its call in flight (bounded
 	// by the request timeout), and a call costs no cancellation hook.
 	callCtx := context.WithoutCancel(ctx)
-	var lat []time.Duration
-	for ctx.Err() == nil {
-		t0 := time.Now()
-		err := op(callCtx, call, w, rng)
-		if ctx.Err() != nil {
-			break
-		}
-		if err != nil {
-			errs.Add(1)
-			continue
-		}
-		ops.Add(1)
-		if measuring.Load() {
-			lat = append(lat, time.Since(t0))
-		}
-	}
-	return lat
+	return l.run(ctx, func() error { return op(callCtx, call, w, rng) })
 }
 
 func summarize(workload string, lat [][]time.Duration, ops, errs int64, elapsed time.Duration, cpu float64) benchResult {

@@ -190,49 +190,14 @@ func measureRemoting(ctx context.Context, progressOut io.Writer, name, addr stri
 		}
 		conns = append(conns, c)
 	}
-	var measuring atomic.Bool
-	var ops, errs atomic.Int64
-	lat := make([][]time.Duration, bf.workers)
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for w := range bf.workers {
-		wg.Go(func() {
+	res, cpu := measureLoop(ctx, progressOut, name, bf, func() []float64 { return []float64{procCPU(nodePID), procCPU(gatewayPID)} },
+		func(ctx context.Context, w int, l *closedLoop) []time.Duration {
 			c := conns[w%len(conns)]
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
-			for runCtx.Err() == nil {
-				t0 := time.Now()
-				err := routeRead(runCtx, c, names[rng.IntN(len(names))])
-				if runCtx.Err() != nil {
-					break
-				}
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				ops.Add(1)
-				if measuring.Load() {
-					lat[w] = append(lat[w], time.Since(t0))
-				}
-			}
+			return l.run(ctx, func() error { return routeRead(ctx, c, names[rng.IntN(len(names))]) })
 		})
-	}
-	stopProgress := startProgress(progressOut, bf.progress, name, &ops, bf.warmup+bf.duration)
-	sleepCtx(ctx, bf.warmup)
-	ops.Store(0)
-	errs.Store(0)
-	cpu0, gw0 := procCPU(nodePID), procCPU(gatewayPID)
-	measuring.Store(true)
-	start := time.Now()
-	waitUntil(ctx, start.Add(bf.duration), func() bool { return ops.Load() >= bf.maxOps })
-	measuring.Store(false)
-	elapsed := time.Since(start)
-	cpu1, gw1 := procCPU(nodePID), procCPU(gatewayPID)
-	stop()
-	wg.Wait()
-	stopProgress()
-	res := summarize(name, lat, ops.Load(), errs.Load(), elapsed, cpu1-cpu0)
 	if gatewayPID > 0 && res.Ops > 0 {
-		res.Note = fmt.Sprintf("; gateway CPU %.1f us/op", (gw1-gw0)/float64(res.Ops)*1e6)
+		res.Note = fmt.Sprintf("; gateway CPU %.1f us/op", cpu[1]/float64(res.Ops)*1e6)
 	}
 	return res, nil
 }
