@@ -219,91 +219,21 @@ func decodeTopicVersionFast(b []byte, src string, tv *TopicVersion) ([]byte, err
 }
 
 // DecodeRoutes decodes a get-routes response body into r, as
-// Frame.DecodeBody does. Results without a route (not modified, not
-// found, warming up: what a poll of held routes mostly gets back) are
-// read by hand; a body with any route in it, or any other shape, goes to
+// Frame.DecodeBody does. The shape a node sends, freshness and node state
+// included, is read by hand (routes_decode.go); any other shape goes to
 // the general decoder, so the result and the errors are the same
-// (TestDecodeRoutes compares them).
+// (TestDecodeRoutes and FuzzDecodeRoutes compare them).
+//
+// Decoding into an r that holds an earlier answer reuses its Results and
+// Groups arrays when they are large enough, so a client polling in a loop
+// allocates them once: a caller that keeps one answer while decoding the
+// next into the same r must copy the slices out first. The strings and
+// route bytes of every answer are new; a RouteResult or GroupFreshness
+// copied out of an earlier answer stays valid.
 func (f *Frame) DecodeRoutes(r *Routes) error {
 	if len(f.Body) > 0 && decodeRoutesFast(f.Body, r) {
 		return nil
 	}
 	*r = Routes{}
 	return f.DecodeBody(r)
-}
-
-// decodeRoutesFast reads {1: [{1: topic, 2: status, 3: version}, ...]},
-// status and version optional, and reports whether b had that shape.
-func decodeRoutesFast(b []byte, r *Routes) bool {
-	major, pairs, b, err := head(b)
-	if err != nil || major != 5 || pairs != 1 {
-		return false
-	}
-	major, key, b, err := head(b)
-	if err != nil || major != 0 || key != 1 {
-		return false
-	}
-	major, n, b, err := head(b)
-	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b))/3 {
-		return false
-	}
-	// A first pass checks the shape without allocating, so a response
-	// with routes, which the general decoder takes, costs nothing here.
-	rest := b
-	for range n {
-		if rest, err = decodeRouteResultFast(rest, nil); err != nil {
-			return false
-		}
-	}
-	if len(rest) != 0 {
-		return false
-	}
-	results := make([]RouteResult, n)
-	for i := range results {
-		b, _ = decodeRouteResultFast(b, &results[i])
-	}
-	*r = Routes{Results: results}
-	return true
-}
-
-// decodeRouteResultFast decodes one result from b into res, or with res
-// nil only checks it.
-func decodeRouteResultFast(b []byte, res *RouteResult) ([]byte, error) {
-	major, pairs, b, err := head(b)
-	if err != nil || major != 5 || pairs < 1 || pairs > 3 {
-		return nil, errMalformed
-	}
-	major, key, b, err := head(b)
-	if err != nil || major != 0 || key != 1 {
-		return nil, errMalformed
-	}
-	major, size, b, err := head(b)
-	if err != nil || major != 3 || size > uint64(len(b)) || !utf8.Valid(b[:size]) {
-		return nil, errMalformed
-	}
-	if res != nil {
-		res.Topic = string(b[:size])
-	}
-	b = b[size:]
-	last := uint64(1)
-	for range pairs - 1 {
-		var v uint64
-		if major, key, b, err = head(b); err != nil || major != 0 || key <= last || key > 3 {
-			return nil, errMalformed // out of order, a route (key 4) or unknown
-		}
-		if major, v, b, err = head(b); err != nil || major != 0 {
-			return nil, errMalformed
-		}
-		switch {
-		case key == 2 && v > 0xff:
-			return nil, errMalformed // does not fit RouteStatus: the general decoder's error
-		case res == nil:
-		case key == 2:
-			res.Status = RouteStatus(v)
-		default:
-			res.Version = v
-		}
-		last = key
-	}
-	return b, nil
 }

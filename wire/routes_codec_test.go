@@ -190,80 +190,235 @@ func FuzzDecodeGetRoutes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { compareGetRoutesDecoders(t, b) })
 }
 
-// TestDecodeRoutes: the fast response decoder gives what the general one
-// gives, value and error, on every input.
-func TestDecodeRoutes(t *testing.T) {
+// routesInputs are encoded get-routes answers for the decoder tests: the
+// Routes vectors and the Routes in frame vectors, AppendRoutes output of
+// every shape a node sends (freshness and node state included), odd
+// shapes the fast decoder must leave to the general one, and every
+// truncation and many one-byte mutations of them all.
+func routesInputs(tb testing.TB, mutate bool) [][]byte {
 	var in [][]byte
-	for _, lv := range loadVectors(t) {
-		if lv.file.Type == "Routes" {
+	for _, lv := range loadVectors(tb) {
+		switch {
+		case lv.file.Type == "Routes":
 			in = append(in, lv.cbor)
+		case lv.file.Type == "Frame" && strings.HasPrefix(lv.name, "frame-get-routes-response"):
+			var f Frame
+			if err := DecodeFrame(lv.cbor[FrameHeaderLen:], &f); err != nil {
+				tb.Fatal(err)
+			}
+			in = append(in, f.Body)
 		}
 	}
-	route, _ := Marshal(&Route{Queues: []QueueData{{BrokerName: "b", ReadQueues: 8}}})
+	if len(in) < 3 {
+		tb.Fatalf("only %d Routes vectors", len(in))
+	}
+	route, _ := Marshal(&Route{Queues: []QueueData{{BrokerName: "b", ReadQueues: 8}},
+		Brokers: []BrokerData{{Cluster: "c", Name: "b", Zone: "z", Addrs: map[int64]string{0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}}}})
+	fresh := []GroupFreshness{{BrokerName: "b", AgeMs: 4200, DeadlineInMs: -11000}, {BrokerName: "c"}}
+	node := NodeState{NodeID: "node-1", StartedMs: 1735689000000, WarmingUp: true}
 	for _, r := range []Routes{
 		{Results: []RouteResult{{Topic: "a", Status: StatusNotModified, Version: 5}}},
 		{Results: []RouteResult{{Topic: "a", Status: StatusNotFound}, {Topic: "b", Status: StatusWarmingUp}, {Topic: "c", Version: 1 << 60}}},
 		{Results: []RouteResult{{Topic: "a", Version: 5, Route: route}}},
+		{Results: []RouteResult{{Topic: "a", Version: 5, Route: route}, {Topic: "b", Version: 6, Route: route}}, Groups: fresh, Node: node},
+		{Results: []RouteResult{{Topic: "a", Version: 5, Route: route}}, Groups: fresh[:1], Node: NodeState{NodeID: "n"}},
+		{Results: []RouteResult{{Topic: "a", Status: StatusNotModified, Version: 5}}, Groups: fresh, Node: node},
+		{Results: []RouteResult{{Topic: "a", Status: StatusPolicyFailed}}, Node: NodeState{StartedMs: -1}},
 		{Results: []RouteResult{}},
+		{Results: []RouteResult{}, Groups: []GroupFreshness{}},
+		{Groups: []GroupFreshness{{AgeMs: math.MaxInt64, DeadlineInMs: math.MinInt64}}},
 	} {
 		in = append(in, AppendRoutes(nil, &r))
 	}
 	in = append(in,
-		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x02, 0x19, 0x01, 0x00}, // status 256
-		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x05, 0x01},             // unknown key
-		[]byte{0xa1, 0x01, 0x81, 0xa3, 0x01, 0x61, 0x61, 0x03, 0x01, 0x02, 0x01}, // out of order
-		[]byte{0xa1, 0x01, 0x81, 0xa3, 0x01, 0x61, 0x61, 0x02, 0x01, 0x02, 0x01}, // duplicate
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x02, 0x19, 0x01, 0x00},                   // status 256
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x05, 0x01},                               // unknown key
+		[]byte{0xa1, 0x01, 0x81, 0xa3, 0x01, 0x61, 0x61, 0x03, 0x01, 0x02, 0x01},                   // out of order
+		[]byte{0xa1, 0x01, 0x81, 0xa3, 0x01, 0x61, 0x61, 0x02, 0x01, 0x02, 0x01},                   // duplicate
+		[]byte{0xa2, 0x01, 0x80, 0x01, 0x80},                                                       // duplicate outer key
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x04, 0xa2, 0x01, 0x80, 0x18, 0x01, 0x80}, // route: key 1 twice, widths differ
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x04, 0xa1, 0x01, 0xc1, 0x00},             // route: a tag
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x04, 0xa1, 0x01, 0x9f, 0xff},             // route: indefinite array
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x04, 0xa1, 0x01, 0xf9, 0x3c, 0x00},       // route: a float
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x04, 0xa1, 0x61, 0x61, 0x00},             // route: a text key
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x04, 0xa1, 0x01, 0x62, 0xff, 0xfe},       // route: invalid UTF-8
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x04, 0x80},                               // route: an array
+		[]byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x04, 0xf6},                               // route: null
+		[]byte{0xa1, 0x03, 0xa1, 0x03, 0x01},                                                       // warming up: an integer
+		[]byte{0xa1, 0x03, 0xa1, 0x02, 0x3b, 0x80, 0, 0, 0, 0, 0, 0, 0},                            // started: int64 overflow
+		[]byte{0xa1, 0x02, 0x81, 0xa1, 0x02, 0x1b, 0x80, 0, 0, 0, 0, 0, 0, 0},                      // age: int64 overflow
+		[]byte{0xa1, 0x02, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x01, 0x61, 0x62},                         // group: duplicate name
+		[]byte{0xa1, 0x01, 0xf6},                                                                   // results: null
+		[]byte{0xa1, 0x01, 0x9a, 0xff, 0xff, 0xff, 0xff},                                           // huge declared array
 	)
+	// A route nested deeper than the fast decoder follows, and one past
+	// the general decoder's limit.
+	for _, levels := range []int{maxFastRouteDepth - 3, MaxNestingLevel} {
+		deep := []byte{0xa1, 0x01, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x04}
+		for range levels {
+			deep = append(deep, 0xa1, 0x01)
+		}
+		in = append(in, append(deep, 0x00))
+	}
+	if !mutate {
+		return in
+	}
 	n := len(in)
 	for _, b := range in[:n] {
 		for k := range b {
 			in = append(in, b[:k])
-			for _, x := range []byte{0x00, 0x01, 0x02, 0x03, 0x04, 0x18, 0x20, 0x61, 0x80, 0xa3, 0xff} {
+			for _, x := range []byte{0x00, 0x01, 0x02, 0x03, 0x04, 0x18, 0x20, 0x3b, 0x61, 0x80, 0xa3, 0xf5, 0xf6, 0xff} {
 				m := bytes.Clone(b)
 				m[k] = x
 				in = append(in, m)
 			}
 		}
 	}
+	return in
+}
+
+// TestDecodeRoutes: the fast response decoder gives what the general one
+// gives, value and error, on every input, into a new Routes and into one
+// holding an earlier answer; and it takes every answer a node sends.
+func TestDecodeRoutes(t *testing.T) {
 	fast := 0
-	for _, b := range in {
-		f := &Frame{Type: TypeGetRoutes, Body: b}
-		var want, got Routes
-		wantErr := f.DecodeBody(&want)
-		gotErr := f.DecodeRoutes(&got)
-		if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
-			t.Fatalf("%x: DecodeRoutes error %v, DecodeBody error %v", b, gotErr, wantErr)
-		}
-		if wantErr == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("%x: DecodeRoutes %#v, DecodeBody %#v", b, got, want)
-		}
-		var r Routes
-		if len(b) > 0 && decodeRoutesFast(b, &r) {
+	for _, b := range routesInputs(t, true) {
+		if compareRoutesDecoders(t, b) {
 			fast++
 		}
 	}
 	if fast == 0 {
 		t.Error("the fast path never ran")
 	}
-}
-
-func FuzzDecodeRoutes(f *testing.F) {
-	for _, lv := range loadVectors(f) {
-		if lv.file.Type == "Routes" {
-			f.Add(lv.cbor)
+	for _, lv := range loadVectors(t) {
+		var r Routes
+		if lv.file.Type == "Routes" && !decodeRoutesFast(lv.cbor, &r) {
+			t.Errorf("%s: the fast decoder declines a vector", lv.name)
 		}
 	}
-	f.Add(AppendRoutes(nil, &Routes{Results: []RouteResult{{Topic: "a", Status: StatusNotModified, Version: 5}}}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		fr := &Frame{Type: TypeGetRoutes, Body: b}
-		var want, got Routes
-		wantErr := fr.DecodeBody(&want)
-		gotErr := fr.DecodeRoutes(&got)
-		if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
-			t.Fatalf("%x: DecodeRoutes error %v, DecodeBody error %v", b, gotErr, wantErr)
-		}
-		if wantErr == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("%x: DecodeRoutes %#v, DecodeBody %#v", b, got, want)
-		}
-	})
+}
+
+// compareRoutesDecoders decodes b with DecodeBody and with DecodeRoutes,
+// into a zero Routes and into one reused from a larger answer, and fails
+// unless all agree. It reports whether the fast decoder took b.
+func compareRoutesDecoders(t testing.TB, b []byte) (fastPath bool) {
+	t.Helper()
+	f := &Frame{Type: TypeGetRoutes, Body: b}
+	var want, got Routes
+	wantErr := f.DecodeBody(&want)
+	gotErr := f.DecodeRoutes(&got)
+	if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
+		t.Fatalf("%x: DecodeRoutes error %v, DecodeBody error %v", b, gotErr, wantErr)
+	}
+	if wantErr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%x: DecodeRoutes %#v, DecodeBody %#v", b, got, want)
+	}
+	reused := Routes{
+		Results: make([]RouteResult, 3, 64),
+		Groups:  make([]GroupFreshness, 2, 64),
+		Node:    NodeState{NodeID: "old", StartedMs: 9, WarmingUp: true},
+	}
+	for i := range reused.Results {
+		reused.Results[i] = RouteResult{Topic: "old", Status: StatusNotFound, Version: 9, Route: []byte{0xa0}}
+	}
+	for i := range reused.Groups {
+		reused.Groups[i] = GroupFreshness{BrokerName: "old", AgeMs: 9, DeadlineInMs: 9}
+	}
+	kept := reused.Results[0]
+	gotErr = f.DecodeRoutes(&reused)
+	if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
+		t.Fatalf("%x: DecodeRoutes into a used Routes: error %v, DecodeBody error %v", b, gotErr, wantErr)
+	}
+	if wantErr == nil && !reflect.DeepEqual(reused, want) {
+		t.Fatalf("%x: DecodeRoutes into a used Routes %#v, DecodeBody %#v", b, reused, want)
+	}
+	if kept.Topic != "old" || !bytes.Equal(kept.Route, []byte{0xa0}) {
+		t.Fatalf("%x: a result copied out of the earlier answer changed: %#v", b, kept)
+	}
+	var r Routes
+	return len(b) > 0 && decodeRoutesFast(b, &r)
+}
+
+// FuzzDecodeRoutes compares the fast response decoder with the general
+// one, seeded with the Routes vectors and AppendRoutes output.
+func FuzzDecodeRoutes(f *testing.F) {
+	for _, b := range routesInputs(f, false) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { compareRoutesDecoders(t, b) })
+}
+
+// TestDecodeRoutesCopies: the strings and routes the fast decoder gives
+// share no memory with the frame body, which the reader may reuse.
+func TestDecodeRoutesCopies(t *testing.T) {
+	route, _ := Marshal(&Route{Queues: []QueueData{{BrokerName: "b", ReadQueues: 8}}})
+	body := AppendRoutes(nil, &Routes{Results: []RouteResult{{Topic: "a", Version: 5, Route: route}},
+		Groups: []GroupFreshness{{BrokerName: "b", AgeMs: 1}}, Node: NodeState{NodeID: "n"}})
+	var r Routes
+	if !decodeRoutesFast(body, &r) {
+		t.Fatal("the fast decoder declines a node's answer")
+	}
+	want := r.Results[0].Route
+	want = bytes.Clone(want)
+	for i := range body {
+		body[i] = 0xff
+	}
+	if r.Results[0].Topic != "a" || r.Groups[0].BrokerName != "b" || r.Node.NodeID != "n" || !bytes.Equal(r.Results[0].Route, want) {
+		t.Fatalf("the decoded answer changed with the body: %#v", r)
+	}
+	if got := append(r.Results[0].Route, 0x00); &got[0] == &r.Results[0].Route[0] {
+		t.Error("a route slice has room past its end: appending to it would write into the next")
+	}
+}
+
+// BenchmarkDecodeRoutes decodes the answer of one route read, as a node
+// sends it (one route, the freshness of its two groups, the node's
+// state), and of a refresh of 100 held topics.
+func BenchmarkDecodeRoutes(b *testing.B) {
+	route, _ := Marshal(&Route{Queues: []QueueData{{BrokerName: "broker-0", ReadQueues: 8, WriteQueues: 8, Perm: 6},
+		{BrokerName: "broker-1", ReadQueues: 8, WriteQueues: 8, Perm: 6}},
+		Brokers: []BrokerData{{Cluster: "BenchCluster", Name: "broker-0", Zone: "zone-0", Addrs: map[int64]string{0: "10.0.0.0:10911", 1: "10.0.0.1:10911"}},
+			{Cluster: "BenchCluster", Name: "broker-1", Zone: "zone-1", Addrs: map[int64]string{0: "10.0.1.0:10911", 1: "10.0.1.1:10911"}}}})
+	groups := []GroupFreshness{{BrokerName: "broker-0", AgeMs: 1200, DeadlineInMs: 3598800}, {BrokerName: "broker-1", AgeMs: 1300, DeadlineInMs: 3598700}}
+	node := NodeState{NodeID: "node-7f3a", StartedMs: 1735689000000}
+	one := AppendRoutes(nil, &Routes{Results: []RouteResult{{Topic: "rmq_bench_topic_0001", Version: 0x64d1aefc40534f4d, Route: route}},
+		Groups: groups, Node: node})
+	refresh := &Routes{Groups: groups, Node: node}
+	for i := range 100 {
+		refresh.Results = append(refresh.Results, RouteResult{Topic: fmt.Sprintf("rmq_bench_topic_%04d", i), Status: StatusNotModified, Version: 0x64d1aefc40534f4d})
+	}
+	many := AppendRoutes(nil, refresh)
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"route", one}, {"refresh100", many}} {
+		f := &Frame{Type: TypeGetRoutes, Body: c.body}
+		b.Run(c.name+"/DecodeBody", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var r Routes
+				if err := f.DecodeBody(&r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/DecodeRoutes", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var r Routes
+				if err := f.DecodeRoutes(&r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/DecodeRoutesReused", func(b *testing.B) {
+			b.ReportAllocs()
+			var r Routes
+			for b.Loop() {
+				if err := f.DecodeRoutes(&r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -1,0 +1,320 @@
+package wire
+
+import (
+	"math"
+	"unicode/utf8"
+)
+
+// This file holds the hand-written decoder of a get-routes answer (Routes),
+// the message every route read of a client decodes. It reads the shape a
+// node sends (keys in ascending order, definite lengths, no tags, every
+// field of the types it knows, routes as CBOR maps of integer keys) and
+// declines everything else, which then goes to the general decoder: the
+// fast path never returns an error of its own, so errors are the general
+// decoder's, and a value it returns is the one the general decoder gives
+// (TestDecodeRoutes and FuzzDecodeRoutes compare them). It refuses
+// duplicate keys itself, at every depth, so a body it took needs no
+// separate duplicate-key walk.
+
+// maxFastRouteDepth is how deep, counting the Routes map as level 1, the
+// fast decoder follows a route's items before it declines: well inside
+// MaxNestingLevel, so that whatever it takes the general decoder takes
+// too. A route nests 7 levels deep (Routes, results, result, route,
+// brokers, broker, addresses).
+const maxFastRouteDepth = MaxNestingLevel - 4
+
+// routesDecoder holds what decodeRoutesFast shares across an answer: the
+// body as one string, which every text field is a substring of (one copy
+// for all of them), and the buffer routes are copied into.
+type routesDecoder struct {
+	body   []byte
+	src    string
+	routes []byte
+}
+
+// decodeRoutesFast decodes body into r and reports whether it could. It
+// reuses r's Results and Groups arrays when they are large enough; the
+// strings and route bytes it sets are always new, so a RouteResult copied
+// out of an earlier answer stays valid. When it reports false, r holds
+// nothing useful and the caller decodes again with the general decoder.
+func decodeRoutesFast(body []byte, r *Routes) bool {
+	major, pairs, b, err := head(body)
+	if err != nil || major != 5 || pairs > 3 {
+		return false
+	}
+	d := routesDecoder{body: body}
+	var out Routes
+	last := uint64(0)
+	for range pairs {
+		var key uint64
+		if major, key, b, err = head(b); err != nil || major != 0 || key <= last || key > 3 {
+			return false
+		}
+		last = key
+		var ok bool
+		switch key {
+		case 1:
+			out.Results, b, ok = d.results(b, r.Results)
+		case 2:
+			out.Groups, b, ok = d.groups(b, r.Groups)
+		case 3:
+			b, ok = d.nodeState(b, &out.Node)
+		}
+		if !ok {
+			return false
+		}
+	}
+	if len(b) != 0 {
+		return false // trailing bytes: the general decoder's error
+	}
+	*r = out
+	return true
+}
+
+// str returns the text string item at the start of b and the rest, the
+// string taken from d.src.
+func (d *routesDecoder) str(b []byte) (string, []byte, bool) {
+	major, size, rest, err := head(b)
+	if err != nil || major != 3 || size > uint64(len(rest)) || !utf8.Valid(rest[:size]) {
+		return "", nil, false
+	}
+	if d.src == "" {
+		d.src = string(d.body)
+	}
+	at := len(d.body) - len(rest)
+	return d.src[at : at+int(size)], rest[size:], true
+}
+
+// results decodes the array of route results, into reuse's array when it
+// has room.
+func (d *routesDecoder) results(b []byte, reuse []RouteResult) ([]RouteResult, []byte, bool) {
+	major, n, b, err := head(b)
+	// Each result takes at least 3 bytes: a bound before allocating.
+	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b))/3 {
+		return nil, nil, false
+	}
+	results := reuse[:0]
+	if uint64(cap(reuse)) < n || reuse == nil {
+		results = make([]RouteResult, 0, n)
+	}
+	results = results[:n]
+	var ok bool
+	for i := range results {
+		results[i] = RouteResult{}
+		if b, ok = d.result(b, &results[i]); !ok {
+			return nil, nil, false
+		}
+	}
+	return results, b, true
+}
+
+// result decodes {1: topic, 2: status, 3: version, 4: route}, any of them
+// absent.
+func (d *routesDecoder) result(b []byte, res *RouteResult) ([]byte, bool) {
+	major, pairs, b, err := head(b)
+	if err != nil || major != 5 || pairs > 4 {
+		return nil, false
+	}
+	last := uint64(0)
+	for range pairs {
+		var key, v uint64
+		if major, key, b, err = head(b); err != nil || major != 0 || key <= last || key > 4 {
+			return nil, false
+		}
+		last = key
+		var ok bool
+		switch key {
+		case 1:
+			if res.Topic, b, ok = d.str(b); !ok {
+				return nil, false
+			}
+		case 2:
+			if major, v, b, err = head(b); err != nil || major != 0 || v > math.MaxUint8 {
+				return nil, false
+			}
+			res.Status = RouteStatus(v)
+		case 3:
+			if major, res.Version, b, err = head(b); err != nil || major != 0 {
+				return nil, false
+			}
+		case 4:
+			if res.Route, b, ok = d.route(b); !ok {
+				return nil, false
+			}
+		}
+	}
+	return b, true
+}
+
+// route checks the route item at the start of b and returns a copy of its
+// bytes, the copies of one answer sharing one buffer.
+func (d *routesDecoder) route(b []byte) ([]byte, []byte, bool) {
+	if len(b) == 0 || b[0]>>5 != 5 {
+		return nil, nil, false // a route is a map; anything else, the general decoder judges
+	}
+	rest, ok := fastItem(b, 4)
+	if !ok {
+		return nil, nil, false
+	}
+	n := len(b) - len(rest)
+	if cap(d.routes)-len(d.routes) < n {
+		// Every route still to come lies in b, so one buffer of its size
+		// holds them all.
+		d.routes = make([]byte, 0, len(b))
+	}
+	start := len(d.routes)
+	d.routes = append(d.routes, b[:n]...)
+	return d.routes[start:len(d.routes):len(d.routes)], rest, true
+}
+
+// fastItem skips one item that sits at nesting level depth, checking it as
+// strictly as the general decoder and the duplicate-key walk would, and
+// reports false for anything it does not take: indefinite lengths, tags,
+// floats and simple values other than false, true and null, invalid
+// UTF-8, maps with keys other than small unsigned integers, duplicate
+// keys, and anything nested deeper than maxFastRouteDepth.
+func fastItem(b []byte, depth int) ([]byte, bool) {
+	major, arg, rest, err := head(b)
+	if err != nil {
+		return nil, false
+	}
+	switch major {
+	case 0, 1:
+		return rest, true
+	case 2, 3:
+		if arg > uint64(len(rest)) || major == 3 && !utf8.Valid(rest[:arg]) {
+			return nil, false
+		}
+		return rest[arg:], true
+	case 7:
+		return rest, b[0] >= 0xf4 && b[0] <= 0xf6
+	}
+	if depth >= maxFastRouteDepth {
+		return nil, false
+	}
+	var ok bool
+	switch major {
+	case 4:
+		if arg > MaxArrayElements || arg > uint64(len(rest)) {
+			return nil, false
+		}
+		for range arg {
+			if rest, ok = fastItem(rest, depth+1); !ok {
+				return nil, false
+			}
+		}
+		return rest, true
+	case 5:
+		// Keys are unsigned integers below 64, told apart by value (as
+		// the general decoder and the duplicate-key walk compare them,
+		// whatever their encoding's width); so a map has at most 64 pairs.
+		var seen uint64
+		if arg > 64 {
+			return nil, false
+		}
+		for range arg {
+			var key uint64
+			if major, key, rest, err = head(rest); err != nil || major != 0 || key >= 64 || seen&(1<<key) != 0 {
+				return nil, false
+			}
+			seen |= 1 << key
+			if rest, ok = fastItem(rest, depth+1); !ok {
+				return nil, false
+			}
+		}
+		return rest, true
+	}
+	return nil, false // a tag
+}
+
+// groups decodes the array of group freshness, into reuse's array when
+// it has room.
+func (d *routesDecoder) groups(b []byte, reuse []GroupFreshness) ([]GroupFreshness, []byte, bool) {
+	major, n, b, err := head(b)
+	// Each entry takes at least 1 byte (an empty map).
+	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b)) {
+		return nil, nil, false
+	}
+	groups := reuse[:0]
+	if uint64(cap(reuse)) < n || reuse == nil {
+		groups = make([]GroupFreshness, 0, n)
+	}
+	groups = groups[:n]
+	for i := range groups {
+		g := &groups[i]
+		*g = GroupFreshness{}
+		var pairs uint64
+		if major, pairs, b, err = head(b); err != nil || major != 5 || pairs > 3 {
+			return nil, nil, false
+		}
+		last := uint64(0)
+		for range pairs {
+			var key uint64
+			if major, key, b, err = head(b); err != nil || major != 0 || key <= last || key > 3 {
+				return nil, nil, false
+			}
+			last = key
+			var ok bool
+			switch key {
+			case 1:
+				g.BrokerName, b, ok = d.str(b)
+			case 2:
+				g.AgeMs, b, ok = int64Item(b)
+			case 3:
+				g.DeadlineInMs, b, ok = int64Item(b)
+			}
+			if !ok {
+				return nil, nil, false
+			}
+		}
+	}
+	return groups, b, true
+}
+
+// nodeState decodes {1: node id, 2: started, 3: warming up}, any absent.
+func (d *routesDecoder) nodeState(b []byte, ns *NodeState) ([]byte, bool) {
+	major, pairs, b, err := head(b)
+	if err != nil || major != 5 || pairs > 3 {
+		return nil, false
+	}
+	last := uint64(0)
+	for range pairs {
+		var key uint64
+		if major, key, b, err = head(b); err != nil || major != 0 || key <= last || key > 3 {
+			return nil, false
+		}
+		last = key
+		ok := true
+		switch key {
+		case 1:
+			ns.NodeID, b, ok = d.str(b)
+		case 2:
+			ns.StartedMs, b, ok = int64Item(b)
+		case 3:
+			if len(b) == 0 || b[0] != 0xf4 && b[0] != 0xf5 {
+				return nil, false
+			}
+			ns.WarmingUp, b = b[0] == 0xf5, b[1:]
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	return b, true
+}
+
+// int64Item decodes an integer that fits an int64 (the general decoder's
+// overflow errors are left to it).
+func int64Item(b []byte) (int64, []byte, bool) {
+	major, arg, rest, err := head(b)
+	if err != nil || arg > math.MaxInt64 {
+		return 0, nil, false
+	}
+	switch major {
+	case 0:
+		return int64(arg), rest, true
+	case 1:
+		return -1 - int64(arg), rest, true
+	}
+	return 0, nil, false
+}
