@@ -248,8 +248,8 @@ func routesInputs(tb testing.TB, mutate bool) [][]byte {
 		[]byte{0xa1, 0x03, 0xa1, 0x02, 0x3b, 0x80, 0, 0, 0, 0, 0, 0, 0},                            // started: int64 overflow
 		[]byte{0xa1, 0x02, 0x81, 0xa1, 0x02, 0x1b, 0x80, 0, 0, 0, 0, 0, 0, 0},                      // age: int64 overflow
 		[]byte{0xa1, 0x02, 0x81, 0xa2, 0x01, 0x61, 0x61, 0x01, 0x61, 0x62},                         // group: duplicate name
-		[]byte{0xa1, 0x01, 0xf6},                                                                   // results: null
-		[]byte{0xa1, 0x01, 0x9a, 0xff, 0xff, 0xff, 0xff},                                           // huge declared array
+		[]byte{0xa1, 0x01, 0xf6},                         // results: null
+		[]byte{0xa1, 0x01, 0x9a, 0xff, 0xff, 0xff, 0xff}, // huge declared array
 	)
 	// A route nested deeper than the fast decoder follows, and one past
 	// the general decoder's limit.
