@@ -161,8 +161,10 @@ func (c *Conn) dropPipe(p *Pipe) {
 // As Stream.Call, it derives no context: the deadline goes on the stream,
 // and only a context that can be cancelled gets a hook for it.
 func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
-	f, err := wire.NewRequest(t, 1, req)
-	if err != nil {
+	bufs := getCallBuffers() // the request and response bytes, reused across calls
+	defer putCallBuffers(bufs)
+	var err error
+	if bufs.out, err = wire.AppendRequest(bufs.out, t, 1, req); err != nil {
 		return err
 	}
 	deadline, ok := ctx.Deadline()
@@ -187,23 +189,34 @@ func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
 		})
 		defer stop()
 	}
-	if err := wire.WriteFrame(s, f); err != nil {
+	if _, err := s.Write(bufs.out); err != nil {
 		return fmt.Errorf("%s to %s: %w", t, c.addr, callErr(ctx, err))
 	}
 	s.Close()
-	rf, err := wire.ReadFrame(s, c.cfg.MaxResponseLen)
+	b, err := bufs.in.next(s, c.cfg.MaxResponseLen)
+	if err == nil {
+		bufs.rf = wire.Frame{Body: bufs.rf.Body[:0]}
+		err = wire.DecodeFrame(b, &bufs.rf)
+	}
 	if err != nil {
 		s.CancelRead(0)
 		return fmt.Errorf("%s to %s: %w", t, c.addr, callErr(ctx, err))
 	}
-	// Read the node's FIN, which comes with the response, so the stream is
-	// complete on both sides and QUIC releases it; anything else after the
-	// response is not ours to wait for.
-	var one [1]byte
-	if _, err := s.Read(one[:]); err != io.EOF {
+	// Read the node's FIN, which comes with the response (usually in the
+	// Read that brought it), so the stream is complete on both sides and
+	// QUIC releases it; anything else after the response is not ours to
+	// wait for.
+	switch {
+	case bufs.in.ended():
+	case bufs.in.pending():
 		s.CancelRead(0)
+	default:
+		var one [1]byte
+		if _, err := s.Read(one[:]); err != io.EOF {
+			s.CancelRead(0)
+		}
 	}
-	return decodeResponse(&rf, resp)
+	return decodeResponse(&bufs.rf, resp)
 }
 
 func (c *Conn) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -23,6 +23,12 @@ type Stream struct {
 	mu   sync.Mutex
 	id   uint64
 	err  error // set once the stream is unusable
+	// The request and response buffers and the response frame, reused by
+	// every call: nothing of them outlives the call (the response is
+	// decoded into the caller's value, which copies what it keeps).
+	out []byte
+	in  frameReader
+	rf  wire.Frame
 }
 
 // OpenStream opens a long-lived stream for sequential calls.
@@ -57,20 +63,24 @@ func (st *Stream) Call(ctx context.Context, t wire.Type, req, resp any) error {
 		defer stop()
 	}
 	st.id++
-	f, err := wire.NewRequest(t, st.id, req)
-	if err != nil {
-		return err
+	var err error
+	if st.out, err = wire.AppendRequest(st.out[:0], t, st.id, req); err != nil {
+		return err // nothing was sent: the stream is still in step
 	}
-	if err := wire.WriteFrame(st.s, f); err != nil {
+	_, err = st.s.Write(st.out)
+	if cap(st.out) > keepBuffer {
+		st.out = nil
+	}
+	if err != nil {
 		return st.fail(ctx, t, err)
 	}
 	for {
-		rf, err := wire.ReadFrame(st.s, st.conn.cfg.MaxResponseLen)
+		rf, err := st.read()
 		if err != nil {
 			return st.fail(ctx, t, err)
 		}
 		if rf.ID == st.id {
-			return decodeResponse(&rf, resp)
+			return decodeResponse(rf, resp)
 		}
 		if rf.ID == 0 && rf.Error != nil {
 			// The node could not tell which request it answers (a frame it
@@ -79,6 +89,20 @@ func (st *Stream) Call(ctx context.Context, t wire.Type, req, resp any) error {
 		}
 		// A response to an earlier call that gave up: skip it.
 	}
+}
+
+// read reads and decodes the next frame into st.rf, keeping the capacity
+// of its body for the next.
+func (st *Stream) read() (*wire.Frame, error) {
+	b, err := st.in.next(st.s, st.conn.cfg.MaxResponseLen)
+	if err != nil {
+		return nil, err
+	}
+	st.rf = wire.Frame{Body: st.rf.Body[:0]}
+	if err := wire.DecodeFrame(b, &st.rf); err != nil {
+		return nil, err
+	}
+	return &st.rf, nil
 }
 
 func (st *Stream) fail(ctx context.Context, t wire.Type, err error) error {
