@@ -359,13 +359,23 @@ func prepareRoute(ctx context.Context, c *client.Conn, bf *benchFlags) (benchOp,
 	if err != nil {
 		return nil, "", err
 	}
-	return func(ctx context.Context, call caller, _ int, rng *rand.Rand) error {
-		var out wire.Routes
-		q := wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: names[rng.IntN(len(names))]}}, Client: attrs}
-		if err := call(ctx, wire.TypeGetRoutes, &q, &out); err != nil {
+	// Each worker keeps its query and its answer between calls, as a
+	// client polling in a loop would: the answer is still decoded in
+	// full every call, into arrays DecodeRoutes reuses.
+	type routeState struct {
+		topic [1]wire.TopicVersion
+		q     wire.GetRoutes
+		out   wire.Routes
+	}
+	states := make([]routeState, bf.workers)
+	return func(ctx context.Context, call caller, w int, rng *rand.Rand) error {
+		ws := &states[w]
+		ws.topic[0] = wire.TopicVersion{Topic: names[rng.IntN(len(names))]}
+		ws.q = wire.GetRoutes{Topics: ws.topic[:], Client: attrs}
+		if err := call(ctx, wire.TypeGetRoutes, &ws.q, &ws.out); err != nil {
 			return err
 		}
-		if len(out.Results) != 1 || out.Results[0].Status != wire.StatusOK {
+		if len(ws.out.Results) != 1 || ws.out.Results[0].Status != wire.StatusOK || ws.out.Results[0].Topic != ws.topic[0].Topic {
 			return errors.New("route not found")
 		}
 		return nil

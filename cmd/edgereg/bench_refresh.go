@@ -45,9 +45,12 @@ func prepareRefresh(ctx context.Context, c *client.Conn, bf *benchFlags) (benchO
 			reqs[w].Topics = append(reqs[w].Topics, all[(w*n+k)%len(all)])
 		}
 	}
+	// Each worker decodes every answer in full into the Routes it keeps,
+	// whose result array DecodeRoutes reuses.
+	outs := make([]wire.Routes, bf.workers)
 	op := func(ctx context.Context, call caller, w int, _ *rand.Rand) error {
-		var out wire.Routes
-		if err := call(ctx, wire.TypeGetRoutes, &reqs[w], &out); err != nil {
+		out := &outs[w]
+		if err := call(ctx, wire.TypeGetRoutes, &reqs[w], out); err != nil {
 			return err
 		}
 		if len(out.Results) != n {

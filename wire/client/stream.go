@@ -29,6 +29,24 @@ type Stream struct {
 	out []byte
 	in  frameReader
 	rf  wire.Frame
+
+	// Call deadlines. Rather than a deadline on the QUIC stream per call
+	// (two locked updates per call, and a timer per blocking Read inside
+	// quic-go), one timer per stream watches the call in flight; when
+	// that call's time is up (or its context is cancelled) it sets the
+	// stream's deadline to now, which ends the call as a deadline on the
+	// stream would. Calls whose deadlines only move later (a loop with no
+	// context deadline) never re-arm the timer: it fires once per request
+	// timeout and re-arms itself for the call then in flight.
+	//
+	// wmu guards the fields below. Lock order: mu (held by Call), then
+	// wmu; the timer and the cancellation hook take wmu alone.
+	wmu     sync.Mutex
+	watch   *time.Timer
+	armed   time.Time // when watch fires; zero once it fired or stopped
+	call    uint64    // the call in flight (its id) or the last one
+	due     time.Time // the deadline of call
+	tripped bool      // the stream's deadline was set to end a call: clear it before the next
 }
 
 // OpenStream opens a long-lived stream for sequential calls.
@@ -49,20 +67,21 @@ func (st *Stream) Call(ctx context.Context, t wire.Type, req, resp any) error {
 	if st.err != nil {
 		return st.err
 	}
-	// The deadline goes on the stream itself, not on a derived context: no
-	// context, timer or goroutine per call. A context that can be
-	// cancelled gets an AfterFunc for its cancellation; one that cannot
+	// The deadline is watched by the stream's timer, not by a derived
+	// context: no context, timer or goroutine per call. A context that can
+	// be cancelled gets an AfterFunc for its cancellation; one that cannot
 	// (context.Background) costs nothing.
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(st.conn.cfg.RequestTimeout)
 	}
-	st.s.SetDeadline(deadline)
+	st.id++
+	st.watchCall(st.id, deadline)
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { st.s.SetDeadline(time.Now()) }) // cancellation, not only the deadline
+		id := st.id
+		stop := context.AfterFunc(ctx, func() { st.end(id) }) // cancellation, not only the deadline
 		defer stop()
 	}
-	st.id++
 	var err error
 	if st.out, err = wire.AppendRequest(st.out[:0], t, st.id, req); err != nil {
 		return err // nothing was sent: the stream is still in step
@@ -88,6 +107,55 @@ func (st *Stream) Call(ctx context.Context, t wire.Type, req, resp any) error {
 			return st.fail(ctx, t, rf.Error)
 		}
 		// A response to an earlier call that gave up: skip it.
+	}
+}
+
+// watchCall makes call id the one the timer watches, due at deadline,
+// first clearing a deadline left on the stream for an earlier call.
+func (st *Stream) watchCall(id uint64, deadline time.Time) {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	st.call, st.due = id, deadline
+	if st.tripped {
+		st.s.SetDeadline(time.Time{})
+		st.tripped = false
+	}
+	switch {
+	case st.watch == nil:
+		st.watch = time.AfterFunc(time.Until(deadline), st.expire)
+	case st.armed.IsZero() || deadline.Before(st.armed):
+		st.watch.Reset(time.Until(deadline))
+	default:
+		return // armed for earlier: expire re-arms for this call then
+	}
+	st.armed = deadline
+}
+
+// expire runs when the timer fires: it ends the call watched if its time
+// is up, or re-arms the timer for the rest of it.
+func (st *Stream) expire() {
+	st.wmu.Lock()
+	st.armed = time.Time{}
+	if d := time.Until(st.due); d > 0 && st.watch != nil {
+		st.watch.Reset(d)
+		st.armed = st.due
+		st.wmu.Unlock()
+		return
+	}
+	id := st.call
+	st.wmu.Unlock()
+	st.end(id)
+}
+
+// end ends call id, if it is still the one watched, by setting the
+// stream's deadline to now: its Read or Write returns at once. After the
+// call has returned this is harmless, as the next call clears it.
+func (st *Stream) end(id uint64) {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if st.call == id && st.watch != nil {
+		st.tripped = true
+		st.s.SetDeadline(time.Now())
 	}
 }
 
@@ -120,6 +188,12 @@ func (st *Stream) Close() error {
 	if st.err == nil {
 		st.err = errors.New("stream closed")
 	}
+	st.wmu.Lock()
+	if st.watch != nil {
+		st.watch.Stop()
+		st.watch = nil // and expire and end, if they run now, do nothing
+	}
+	st.wmu.Unlock()
 	st.s.CancelRead(0)
 	return st.s.Close()
 }
