@@ -87,11 +87,13 @@ func (p *Pipe) Call(ctx context.Context, t wire.Type, req, resp any) error {
 	if err != nil {
 		return err
 	}
-	f, err := wire.NewRequest(t, id, req)
+	bufs := getCallBuffers() // the request's bytes, in a buffer reused across calls
+	bufs.out, err = wire.AppendRequest(bufs.out, t, id, req)
 	if err == nil {
 		deadline, _ := ctx.Deadline()
-		err = p.writeBy(f, deadline)
+		err = p.writeBy(bufs.out, deadline)
 	}
+	putCallBuffers(bufs)
 	if err != nil {
 		p.unregister(id)
 		return fmt.Errorf("%s to %s: %w", t, p.conn.addr, err)
@@ -108,15 +110,15 @@ func (p *Pipe) Call(ctx context.Context, t wire.Type, req, resp any) error {
 	}
 }
 
-// writeBy writes a frame, giving up at the deadline: a node that stops
+// writeBy writes a frame (its length prefix included), giving up at the deadline: a node that stops
 // reading (QUIC flow control fills up) cannot block the caller, or the
 // other callers of the pipe, beyond their contexts. A write cut off
 // midway leaves the stream unusable, so any write error ends the pipe.
-func (p *Pipe) writeBy(f *wire.Frame, deadline time.Time) error {
+func (p *Pipe) writeBy(frame []byte, deadline time.Time) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	p.s.SetWriteDeadline(deadline)
-	if err := wire.WriteFrame(p.s, f); err != nil {
+	if _, err := p.s.Write(frame); err != nil {
 		p.fail(err)
 		return err
 	}

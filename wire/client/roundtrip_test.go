@@ -97,7 +97,8 @@ func benchAnswer(tb testing.TB) *wire.Routes {
 }
 
 // BenchmarkRouteRoundTrip is one route read over real QUIC on loopback,
-// on a long-lived stream and on a stream of its own, the answer decoded
+// on a long-lived stream, on the connection's shared pipe and on a stream
+// of its own, the answer decoded
 // into a Routes reused between calls as the bench's route op does.
 func BenchmarkRouteRoundTrip(b *testing.B) {
 	answer := benchAnswer(b)
@@ -124,6 +125,16 @@ func BenchmarkRouteRoundTrip(b *testing.B) {
 		var out wire.Routes
 		for b.Loop() {
 			if err := st.Call(ctx, wire.TypeGetRoutes, q, &out); err != nil {
+				b.Fatal(err)
+			}
+			check(&out)
+		}
+	})
+	b.Run("Pipe", func(b *testing.B) {
+		b.ReportAllocs()
+		var out wire.Routes
+		for b.Loop() {
+			if err := c.Call(ctx, wire.TypeGetRoutes, q, &out); err != nil {
 				b.Fatal(err)
 			}
 			check(&out)
