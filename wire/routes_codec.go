@@ -225,11 +225,12 @@ func decodeTopicVersionFast(b []byte, src string, tv *TopicVersion) ([]byte, err
 // (TestDecodeRoutes and FuzzDecodeRoutes compare them).
 //
 // Decoding into an r that holds an earlier answer reuses its Results and
-// Groups arrays when they are large enough, so a client polling in a loop
-// allocates them once: a caller that keeps one answer while decoding the
-// next into the same r must copy the slices out first. The strings and
-// route bytes of every answer are new; a RouteResult or GroupFreshness
-// copied out of an earlier answer stays valid.
+// Groups arrays when they are large enough, and the topic, group and node
+// names r holds where the answer repeats them, so a client polling in a
+// loop allocates them once: a caller that keeps one answer while decoding
+// the next into the same r must copy the slices out first. Route bytes
+// are new in every answer; a RouteResult or GroupFreshness copied out of
+// an earlier answer stays valid.
 func (f *Frame) DecodeRoutes(r *Routes) error {
 	if len(f.Body) > 0 && decodeRoutesFast(f.Body, r) {
 		return nil

@@ -335,8 +335,33 @@ func compareRoutesDecoders(t testing.TB, b []byte) (fastPath bool) {
 	if kept.Topic != "old" || !bytes.Equal(kept.Route, []byte{0xa0}) {
 		t.Fatalf("%x: a result copied out of the earlier answer changed: %#v", b, kept)
 	}
+	// Again into the same Routes, which now holds the answer's own
+	// strings (shared where they repeat) or whatever a failed decode left.
+	gotErr = f.DecodeRoutes(&reused)
+	if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
+		t.Fatalf("%x: DecodeRoutes again: error %v, DecodeBody error %v", b, gotErr, wantErr)
+	}
+	if wantErr == nil && !reflect.DeepEqual(reused, want) {
+		t.Fatalf("%x: DecodeRoutes again %#v, DecodeBody %#v", b, reused, want)
+	}
 	var r Routes
 	return len(b) > 0 && decodeRoutesFast(b, &r)
+}
+
+// TestDecodeRoutesChecksRepeatedStrings: a string the Routes already
+// holds is reused only for bytes that are valid text: an answer repeating
+// an invalid name the caller put there is refused as the general decoder
+// refuses it.
+func TestDecodeRoutesChecksRepeatedStrings(t *testing.T) {
+	bad := "\xff\xfe"
+	body := AppendRoutes(nil, &Routes{Results: []RouteResult{{Topic: bad}}, Groups: []GroupFreshness{{BrokerName: bad}}, Node: NodeState{NodeID: bad}})
+	f := &Frame{Type: TypeGetRoutes, Body: body}
+	wantErr := f.DecodeBody(&Routes{})
+	r := Routes{Results: []RouteResult{{Topic: bad}}, Groups: []GroupFreshness{{BrokerName: bad}}, Node: NodeState{NodeID: bad}}
+	gotErr := f.DecodeRoutes(&r)
+	if wantErr == nil || gotErr == nil || gotErr.Error() != wantErr.Error() {
+		t.Fatalf("DecodeRoutes %v, DecodeBody %v", gotErr, wantErr)
+	}
 }
 
 // FuzzDecodeRoutes compares the fast response decoder with the general

@@ -24,8 +24,9 @@ import (
 const maxFastRouteDepth = MaxNestingLevel - 4
 
 // routesDecoder holds what decodeRoutesFast shares across an answer: the
-// body as one string, which every text field is a substring of (one copy
-// for all of them), and the buffer routes are copied into.
+// body as one string, which every new text field is a substring of (one
+// copy for all of them, made only if one is new), and the buffer routes
+// are copied into.
 type routesDecoder struct {
 	body   []byte
 	src    string
@@ -33,9 +34,10 @@ type routesDecoder struct {
 }
 
 // decodeRoutesFast decodes body into r and reports whether it could. It
-// reuses r's Results and Groups arrays when they are large enough; the
-// strings and route bytes it sets are always new, so a RouteResult copied
-// out of an earlier answer stays valid. When it reports false, r holds
+// reuses r's Results and Groups arrays when they are large enough, and
+// the strings r holds where the answer has the same ones (strings never
+// change, so sharing them is safe); route bytes are always new, so a
+// RouteResult copied out of an earlier answer stays valid. When it reports false, r holds
 // nothing useful and the caller decodes again with the general decoder.
 func decodeRoutesFast(body []byte, r *Routes) bool {
 	major, pairs, b, err := head(body)
@@ -58,7 +60,7 @@ func decodeRoutesFast(body []byte, r *Routes) bool {
 		case 2:
 			out.Groups, b, ok = d.groups(b, r.Groups)
 		case 3:
-			b, ok = d.nodeState(b, &out.Node)
+			b, ok = d.nodeState(b, &out.Node, r.Node.NodeID)
 		}
 		if !ok {
 			return false
@@ -71,12 +73,17 @@ func decodeRoutesFast(body []byte, r *Routes) bool {
 	return true
 }
 
-// str returns the text string item at the start of b and the rest, the
-// string taken from d.src.
-func (d *routesDecoder) str(b []byte) (string, []byte, bool) {
+// str returns the text string item at the start of b and the rest. The
+// string is old when it has the same bytes (the same field of the answer
+// decoded last into the same Routes: a poll names the same topics, groups
+// and node every time), else it is taken from d.src.
+func (d *routesDecoder) str(b []byte, old string) (string, []byte, bool) {
 	major, size, rest, err := head(b)
 	if err != nil || major != 3 || size > uint64(len(rest)) || !utf8.Valid(rest[:size]) {
 		return "", nil, false
+	}
+	if string(rest[:size]) == old {
+		return old, rest[size:], true
 	}
 	if d.src == "" {
 		d.src = string(d.body)
@@ -100,8 +107,9 @@ func (d *routesDecoder) results(b []byte, reuse []RouteResult) ([]RouteResult, [
 	results = results[:n]
 	var ok bool
 	for i := range results {
+		old := results[i].Topic
 		results[i] = RouteResult{}
-		if b, ok = d.result(b, &results[i]); !ok {
+		if b, ok = d.result(b, &results[i], old); !ok {
 			return nil, nil, false
 		}
 	}
@@ -110,7 +118,7 @@ func (d *routesDecoder) results(b []byte, reuse []RouteResult) ([]RouteResult, [
 
 // result decodes {1: topic, 2: status, 3: version, 4: route}, any of them
 // absent.
-func (d *routesDecoder) result(b []byte, res *RouteResult) ([]byte, bool) {
+func (d *routesDecoder) result(b []byte, res *RouteResult, oldTopic string) ([]byte, bool) {
 	major, pairs, b, err := head(b)
 	if err != nil || major != 5 || pairs > 4 {
 		return nil, false
@@ -125,7 +133,7 @@ func (d *routesDecoder) result(b []byte, res *RouteResult) ([]byte, bool) {
 		var ok bool
 		switch key {
 		case 1:
-			if res.Topic, b, ok = d.str(b); !ok {
+			if res.Topic, b, ok = d.str(b, oldTopic); !ok {
 				return nil, false
 			}
 		case 2:
@@ -242,6 +250,7 @@ func (d *routesDecoder) groups(b []byte, reuse []GroupFreshness) ([]GroupFreshne
 	groups = groups[:n]
 	for i := range groups {
 		g := &groups[i]
+		old := g.BrokerName
 		*g = GroupFreshness{}
 		var pairs uint64
 		if major, pairs, b, err = head(b); err != nil || major != 5 || pairs > 3 {
@@ -257,7 +266,7 @@ func (d *routesDecoder) groups(b []byte, reuse []GroupFreshness) ([]GroupFreshne
 			var ok bool
 			switch key {
 			case 1:
-				g.BrokerName, b, ok = d.str(b)
+				g.BrokerName, b, ok = d.str(b, old)
 			case 2:
 				g.AgeMs, b, ok = int64Item(b)
 			case 3:
@@ -272,7 +281,7 @@ func (d *routesDecoder) groups(b []byte, reuse []GroupFreshness) ([]GroupFreshne
 }
 
 // nodeState decodes {1: node id, 2: started, 3: warming up}, any absent.
-func (d *routesDecoder) nodeState(b []byte, ns *NodeState) ([]byte, bool) {
+func (d *routesDecoder) nodeState(b []byte, ns *NodeState, oldID string) ([]byte, bool) {
 	major, pairs, b, err := head(b)
 	if err != nil || major != 5 || pairs > 3 {
 		return nil, false
@@ -287,7 +296,7 @@ func (d *routesDecoder) nodeState(b []byte, ns *NodeState) ([]byte, bool) {
 		ok := true
 		switch key {
 		case 1:
-			ns.NodeID, b, ok = d.str(b)
+			ns.NodeID, b, ok = d.str(b, oldID)
 		case 2:
 			ns.StartedMs, b, ok = int64Item(b)
 		case 3:
