@@ -5,6 +5,13 @@
 // Requests go over a long-lived pipelined stream by default (a Pipe), so a
 // request costs one frame each way and no stream set-up; CallOnce sends a
 // request on a stream of its own, as the protocol's one-shot form.
+//
+// A caller sending many requests in a row gets the cheapest path from a
+// Stream: it keeps its request and response buffers between calls, builds
+// each request frame in one buffer (get-routes bodies without reflection),
+// and watches call deadlines with one timer of its own. Decoding an answer
+// into the same *wire.Routes every call reuses its arrays and repeated
+// names (see wire.Frame.DecodeRoutes).
 package client
 
 import (
