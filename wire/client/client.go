@@ -165,8 +165,9 @@ func (c *Conn) dropPipe(p *Pipe) {
 // CallOnce sends a request on a stream of its own: request, FIN, response,
 // FIN.
 //
-// As Stream.Call, it derives no context: the deadline goes on the stream,
-// and only a context that can be cancelled gets a hook for it.
+// As Stream.Call, it derives no context: a timer kept with its pooled
+// buffers ends the stream at the deadline, and only a context that can be
+// cancelled gets a hook for it.
 func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
 	bufs := getCallBuffers() // the request and response bytes, reused across calls
 	defer putCallBuffers(bufs)
@@ -188,7 +189,8 @@ func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
 			return fmt.Errorf("%s to %s: open stream: %w", t, c.addr, err)
 		}
 	}
-	s.SetDeadline(deadline)
+	bufs.watchStream(s, deadline)
+	defer bufs.unwatch()
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() {
 			s.CancelRead(0)

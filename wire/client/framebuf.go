@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"io"
 	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/edgereg/edgereg/wire"
 )
@@ -103,11 +106,50 @@ func (fr *frameReader) reset() {
 }
 
 // callBuffers are one call's request and response buffers, for a call on
-// a stream of its own (CallOnce); a long-lived Stream keeps its own.
+// a stream of its own (CallOnce); a long-lived Stream keeps its own. They
+// carry a timer too, which ends the call at its deadline: a deadline on
+// the new stream would cost two locked updates and, inside quic-go, a
+// new timer for the Read that waits for the answer.
 type callBuffers struct {
 	out []byte
 	in  frameReader
 	rf  wire.Frame
+
+	mu    sync.Mutex // guards s and due, against watch's function
+	watch *time.Timer
+	s     *quic.Stream // the call's stream while it is in flight
+	due   time.Time
+}
+
+// watchStream ends s at deadline, unless unwatch comes first.
+func (b *callBuffers) watchStream(s *quic.Stream, deadline time.Time) {
+	b.mu.Lock()
+	b.s, b.due = s, deadline
+	b.mu.Unlock()
+	if b.watch == nil {
+		b.watch = time.AfterFunc(time.Until(deadline), b.expire)
+	} else {
+		b.watch.Reset(time.Until(deadline))
+	}
+}
+
+func (b *callBuffers) unwatch() {
+	b.mu.Lock()
+	b.s = nil
+	b.mu.Unlock()
+	b.watch.Stop()
+}
+
+// expire sets the watched stream's deadline to now, which ends its Read
+// or Write as the deadline on the stream would have. A late run, armed for
+// an earlier call of these buffers, finds a later due time and does
+// nothing.
+func (b *callBuffers) expire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.s != nil && !time.Now().Before(b.due) {
+		b.s.SetDeadline(time.Now())
+	}
 }
 
 var callBufferPool = sync.Pool{New: func() any { return new(callBuffers) }}

@@ -65,7 +65,7 @@ func TestStreamCallEndsAtItsDeadline(t *testing.T) {
 func TestStreamOutlivesItsCallsDeadlines(t *testing.T) {
 	answer := benchAnswer(t)
 	addr, conf := routesPeer(t, answer)
-	c, err := Dial(context.Background(), addr, Config{TLS: conf, RequestTimeout: 50 * time.Millisecond})
+	c, err := Dial(context.Background(), addr, Config{TLS: conf, RequestTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +86,9 @@ func TestStreamOutlivesItsCallsDeadlines(t *testing.T) {
 		if err := st.Call(context.Background(), wire.TypeGetRoutes, q, &out); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
-		// Idle past the 50 ms request timeout of the last call, until the
-		// stream's timer has set its deadline to end that call.
-		idle := time.Now().Add(100 * time.Millisecond)
+		// Idle past the 500 ms request timeout of the last call, until
+		// the stream's timer has set its deadline to end that call.
+		idle := time.Now().Add(500 * time.Millisecond)
 		waitFor(t, 5*time.Second, func() bool {
 			st.wmu.Lock()
 			defer st.wmu.Unlock()
@@ -105,5 +105,56 @@ func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
 		if time.Now().After(end) {
 			t.Fatal("condition not reached")
 		}
+	}
+}
+
+// TestCallOnceEndsAtItsDeadline: a call on a stream of its own to a peer
+// that never answers ends at its context's deadline, or at the request
+// timeout, with context.DeadlineExceeded; calls after it, reusing its
+// buffers, are not cut short by its deadline.
+func TestCallOnceEndsAtItsDeadline(t *testing.T) {
+	addr, conf := deafPeer(t)
+	deaf, err := Dial(context.Background(), addr, Config{TLS: conf, RequestTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deaf.Close()
+	addr, conf = routesPeer(t, benchAnswer(t))
+	good, err := Dial(context.Background(), addr, Config{TLS: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	q := &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: "rmq_bench_topic_0001"}}}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		if err := within(t, func() error { return deaf.CallOnce(ctx, wire.TypeGetRoutes, q, &wire.Routes{}) }); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("round %d, context deadline: %v", i, err)
+		}
+		cancel()
+		if err := within(t, func() error { return deaf.CallOnce(context.Background(), wire.TypeGetRoutes, q, &wire.Routes{}) }); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("round %d, request timeout: %v", i, err)
+		}
+		// Calls that outlast the 100 ms of the failed ones' deadlines.
+		end := time.Now().Add(150 * time.Millisecond)
+		for n := 0; n < 10 || time.Now().Before(end); n++ {
+			if err := good.CallOnce(context.Background(), wire.TypeGetRoutes, q, &wire.Routes{}); err != nil {
+				t.Fatalf("round %d, call %d after a timed-out one: %v", i, n, err)
+			}
+		}
+	}
+}
+
+// within runs call, failing the test if it has not returned in 20 s.
+func within(t *testing.T, call func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call did not end")
+		return nil
 	}
 }
