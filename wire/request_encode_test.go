@@ -27,8 +27,11 @@ func getRoutesQueries(t *testing.T) []GetRoutes {
 	qs = append(qs, GetRoutes{}, GetRoutes{Topics: []TopicVersion{}},
 		GetRoutes{Topics: []TopicVersion{{Topic: "a"}}, Client: ClientAttrs{Labels: map[string]string{}}},
 		GetRoutes{Topics: []TopicVersion{{Topic: "a"}}, Client: ClientAttrs{Zone: "z", Labels: map[string]string{"k": "v", "kk": "w", "b": "x"}}})
+	// Heads of every width: a 70000-byte name once (a 4-byte length),
+	// the other lengths at random.
+	qs = append(qs, GetRoutes{Topics: []TopicVersion{{Topic: strings.Repeat("t", 70000), Version: 1}}, Client: ClientAttrs{Zone: strings.Repeat("z", 70000)}})
 	ints := []uint64{0, 1, 23, 24, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, 1<<64 - 1}
-	lens := []int{0, 1, 23, 24, 255, 256, 70000}
+	lens := []int{0, 1, 23, 24, 255, 256, 300}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 300 {
 		q := GetRoutes{Topics: make([]TopicVersion, rng.IntN(30))}
