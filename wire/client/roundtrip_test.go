@@ -160,7 +160,7 @@ func TestRouteRoundTrip(t *testing.T) {
 	for _, size := range []string{"small", "large"} {
 		answer := benchAnswer(t)
 		if size == "large" {
-			for i := range 3000 {
+			for i := range 6000 { // about 120 KB, past keepBuffer
 				answer.Results = append(answer.Results, wire.RouteResult{Topic: fmt.Sprintf("topic_%05d", i), Status: wire.StatusNotModified, Version: uint64(i) + 1})
 			}
 		}
