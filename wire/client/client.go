@@ -204,7 +204,6 @@ func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
 	s.Close()
 	b, err := bufs.in.next(s, c.cfg.MaxResponseLen)
 	if err == nil {
-		bufs.rf = wire.Frame{Body: bufs.rf.Body[:0]}
 		err = wire.DecodeFrame(b, &bufs.rf)
 	}
 	if err != nil {

@@ -162,9 +162,6 @@ func putCallBuffers(b *callBuffers) {
 	}
 	b.out = b.out[:0]
 	b.in.reset()
-	if cap(b.rf.Body) > keepBuffer {
-		b.rf.Body = nil
-	}
-	b.rf = wire.Frame{Body: b.rf.Body[:0]}
+	b.rf = wire.Frame{}
 	callBufferPool.Put(b)
 }

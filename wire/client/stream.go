@@ -159,14 +159,16 @@ func (st *Stream) end(id uint64) {
 	}
 }
 
-// read reads and decodes the next frame into st.rf, keeping the capacity
-// of its body for the next.
+// read reads and decodes the next frame into st.rf. The frame starts
+// empty: its body is never decoded into the last one's memory, which a
+// decoder that points bodies into the frame's bytes would have placed in
+// the reader's buffer.
 func (st *Stream) read() (*wire.Frame, error) {
 	b, err := st.in.next(st.s, st.conn.cfg.MaxResponseLen)
 	if err != nil {
 		return nil, err
 	}
-	st.rf = wire.Frame{Body: st.rf.Body[:0]}
+	st.rf = wire.Frame{}
 	if err := wire.DecodeFrame(b, &st.rf); err != nil {
 		return nil, err
 	}
