@@ -92,11 +92,91 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		if err != nil {
 			return
 		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.serveStream(cs, s)
-		}()
+		if !n.servers.handOff(cs, s) {
+			n.wg.Add(1) // this goroutine is counted: Shutdown cannot be past its Wait
+			go n.streamServer(cs, s)
+		}
+	}
+}
+
+// Stream servers. A stream is served by a goroutine of its own, but that
+// goroutine is reused: once its stream ends it waits a while for the next
+// stream of any connection (as fasthttp's worker pool does) before it
+// exits. A fresh goroutine per stream starts on a small stack and grows it
+// (runtime.newstack, copystack) inside every request's decode: with a
+// stream per request, 17 % of the node's CPU. A reused one keeps the stack
+// it grew.
+const (
+	// streamServerIdle is how long an idle stream server waits for the
+	// next stream before it exits.
+	streamServerIdle = 2 * time.Second
+	// maxIdleStreamServers bounds the idle stream servers, hence the
+	// memory they keep (a goroutine and its grown stack, a few KiB each).
+	maxIdleStreamServers = 256
+)
+
+// streamServers hands accepted streams to idle stream servers.
+type streamServers struct {
+	jobs     chan streamJob // unbuffered: a send succeeds only into a waiting server
+	idle     atomic.Int32   // servers waiting on jobs
+	reused   atomic.Uint64  // streams served by a reused server, for tests
+	idleWait atomic.Int64   // streamServerIdle; tests lengthen it
+}
+
+type streamJob struct {
+	cs *connState
+	s  *quic.Stream
+}
+
+func newStreamServers() *streamServers {
+	p := &streamServers{jobs: make(chan streamJob)}
+	p.idleWait.Store(int64(streamServerIdle))
+	return p
+}
+
+// handOff gives s to an idle server; false when none is waiting.
+func (p *streamServers) handOff(cs *connState, s *quic.Stream) bool {
+	select {
+	case p.jobs <- streamJob{cs, s}:
+		p.reused.Add(1)
+		return true
+	default:
+		return false
+	}
+}
+
+// streamServer serves s, then each stream handed to it, until it has
+// waited streamServerIdle for one in vain, the idle servers are enough, or
+// the node stops. It is one of the goroutines Shutdown waits for (n.wg).
+func (n *Node) streamServer(cs *connState, s *quic.Stream) {
+	defer n.wg.Done()
+	p := n.servers
+	var idle *time.Timer
+	for {
+		n.serveStream(cs, s)
+		cs, s = nil, nil // hold nothing of the last stream while idle
+		if p.idle.Add(1) > maxIdleStreamServers {
+			p.idle.Add(-1)
+			return
+		}
+		wait := time.Duration(p.idleWait.Load())
+		if idle == nil {
+			idle = time.NewTimer(wait)
+		} else {
+			idle.Reset(wait) // Go 1.23 timers: no stale tick after Reset
+		}
+		select {
+		case j := <-p.jobs:
+			p.idle.Add(-1)
+			cs, s = j.cs, j.s
+		case <-idle.C:
+			p.idle.Add(-1)
+			return
+		case <-n.stop:
+			p.idle.Add(-1)
+			idle.Stop()
+			return
+		}
 	}
 }
 
