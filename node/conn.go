@@ -214,6 +214,24 @@ type streamWriter struct {
 // maxKeptWriteBuf bounds the encode buffer a stream keeps between frames.
 const maxKeptWriteBuf = 16 << 10
 
+// writeAnswer writes a's frame; a get-routes answer is encoded straight
+// into the buffer in one pass (node/encode.go).
+func (w *streamWriter) writeAnswer(a *answer) error {
+	if a.routes == nil {
+		return w.write(&a.Frame)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	buf, err := appendAnswer(w.buf[:0], a)
+	if err != nil {
+		return err
+	}
+	if cap(buf) <= maxKeptWriteBuf {
+		w.buf = buf[:0]
+	}
+	return w.writeLocked(buf)
+}
+
 func (w *streamWriter) write(f *wire.Frame) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -290,8 +308,8 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 			}
 			continue
 		}
-		resp := n.handle(cs, &f, w, &watch)
-		if resp != nil && w.write(resp) != nil {
+		a := n.handle(cs, &f, w, &watch)
+		if w.writeAnswer(&a) != nil {
 			return
 		}
 	}

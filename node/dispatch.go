@@ -16,22 +16,33 @@ import (
 // MaxTopicsPerQuery bounds the topics one get-routes or watch may name.
 const MaxTopicsPerQuery = 10_000
 
-// handle authorizes and answers one request frame. It returns nil when the
-// frame needs no response.
-func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) *wire.Frame {
+// answer is a response as handle makes it: a frame, or, for a get-routes
+// answer, the frame's type and ID and the routes, which the stream's
+// writer encodes straight into its buffer (streamWriter.writeAnswer).
+type answer struct {
+	wire.Frame
+	routes *wire.Routes
+}
+
+func errorAnswer(t wire.Type, id uint64, e *wire.Error) answer {
+	return answer{Frame: wire.Frame{Type: t, ID: id, Error: e}}
+}
+
+// handle authorizes and answers one request frame.
+func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) answer {
 	start := time.Now()
 	cs.adm.touch(start)
 	if !f.Type.Known() || f.Type == wire.TypeRouteEvent {
 		n.stats.badFrames.Inc()
-		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnknownType, "unknown message type %d", uint16(f.Type)))
+		return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeUnknownType, "unknown message type %d", uint16(f.Type)))
 	}
 	if err := authorize(cs.peer, f.Type); err != nil {
 		n.denied(cs, f.Type, err)
-		return errorFrame(f.Type, f.ID, err)
+		return errorAnswer(f.Type, f.ID, err)
 	}
 	pool := n.poolFor(cs)
 	if !n.acquireWorker(pool) {
-		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
+		return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
 	}
 	defer func() { <-pool }()
 	body, err := n.dispatchRecover(cs, f, w, watch)
@@ -41,18 +52,22 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 			n.denied(cs, f.Type, we) // refused for a broker group
 		}
 		n.stats.observe(f.Type, time.Since(start), we)
-		return errorFrame(f.Type, f.ID, we)
+		return errorAnswer(f.Type, f.ID, we)
 	}
 	n.stats.observe(f.Type, time.Since(start), nil)
-	resp := &wire.Frame{Type: f.Type, ID: f.ID}
-	if body != nil {
-		b, err := encodeBody(body)
+	a := answer{Frame: wire.Frame{Type: f.Type, ID: f.ID}}
+	switch body := body.(type) {
+	case nil:
+	case *wire.Routes:
+		a.routes = body // encoded by the writer: node/encode.go
+	default:
+		b, err := wire.Marshal(body)
 		if err != nil {
-			return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeInternal, "encode response: %v", err))
+			return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeInternal, "encode response: %v", err))
 		}
-		resp.Body = b
+		a.Body = b
 	}
-	return resp
+	return a
 }
 
 // poolFor returns the worker pool for a connection's requests: brokers and
@@ -327,29 +342,44 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 			return nil, err // code 1, as watch answers
 		}
 	}
-	out := newRoutes(len(q.Topics))
+	rs := newRouteSet(len(q.Topics))
 	ctx := n.policies.readContext(n.cfg.PolicyReadBudget) // node/policy.go
-	n.policies.eachTopic(len(q.Topics), func(i int) { out.Results[i] = n.routeRead(ctx, q.Topics[i], cs.peer.ip, q.Client) })
-	n.describeRoutes(out) // freshness: node/info.go
-	return out, nil
+	if n.policies.parallel(len(q.Topics)) {
+		// The closure takes copies, so that q, which dispatch keeps on
+		// its stack, does not escape with it.
+		topics, client, ip := q.Topics, q.Client, cs.peer.ip
+		n.policies.eachTopic(len(topics), func(i int) {
+			rs.out.Results[i], rs.entries[i] = n.routeRead(ctx, topics[i], ip, client)
+		})
+	} else {
+		for i := range q.Topics {
+			rs.out.Results[i], rs.entries[i] = n.routeRead(ctx, q.Topics[i], cs.peer.ip, q.Client)
+		}
+	}
+	n.describeRoutes(rs) // freshness: node/info.go
+	return rs.out, nil
 }
 
 // routeResult answers one topic of a poll or a watch for a client at ip
 // with attrs, as the active route policy lets that client see it.
 func (n *Node) routeResult(tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) wire.RouteResult {
-	return n.routeRead(context.Background(), tv, ip, attrs)
+	res, _ := n.routeRead(context.Background(), tv, ip, attrs)
+	return res
 }
 
-// routeRead is routeResult within ctx's policy budget.
-func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) wire.RouteResult {
+// routeRead is routeResult within ctx's policy budget. It also returns
+// the registry's route when the result is that route unfiltered (found,
+// modified or not), nil otherwise, so describeRoutes need not look it up
+// again.
+func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) (wire.RouteResult, *registry.EncodedRoute) {
 	e, err := n.reg.Route(tv.Topic)
 	switch {
 	case err != nil && n.WarmingUp():
 		n.stats.routeReads[wire.StatusWarmingUp].Inc()
-		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusWarmingUp}
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusWarmingUp}, nil
 	case err != nil:
 		n.stats.routeReads[wire.StatusNotFound].Inc()
-		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}, nil
 	}
 	// The registry's own copy of the name goes to the policy, whose memo
 	// keeps it: tv.Topic may be a substring of a whole request
@@ -357,14 +387,19 @@ func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, ip string, a
 	body, version, err := n.policies.filter(ctx, ip, attrs, e.Topic, e.Version, e.Body)
 	if err != nil { // the route policy failed closed
 		n.stats.routeReads[wire.StatusPolicyFailed].Inc()
-		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusPolicyFailed}
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusPolicyFailed}, nil
+	}
+	// A policy that changes a route gives it another version (a hash of
+	// its bytes): the same version is the registry's route.
+	if version != e.Version {
+		e = nil
 	}
 	if version == tv.Version {
 		n.stats.routeReads[wire.StatusNotModified].Inc()
-		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: version}
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: version}, e
 	}
 	n.stats.routeReads[wire.StatusOK].Inc()
-	return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusOK, Version: version, Route: body}
+	return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusOK, Version: version, Route: body}, e
 }
 
 func (n *Node) topics(q *wire.TopicsQuery) (any, error) {

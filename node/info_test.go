@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/edgereg/edgereg/wire"
@@ -69,5 +70,49 @@ func TestNodeInfo(t *testing.T) {
 	err := tn.dial(pki.RoleClient).Call(ctx, wire.TypeNodeInfo, nil, &info)
 	if !errors.Is(err, wire.ErrNotAuthorized) {
 		t.Errorf("node-info from a client: %v, want not authorized", err)
+	}
+}
+
+// TestFilteredRouteFreshness: a route a policy filtered is described by
+// the groups it shows, never one it hides; a filtered route the client
+// holds (not modified) by none; an unfiltered one beside it by all of its
+// own, each group once.
+func TestFilteredRouteFreshness(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op) // topic t on group-a (zone-1), group-b and group-c (zone-2)
+	if _, err := op.Register(ctx, withZone(registration("c1", "group-d", 0, "10.0.4.1:1", "u"), "zone-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	reader := tn.dial(pki.RoleClient)
+	names := func(rs wire.Routes) []string {
+		var out []string
+		for _, g := range rs.Groups {
+			out = append(out, g.BrokerName)
+		}
+		return out
+	}
+	zone1 := wire.ClientAttrs{Zone: "zone-1"}
+	rs, err := reader.GetRoutes(ctx, &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: "t"}}, Client: zone1})
+	if err != nil || rs.Results[0].Status != wire.StatusOK {
+		t.Fatalf("read: %+v, %v", rs, err)
+	}
+	if got := names(rs); !slices.Equal(got, []string{"group-a", "group-c"}) {
+		t.Fatalf("filtered route described by %v, want the groups it shows", got)
+	}
+	filtered := rs.Results[0].Version
+	// Held (not modified) filtered t, and u, which the policy leaves as
+	// it is (one group, in the client's zone), twice.
+	rs, err = reader.GetRoutes(ctx, &wire.GetRoutes{Client: zone1, Topics: []wire.TopicVersion{
+		{Topic: "t", Version: filtered}, {Topic: "u"}, {Topic: "u"}}})
+	if err != nil || rs.Results[0].Status != wire.StatusNotModified || rs.Results[1].Status != wire.StatusOK {
+		t.Fatalf("poll: %+v, %v", rs, err)
+	}
+	if got := names(rs); !slices.Equal(got, []string{"group-d"}) {
+		t.Fatalf("poll described by %v, want u's group alone, once", got)
 	}
 }

@@ -19,6 +19,10 @@ type EncodedRoute struct {
 	// client that fails over can still be answered "not modified". Never 0.
 	Version uint64
 	Body    []byte
+	// groups are the broker groups the route names, sorted by name
+	// (a topic's queues are), for AppendFreshness. Their fields are read
+	// under the registry's read lock.
+	groups []*group
 }
 
 // routeCache holds a topic's encoded route; nil means it must be rebuilt.
@@ -78,7 +82,11 @@ func (r *Registry) buildRoute(t *topic) (*EncodedRoute, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode route of %s: %w", t.name, err)
 	}
-	return &EncodedRoute{Topic: t.name, Version: versionOf(body), Body: body}, nil
+	groups := make([]*group, len(t.queues))
+	for i := range t.queues {
+		groups[i] = t.queues[i].group
+	}
+	return &EncodedRoute{Topic: t.name, Version: versionOf(body), Body: body, groups: groups}, nil
 }
 
 // showActingMaster shows a group's lowest-id slave as its master when the
