@@ -356,6 +356,7 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 			rs.out.Results[i], rs.entries[i] = n.routeRead(ctx, q.Topics[i], cs.peer.ip, q.Client)
 		}
 	}
+	n.stats.countRouteReads(rs.out.Results)
 	n.describeRoutes(rs) // freshness: node/info.go
 	return rs.out, nil
 }
@@ -364,10 +365,12 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 // with attrs, as the active route policy lets that client see it.
 func (n *Node) routeResult(tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) wire.RouteResult {
 	res, _ := n.routeRead(context.Background(), tv, ip, attrs)
+	n.stats.routeReads[res.Status].Inc()
 	return res
 }
 
-// routeRead is routeResult within ctx's policy budget. It also returns
+// routeRead is routeResult within ctx's policy budget, not counted in the
+// route read metrics (the caller counts its results). It also returns
 // the registry's route when the result is that route unfiltered (found,
 // modified or not), nil otherwise, so describeRoutes need not look it up
 // again.
@@ -375,10 +378,8 @@ func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, ip string, a
 	e, err := n.reg.Route(tv.Topic)
 	switch {
 	case err != nil && n.WarmingUp():
-		n.stats.routeReads[wire.StatusWarmingUp].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusWarmingUp}, nil
 	case err != nil:
-		n.stats.routeReads[wire.StatusNotFound].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}, nil
 	}
 	// The registry's own copy of the name goes to the policy, whose memo
@@ -386,7 +387,6 @@ func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, ip string, a
 	// (Frame.DecodeGetRoutes), which the memo must not pin.
 	body, version, err := n.policies.filter(ctx, ip, attrs, e.Topic, e.Version, e.Body)
 	if err != nil { // the route policy failed closed
-		n.stats.routeReads[wire.StatusPolicyFailed].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusPolicyFailed}, nil
 	}
 	// A policy that changes a route gives it another version (a hash of
@@ -395,10 +395,8 @@ func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, ip string, a
 		e = nil
 	}
 	if version == tv.Version {
-		n.stats.routeReads[wire.StatusNotModified].Inc()
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: version}, e
 	}
-	n.stats.routeReads[wire.StatusOK].Inc()
 	return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusOK, Version: version, Route: body}, e
 }
 
