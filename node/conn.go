@@ -152,8 +152,10 @@ func (n *Node) streamServer(cs *connState, s *quic.Stream) {
 	defer n.wg.Done()
 	p := n.servers
 	var idle *time.Timer
+	wd := newReadWatchdog()
+	defer wd.stop()
 	for {
-		n.serveStream(cs, s)
+		n.serveStream(cs, s, wd)
 		cs, s = nil, nil // hold nothing of the last stream while idle
 		if p.idle.Add(1) > maxIdleStreamServers {
 			p.idle.Add(-1)
@@ -278,9 +280,11 @@ func (w *streamWriter) writeLocked(buf []byte) error {
 
 // serveStream answers the frames of one stream in order until the peer
 // finishes it, breaks the protocol, or goes quiet for too long.
-func (n *Node) serveStream(cs *connState, s *quic.Stream) {
+func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog) {
 	n.stats.streams.Add(1)
 	defer n.stats.streams.Add(-1)
+	wd.watch(s)
+	defer wd.release()
 	w := &streamWriter{s: s, timeout: n.cfg.WriteTimeout, onTimeout: n.stats.timeouts.Inc}
 	var watch *watcher
 	defer func() {
@@ -294,7 +298,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 		if first {
 			idle = n.cfg.ReadTimeout // a new stream must say something soon
 		}
-		buf, err := n.readFrame(cs, s, idle, cs.frameLimit)
+		buf, err := n.readFrame(cs, s, wd, idle, cs.frameLimit)
 		if err != nil {
 			n.endStream(w, err)
 			return
@@ -316,12 +320,13 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 }
 
 // readFrame reads one frame: the header may take up to idle, the body up to
-// the read timeout once the header has arrived. Oversized frames are refused
-// before their body is read, and the body's buffer grows only as its bytes
-// arrive, within the node's budget of bytes in flight.
-func (n *Node) readFrame(cs *connState, s *quic.Stream, idle time.Duration, limit int) ([]byte, error) {
+// the read timeout once the header has arrived (wd enforces both).
+// Oversized frames are refused before their body is read, and the body's
+// buffer grows only as its bytes arrive, within the node's budget of bytes
+// in flight.
+func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle time.Duration, limit int) ([]byte, error) {
 	var hdr [wire.FrameHeaderLen]byte
-	s.SetReadDeadline(time.Now().Add(idle))
+	wd.set(time.Now().Add(idle))
 	if _, err := io.ReadFull(s, hdr[:]); err != nil {
 		return nil, err
 	}
@@ -333,7 +338,7 @@ func (n *Node) readFrame(cs *connState, s *quic.Stream, idle time.Duration, limi
 		return nil, &wire.FrameTooLargeError{Len: size, Limit: limit}
 	}
 	deadline := time.Now().Add(n.cfg.ReadTimeout)
-	s.SetReadDeadline(deadline)
+	wd.set(deadline)
 	var held int64
 	defer func() { n.inFlight.release(held) }()
 	return wire.ReadBody(s, size, func(k int) error {
