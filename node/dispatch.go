@@ -343,17 +343,20 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 		}
 	}
 	rs := newRouteSet(len(q.Topics))
+	// One registry read for all topics: rs.entries holds their routes
+	// until routeRead leaves there only those it answers unfiltered.
+	n.reg.RoutesOf(rs.entries, q.Topics)
 	ctx := n.policies.readContext(n.cfg.PolicyReadBudget) // node/policy.go
 	if n.policies.parallel(len(q.Topics)) {
 		// The closure takes copies, so that q, which dispatch keeps on
 		// its stack, does not escape with it.
 		topics, client, ip := q.Topics, q.Client, cs.peer.ip
 		n.policies.eachTopic(len(topics), func(i int) {
-			rs.out.Results[i], rs.entries[i] = n.routeRead(ctx, topics[i], ip, client)
+			rs.out.Results[i], rs.entries[i] = n.routeRead(ctx, topics[i], rs.entries[i], ip, client)
 		})
 	} else {
 		for i := range q.Topics {
-			rs.out.Results[i], rs.entries[i] = n.routeRead(ctx, q.Topics[i], cs.peer.ip, q.Client)
+			rs.out.Results[i], rs.entries[i] = n.routeRead(ctx, q.Topics[i], rs.entries[i], cs.peer.ip, q.Client)
 		}
 	}
 	n.stats.countRouteReads(rs.out.Results)
@@ -364,22 +367,22 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 // routeResult answers one topic of a poll or a watch for a client at ip
 // with attrs, as the active route policy lets that client see it.
 func (n *Node) routeResult(tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) wire.RouteResult {
-	res, _ := n.routeRead(context.Background(), tv, ip, attrs)
+	e, _ := n.reg.Route(tv.Topic)
+	res, _ := n.routeRead(context.Background(), tv, e, ip, attrs)
 	n.stats.routeReads[res.Status].Inc()
 	return res
 }
 
-// routeRead is routeResult within ctx's policy budget, not counted in the
-// route read metrics (the caller counts its results). It also returns
-// the registry's route when the result is that route unfiltered (found,
-// modified or not), nil otherwise, so describeRoutes need not look it up
-// again.
-func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) (wire.RouteResult, *registry.EncodedRoute) {
-	e, err := n.reg.Route(tv.Topic)
+// routeRead is routeResult for the registry's route e of tv's topic (nil
+// when it has none) within ctx's policy budget, not counted in the route
+// read metrics (the caller counts its results). It also returns e when the
+// result is that route unfiltered (modified or not), nil otherwise, so
+// describeRoutes need not look it up again.
+func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, e *registry.EncodedRoute, ip string, attrs wire.ClientAttrs) (wire.RouteResult, *registry.EncodedRoute) {
 	switch {
-	case err != nil && n.WarmingUp():
+	case e == nil && n.WarmingUp():
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusWarmingUp}, nil
-	case err != nil:
+	case e == nil:
 		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}, nil
 	}
 	// The registry's own copy of the name goes to the policy, whose memo

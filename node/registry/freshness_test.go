@@ -108,3 +108,30 @@ func TestAppendFreshness(t *testing.T) {
 		t.Errorf("one route's freshness: %v allocs, want 0", allocs)
 	}
 }
+
+// TestRoutesOf: a batch lookup gives what Route gives for each topic, nil
+// for a topic without a route, and allocates nothing once routes are
+// cached.
+func TestRoutesOf(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	mustRegister(t, r, reg("c", "a", 0, "10.0.0.1:1", "t1", "t2"))
+	mustRegister(t, r, reg("c", "b", 0, "10.0.0.2:1", "t2"))
+	topics := []wire.TopicVersion{{Topic: "t2"}, {Topic: "nope"}, {Topic: "t1"}, {Topic: "t2"}}
+	routes := make([]*EncodedRoute, len(topics))
+	for i := range routes {
+		routes[i] = &EncodedRoute{} // overwritten, nil included
+	}
+	r.RoutesOf(routes, topics)
+	for i, tv := range topics {
+		want, err := r.Route(tv.Topic)
+		if err != nil {
+			want = nil
+		}
+		if routes[i] != want {
+			t.Errorf("topic %s: %p, Route gives %p", tv.Topic, routes[i], want)
+		}
+	}
+	if allocs := testing.AllocsPerRun(100, func() { r.RoutesOf(routes, topics) }); allocs != 0 {
+		t.Errorf("cached routes: %v allocs, want 0", allocs)
+	}
+}

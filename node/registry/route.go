@@ -37,6 +37,12 @@ func (r *Registry) Route(name string) (*EncodedRoute, error) {
 	if t == nil {
 		return nil, ErrTopicNotFound
 	}
+	return r.cachedRoute(t)
+}
+
+// cachedRoute returns t's route from its cache, built first if need be.
+// Called with mu held for reading at least.
+func (r *Registry) cachedRoute(t *topic) (*EncodedRoute, error) {
 	if e := t.route.p.Load(); e != nil {
 		return e, nil
 	}
@@ -50,6 +56,21 @@ func (r *Registry) Route(name string) (*EncodedRoute, error) {
 		e = t.route.p.Load()
 	}
 	return e, nil
+}
+
+// RoutesOf sets routes[i] to the encoded route of topics[i].Topic, as
+// Route returns it, or nil where Route would fail: a poll of many topics
+// takes the read lock once, not once per topic. routes must be as long as
+// topics.
+func (r *Registry) RoutesOf(routes []*EncodedRoute, topics []wire.TopicVersion) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for i := range topics {
+		routes[i] = nil
+		if t := r.topics[topics[i].Topic]; t != nil {
+			routes[i], _ = r.cachedRoute(t)
+		}
+	}
 }
 
 // RouteData returns a topic's route decoded.
