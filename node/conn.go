@@ -293,6 +293,11 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog) {
 		}
 		s.Close()
 	}()
+	// One frame and one answer per stream, reused for each request:
+	// both escape to the heap (through the decoder and the encoder), and
+	// nothing keeps either past its request.
+	var f wire.Frame
+	var a answer
 	for first := true; ; first = false {
 		idle := n.cfg.IdleTimeout
 		if first {
@@ -303,7 +308,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog) {
 			n.endStream(w, err)
 			return
 		}
-		var f wire.Frame
+		f = wire.Frame{}
 		if err := wire.DecodeFrame(buf, &f); err != nil {
 			// The length prefix kept the stream in step: answer and go on.
 			n.stats.badFrames.Inc()
@@ -312,10 +317,13 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog) {
 			}
 			continue
 		}
-		a := n.handle(cs, &f, w, &watch)
+		a = n.handle(cs, &f, w, &watch)
 		if w.writeAnswer(&a) != nil {
 			return
 		}
+		// Keep neither the request's bytes nor the answer while the
+		// stream waits for its next frame, maybe for minutes.
+		f, a = wire.Frame{}, answer{}
 	}
 }
 
@@ -327,7 +335,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog) {
 func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle time.Duration, limit int) ([]byte, error) {
 	var hdr [wire.FrameHeaderLen]byte
 	wd.set(time.Now().Add(idle))
-	if _, err := io.ReadFull(s, hdr[:]); err != nil {
+	if err := readHeader(s, hdr[:]); err != nil {
 		return nil, err
 	}
 	size := int(binary.BigEndian.Uint32(hdr[:]))
@@ -348,6 +356,26 @@ func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle t
 		held += int64(k)
 		return nil
 	})
+}
+
+// readHeader is io.ReadFull(s, hdr), errors included (io.EOF before the
+// first byte, io.ErrUnexpectedEOF after it), without the allocation of
+// hdr that passing it through io.Reader costs on every frame.
+func readHeader(s *quic.Stream, hdr []byte) error {
+	n := 0
+	for n < len(hdr) {
+		m, err := s.Read(hdr[n:])
+		n += m
+		switch {
+		case n >= len(hdr):
+			return nil
+		case err == io.EOF && n > 0:
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		}
+	}
+	return nil
 }
 
 // byteBudget bounds the bytes of frames being received at once over the
