@@ -211,6 +211,9 @@ type streamWriter struct {
 	// what Write was given once it returns); one that grew past
 	// maxKeptWriteBuf for a large response is let go.
 	buf []byte
+	// spare is the stream's last get-routes answer, emptied, for its
+	// next read (node/encode.go). Only the request loop uses it.
+	spare *routeSet
 }
 
 // maxKeptWriteBuf bounds the encode buffer a stream keeps between frames.
@@ -321,6 +324,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog) {
 		if w.writeAnswer(&a) != nil {
 			return
 		}
+		w.keepRouteSet(a.set)
 		// Keep neither the request's bytes nor the answer while the
 		// stream waits for its next frame, maybe for minutes.
 		f, a = wire.Frame{}, answer{}

@@ -22,6 +22,7 @@ const MaxTopicsPerQuery = 10_000
 type answer struct {
 	wire.Frame
 	routes *wire.Routes
+	set    *routeSet // routes' set, which the stream may reuse once written
 }
 
 func errorAnswer(t wire.Type, id uint64, e *wire.Error) answer {
@@ -58,8 +59,8 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 	a := answer{Frame: wire.Frame{Type: f.Type, ID: f.ID}}
 	switch body := body.(type) {
 	case nil:
-	case *wire.Routes:
-		a.routes = body // encoded by the writer: node/encode.go
+	case *routeSet:
+		a.routes, a.set = body.out, body // encoded by the writer: node/encode.go
 	default:
 		b, err := wire.Marshal(body)
 		if err != nil {
@@ -136,7 +137,7 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 		if err := f.DecodeGetRoutes(&q); err != nil { // decodeRun's work, without reflection
 			return nil, err
 		}
-		return n.getRoutes(cs, &q)
+		return n.getRoutes(cs, w, &q)
 	case wire.TypeClusterInfo:
 		return n.reg.ClusterInfo(), nil
 	case wire.TypeTopics:
@@ -330,7 +331,9 @@ func (n *Node) leaseAck(cluster, addr string, l registry.Lease) wire.LeaseAck {
 	return ack
 }
 
-func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
+// getRoutes answers a get-routes request with a *routeSet, reusing the
+// one w kept from the stream's last read when it is large enough.
+func (n *Node) getRoutes(cs *connState, w *streamWriter, q *wire.GetRoutes) (any, error) {
 	if len(q.Topics) == 0 {
 		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names no topic")
 	}
@@ -342,7 +345,7 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 			return nil, err // code 1, as watch answers
 		}
 	}
-	rs := newRouteSet(len(q.Topics))
+	rs := w.takeRouteSet(len(q.Topics)) // node/encode.go
 	// One registry read for all topics: rs.entries holds their routes
 	// until routeRead leaves there only those it answers unfiltered.
 	n.reg.RoutesOf(rs.entries, q.Topics)
@@ -361,7 +364,7 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 	}
 	n.stats.countRouteReads(rs.out.Results)
 	n.describeRoutes(rs) // freshness: node/info.go
-	return rs.out, nil
+	return rs, nil
 }
 
 // routeResult answers one topic of a poll or a watch for a client at ip

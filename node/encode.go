@@ -17,6 +17,37 @@ type routeSet struct {
 // without another allocation: a topic usually lives on a few groups.
 const maxGroupsInline = 4
 
+// maxKeptTopics bounds the answer a stream keeps for its next read: a
+// poll of more topics allocates its own.
+const maxKeptTopics = 256
+
+// takeRouteSet returns an answer for n topics: the one w kept from its
+// stream's last read when it has room (a client polls the same topics on
+// the same stream again and again), else a new one. w may be nil.
+func (w *streamWriter) takeRouteSet(n int) *routeSet {
+	if w == nil || w.spare == nil || cap(w.spare.out.Results) < n || cap(w.spare.entries) < n {
+		return newRouteSet(n)
+	}
+	rs := w.spare
+	w.spare = nil
+	rs.out.Results, rs.entries = rs.out.Results[:n], rs.entries[:n]
+	return rs
+}
+
+// keepRouteSet keeps rs, whose answer has been written, for the stream's
+// next read, emptied: it must not keep routes, names or freshness alive
+// while the stream waits. Only the request loop calls it.
+func (w *streamWriter) keepRouteSet(rs *routeSet) {
+	if rs == nil || cap(rs.out.Results) > maxKeptTopics {
+		return
+	}
+	clear(rs.out.Results[:cap(rs.out.Results)])
+	clear(rs.entries[:cap(rs.entries)])
+	clear(rs.out.Groups[:cap(rs.out.Groups)])
+	*rs.out = wire.Routes{Results: rs.out.Results[:0], Groups: rs.out.Groups[:0]}
+	w.spare = rs
+}
+
 // newRouteSet returns an answer for n topics. The one-topic answer, the
 // usual route read, is one allocation: results, entries and room for the
 // freshness of its groups are in the same block.
