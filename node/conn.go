@@ -92,11 +92,93 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		if err != nil {
 			return
 		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.serveStream(cs, s)
-		}()
+		if !n.servers.handOff(cs, s) {
+			n.wg.Add(1) // this goroutine is counted: Shutdown cannot be past its Wait
+			go n.streamServer(cs, s)
+		}
+	}
+}
+
+// Stream servers. A stream is served by a goroutine of its own, but that
+// goroutine is reused: once its stream ends it waits a while for the next
+// stream of any connection (as fasthttp's worker pool does) before it
+// exits. A fresh goroutine per stream starts on a small stack and grows it
+// (runtime.newstack, copystack) inside every request's decode: with a
+// stream per request, 17 % of the node's CPU. A reused one keeps the stack
+// it grew.
+const (
+	// streamServerIdle is how long an idle stream server waits for the
+	// next stream before it exits.
+	streamServerIdle = 2 * time.Second
+	// maxIdleStreamServers bounds the idle stream servers, hence the
+	// memory they keep (a goroutine and its grown stack, a few KiB each).
+	maxIdleStreamServers = 256
+)
+
+// streamServers hands accepted streams to idle stream servers.
+type streamServers struct {
+	jobs     chan streamJob // unbuffered: a send succeeds only into a waiting server
+	idle     atomic.Int32   // servers waiting on jobs
+	reused   atomic.Uint64  // streams served by a reused server, for tests
+	idleWait atomic.Int64   // streamServerIdle; tests lengthen it
+}
+
+type streamJob struct {
+	cs *connState
+	s  *quic.Stream
+}
+
+func newStreamServers() *streamServers {
+	p := &streamServers{jobs: make(chan streamJob)}
+	p.idleWait.Store(int64(streamServerIdle))
+	return p
+}
+
+// handOff gives s to an idle server; false when none is waiting.
+func (p *streamServers) handOff(cs *connState, s *quic.Stream) bool {
+	select {
+	case p.jobs <- streamJob{cs, s}:
+		p.reused.Add(1)
+		return true
+	default:
+		return false
+	}
+}
+
+// streamServer serves s, then each stream handed to it, until it has
+// waited streamServerIdle for one in vain, the idle servers are enough, or
+// the node stops. It is one of the goroutines Shutdown waits for (n.wg).
+func (n *Node) streamServer(cs *connState, s *quic.Stream) {
+	defer n.wg.Done()
+	p := n.servers
+	var idle *time.Timer
+	wd := newReadWatchdog()
+	defer wd.stop()
+	for {
+		n.serveStream(cs, s, wd)
+		cs, s = nil, nil // hold nothing of the last stream while idle
+		if p.idle.Add(1) > maxIdleStreamServers {
+			p.idle.Add(-1)
+			return
+		}
+		wait := time.Duration(p.idleWait.Load())
+		if idle == nil {
+			idle = time.NewTimer(wait)
+		} else {
+			idle.Reset(wait) // Go 1.23 timers: no stale tick after Reset
+		}
+		select {
+		case j := <-p.jobs:
+			p.idle.Add(-1)
+			cs, s = j.cs, j.s
+		case <-idle.C:
+			p.idle.Add(-1)
+			return
+		case <-n.stop:
+			p.idle.Add(-1)
+			idle.Stop()
+			return
+		}
 	}
 }
 
@@ -129,10 +211,31 @@ type streamWriter struct {
 	// what Write was given once it returns); one that grew past
 	// maxKeptWriteBuf for a large response is let go.
 	buf []byte
+	// spare is the stream's last get-routes answer, emptied, for its
+	// next read (node/encode.go). Only the request loop uses it.
+	spare *routeSet
 }
 
 // maxKeptWriteBuf bounds the encode buffer a stream keeps between frames.
 const maxKeptWriteBuf = 16 << 10
+
+// writeAnswer writes a's frame; a get-routes answer is encoded straight
+// into the buffer in one pass (node/encode.go).
+func (w *streamWriter) writeAnswer(a *answer) error {
+	if a.routes == nil {
+		return w.write(&a.Frame)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	buf, err := appendAnswer(w.buf[:0], a)
+	if err != nil {
+		return err
+	}
+	if cap(buf) <= maxKeptWriteBuf {
+		w.buf = buf[:0]
+	}
+	return w.writeLocked(buf)
+}
 
 func (w *streamWriter) write(f *wire.Frame) error {
 	w.mu.Lock()
@@ -180,9 +283,11 @@ func (w *streamWriter) writeLocked(buf []byte) error {
 
 // serveStream answers the frames of one stream in order until the peer
 // finishes it, breaks the protocol, or goes quiet for too long.
-func (n *Node) serveStream(cs *connState, s *quic.Stream) {
+func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog) {
 	n.stats.streams.Add(1)
 	defer n.stats.streams.Add(-1)
+	wd.watch(s)
+	defer wd.release()
 	w := &streamWriter{s: s, timeout: n.cfg.WriteTimeout, onTimeout: n.stats.timeouts.Inc}
 	var watch *watcher
 	defer func() {
@@ -191,17 +296,22 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 		}
 		s.Close()
 	}()
+	// One frame and one answer per stream, reused for each request:
+	// both escape to the heap (through the decoder and the encoder), and
+	// nothing keeps either past its request.
+	var f wire.Frame
+	var a answer
 	for first := true; ; first = false {
 		idle := n.cfg.IdleTimeout
 		if first {
 			idle = n.cfg.ReadTimeout // a new stream must say something soon
 		}
-		buf, err := n.readFrame(cs, s, idle, cs.frameLimit)
+		buf, err := n.readFrame(cs, s, wd, idle, cs.frameLimit)
 		if err != nil {
 			n.endStream(w, err)
 			return
 		}
-		var f wire.Frame
+		f = wire.Frame{}
 		if err := wire.DecodeFrame(buf, &f); err != nil {
 			// The length prefix kept the stream in step: answer and go on.
 			n.stats.badFrames.Inc()
@@ -210,21 +320,26 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream) {
 			}
 			continue
 		}
-		resp := n.handle(cs, &f, w, &watch)
-		if resp != nil && w.write(resp) != nil {
+		a = n.handle(cs, &f, w, &watch)
+		if w.writeAnswer(&a) != nil {
 			return
 		}
+		w.keepRouteSet(a.set)
+		// Keep neither the request's bytes nor the answer while the
+		// stream waits for its next frame, maybe for minutes.
+		f, a = wire.Frame{}, answer{}
 	}
 }
 
 // readFrame reads one frame: the header may take up to idle, the body up to
-// the read timeout once the header has arrived. Oversized frames are refused
-// before their body is read, and the body's buffer grows only as its bytes
-// arrive, within the node's budget of bytes in flight.
-func (n *Node) readFrame(cs *connState, s *quic.Stream, idle time.Duration, limit int) ([]byte, error) {
+// the read timeout once the header has arrived (wd enforces both).
+// Oversized frames are refused before their body is read, and the body's
+// buffer grows only as its bytes arrive, within the node's budget of bytes
+// in flight.
+func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle time.Duration, limit int) ([]byte, error) {
 	var hdr [wire.FrameHeaderLen]byte
-	s.SetReadDeadline(time.Now().Add(idle))
-	if _, err := io.ReadFull(s, hdr[:]); err != nil {
+	wd.set(time.Now().Add(idle))
+	if err := readHeader(s, hdr[:]); err != nil {
 		return nil, err
 	}
 	size := int(binary.BigEndian.Uint32(hdr[:]))
@@ -235,7 +350,7 @@ func (n *Node) readFrame(cs *connState, s *quic.Stream, idle time.Duration, limi
 		return nil, &wire.FrameTooLargeError{Len: size, Limit: limit}
 	}
 	deadline := time.Now().Add(n.cfg.ReadTimeout)
-	s.SetReadDeadline(deadline)
+	wd.set(deadline)
 	var held int64
 	defer func() { n.inFlight.release(held) }()
 	return wire.ReadBody(s, size, func(k int) error {
@@ -245,6 +360,26 @@ func (n *Node) readFrame(cs *connState, s *quic.Stream, idle time.Duration, limi
 		held += int64(k)
 		return nil
 	})
+}
+
+// readHeader is io.ReadFull(s, hdr), errors included (io.EOF before the
+// first byte, io.ErrUnexpectedEOF after it), without the allocation of
+// hdr that passing it through io.Reader costs on every frame.
+func readHeader(s *quic.Stream, hdr []byte) error {
+	n := 0
+	for n < len(hdr) {
+		m, err := s.Read(hdr[n:])
+		n += m
+		switch {
+		case n >= len(hdr):
+			return nil
+		case err == io.EOF && n > 0:
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		}
+	}
+	return nil
 }
 
 // byteBudget bounds the bytes of frames being received at once over the

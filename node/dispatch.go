@@ -16,22 +16,34 @@ import (
 // MaxTopicsPerQuery bounds the topics one get-routes or watch may name.
 const MaxTopicsPerQuery = 10_000
 
-// handle authorizes and answers one request frame. It returns nil when the
-// frame needs no response.
-func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) *wire.Frame {
+// answer is a response as handle makes it: a frame, or, for a get-routes
+// answer, the frame's type and ID and the routes, which the stream's
+// writer encodes straight into its buffer (streamWriter.writeAnswer).
+type answer struct {
+	wire.Frame
+	routes *wire.Routes
+	set    *routeSet // routes' set, which the stream may reuse once written
+}
+
+func errorAnswer(t wire.Type, id uint64, e *wire.Error) answer {
+	return answer{Frame: wire.Frame{Type: t, ID: id, Error: e}}
+}
+
+// handle authorizes and answers one request frame.
+func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **watcher) answer {
 	start := time.Now()
 	cs.adm.touch(start)
 	if !f.Type.Known() || f.Type == wire.TypeRouteEvent {
 		n.stats.badFrames.Inc()
-		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnknownType, "unknown message type %d", uint16(f.Type)))
+		return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeUnknownType, "unknown message type %d", uint16(f.Type)))
 	}
 	if err := authorize(cs.peer, f.Type); err != nil {
 		n.denied(cs, f.Type, err)
-		return errorFrame(f.Type, f.ID, err)
+		return errorAnswer(f.Type, f.ID, err)
 	}
 	pool := n.poolFor(cs)
 	if !n.acquireWorker(pool) {
-		return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
+		return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
 	}
 	defer func() { <-pool }()
 	body, err := n.dispatchRecover(cs, f, w, watch)
@@ -41,18 +53,22 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 			n.denied(cs, f.Type, we) // refused for a broker group
 		}
 		n.stats.observe(f.Type, time.Since(start), we)
-		return errorFrame(f.Type, f.ID, we)
+		return errorAnswer(f.Type, f.ID, we)
 	}
 	n.stats.observe(f.Type, time.Since(start), nil)
-	resp := &wire.Frame{Type: f.Type, ID: f.ID}
-	if body != nil {
-		b, err := encodeBody(body)
+	a := answer{Frame: wire.Frame{Type: f.Type, ID: f.ID}}
+	switch body := body.(type) {
+	case nil:
+	case *routeSet:
+		a.routes, a.set = body.out, body // encoded by the writer: node/encode.go
+	default:
+		b, err := wire.Marshal(body)
 		if err != nil {
-			return errorFrame(f.Type, f.ID, wire.Errorf(wire.CodeInternal, "encode response: %v", err))
+			return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeInternal, "encode response: %v", err))
 		}
-		resp.Body = b
+		a.Body = b
 	}
-	return resp
+	return a
 }
 
 // poolFor returns the worker pool for a connection's requests: brokers and
@@ -121,7 +137,7 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 		if err := f.DecodeGetRoutes(&q); err != nil { // decodeRun's work, without reflection
 			return nil, err
 		}
-		return n.getRoutes(cs, &q)
+		return n.getRoutes(cs, w, &q)
 	case wire.TypeClusterInfo:
 		return n.reg.ClusterInfo(), nil
 	case wire.TypeTopics:
@@ -315,7 +331,9 @@ func (n *Node) leaseAck(cluster, addr string, l registry.Lease) wire.LeaseAck {
 	return ack
 }
 
-func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
+// getRoutes answers a get-routes request with a *routeSet, reusing the
+// one w kept from the stream's last read when it is large enough.
+func (n *Node) getRoutes(cs *connState, w *streamWriter, q *wire.GetRoutes) (any, error) {
 	if len(q.Topics) == 0 {
 		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names no topic")
 	}
@@ -327,44 +345,65 @@ func (n *Node) getRoutes(cs *connState, q *wire.GetRoutes) (any, error) {
 			return nil, err // code 1, as watch answers
 		}
 	}
-	out := newRoutes(len(q.Topics))
+	rs := w.takeRouteSet(len(q.Topics)) // node/encode.go
+	// One registry read for all topics: rs.entries holds their routes
+	// until routeRead leaves there only those it answers unfiltered.
+	n.reg.RoutesOf(rs.entries, q.Topics)
 	ctx := n.policies.readContext(n.cfg.PolicyReadBudget) // node/policy.go
-	n.policies.eachTopic(len(q.Topics), func(i int) { out.Results[i] = n.routeRead(ctx, q.Topics[i], cs.peer.ip, q.Client) })
-	n.describeRoutes(out) // freshness: node/info.go
-	return out, nil
+	if n.policies.parallel(len(q.Topics)) {
+		// The closure takes copies, so that q, which dispatch keeps on
+		// its stack, does not escape with it.
+		topics, client, ip := q.Topics, q.Client, cs.peer.ip
+		n.policies.eachTopic(len(topics), func(i int) {
+			rs.out.Results[i], rs.entries[i] = n.routeRead(ctx, topics[i], rs.entries[i], ip, client)
+		})
+	} else {
+		for i := range q.Topics {
+			rs.out.Results[i], rs.entries[i] = n.routeRead(ctx, q.Topics[i], rs.entries[i], cs.peer.ip, q.Client)
+		}
+	}
+	n.stats.countRouteReads(rs.out.Results)
+	n.describeRoutes(rs) // freshness: node/info.go
+	return rs, nil
 }
 
 // routeResult answers one topic of a poll or a watch for a client at ip
 // with attrs, as the active route policy lets that client see it.
 func (n *Node) routeResult(tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) wire.RouteResult {
-	return n.routeRead(context.Background(), tv, ip, attrs)
+	e, _ := n.reg.Route(tv.Topic)
+	res, _ := n.routeRead(context.Background(), tv, e, ip, attrs)
+	n.stats.routeReads[res.Status].Inc()
+	return res
 }
 
-// routeRead is routeResult within ctx's policy budget.
-func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) wire.RouteResult {
-	e, err := n.reg.Route(tv.Topic)
+// routeRead is routeResult for the registry's route e of tv's topic (nil
+// when it has none) within ctx's policy budget, not counted in the route
+// read metrics (the caller counts its results). It also returns e when the
+// result is that route unfiltered (modified or not), nil otherwise, so
+// describeRoutes need not look it up again.
+func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, e *registry.EncodedRoute, ip string, attrs wire.ClientAttrs) (wire.RouteResult, *registry.EncodedRoute) {
 	switch {
-	case err != nil && n.WarmingUp():
-		n.stats.routeReads[wire.StatusWarmingUp].Inc()
-		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusWarmingUp}
-	case err != nil:
-		n.stats.routeReads[wire.StatusNotFound].Inc()
-		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}
+	case e == nil && n.WarmingUp():
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusWarmingUp}, nil
+	case e == nil:
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotFound}, nil
 	}
 	// The registry's own copy of the name goes to the policy, whose memo
 	// keeps it: tv.Topic may be a substring of a whole request
 	// (Frame.DecodeGetRoutes), which the memo must not pin.
 	body, version, err := n.policies.filter(ctx, ip, attrs, e.Topic, e.Version, e.Body)
 	if err != nil { // the route policy failed closed
-		n.stats.routeReads[wire.StatusPolicyFailed].Inc()
-		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusPolicyFailed}
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusPolicyFailed}, nil
+	}
+	// A policy that changes a route gives it another version (a hash of
+	// its bytes): the same version is the registry's route.
+	if version != e.Version {
+		e = nil
 	}
 	if version == tv.Version {
-		n.stats.routeReads[wire.StatusNotModified].Inc()
-		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: version}
+		return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusNotModified, Version: version}, e
 	}
-	n.stats.routeReads[wire.StatusOK].Inc()
-	return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusOK, Version: version, Route: body}
+	return wire.RouteResult{Topic: tv.Topic, Status: wire.StatusOK, Version: version, Route: body}, e
 }
 
 func (n *Node) topics(q *wire.TopicsQuery) (any, error) {

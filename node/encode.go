@@ -1,37 +1,85 @@
 package node
 
-import "github.com/edgereg/edgereg/wire"
+import (
+	"github.com/edgereg/edgereg/node/registry"
+	"github.com/edgereg/edgereg/wire"
+)
 
-// encodeBody encodes a response body. Get-routes responses, the node's
-// hottest message, take the hand-written encoder (wire.AppendRoutes, the
-// same bytes without reflection); every other body takes wire.Marshal.
-func encodeBody(body any) ([]byte, error) {
-	if r, ok := body.(*wire.Routes); ok {
-		return wire.AppendRoutes(make([]byte, 0, routesSizeHint(r)), r), nil
-	}
-	return wire.Marshal(body)
+// routeSet is a get-routes answer being made: the routes, and for each
+// result the registry's route it carries unfiltered (nil for the others),
+// which describes its groups' freshness.
+type routeSet struct {
+	out     *wire.Routes
+	entries []*registry.EncodedRoute
 }
 
-// routesSizeHint is a close upper bound of r's encoding, so the buffer is
-// allocated once.
-func routesSizeHint(r *wire.Routes) int {
-	n := 2 + 9
-	for i := range r.Results {
-		n += 1 + 2 + 9 + len(r.Results[i].Topic) + 2 + 2 + 9 + 1 + len(r.Results[i].Route)
+// maxGroupsInline is how many groups' freshness a one-topic answer holds
+// without another allocation: a topic usually lives on a few groups.
+const maxGroupsInline = 4
+
+// maxKeptTopics bounds the answer a stream keeps for its next read: a
+// poll of more topics allocates its own.
+const maxKeptTopics = 256
+
+// takeRouteSet returns an answer for n topics: the one w kept from its
+// stream's last read when it has room (a client polls the same topics on
+// the same stream again and again), else a new one. w may be nil.
+func (w *streamWriter) takeRouteSet(n int) *routeSet {
+	if w == nil || w.spare == nil || cap(w.spare.out.Results) < n || cap(w.spare.entries) < n {
+		return newRouteSet(n)
 	}
-	return n
+	rs := w.spare
+	w.spare = nil
+	rs.out.Results, rs.entries = rs.out.Results[:n], rs.entries[:n]
+	return rs
 }
 
-// newRoutes returns a response for n topics. The one-topic response, the
-// usual route read, is one allocation instead of two.
-func newRoutes(n int) *wire.Routes {
+// keepRouteSet keeps rs, whose answer has been written, for the stream's
+// next read, emptied: it must not keep routes, names or freshness alive
+// while the stream waits. Only the request loop calls it.
+func (w *streamWriter) keepRouteSet(rs *routeSet) {
+	if rs == nil || cap(rs.out.Results) > maxKeptTopics {
+		return
+	}
+	clear(rs.out.Results[:cap(rs.out.Results)])
+	clear(rs.entries[:cap(rs.entries)])
+	clear(rs.out.Groups[:cap(rs.out.Groups)])
+	*rs.out = wire.Routes{Results: rs.out.Results[:0], Groups: rs.out.Groups[:0]}
+	w.spare = rs
+}
+
+// newRouteSet returns an answer for n topics. The one-topic answer, the
+// usual route read, is one allocation: results, entries and room for the
+// freshness of its groups are in the same block.
+func newRouteSet(n int) *routeSet {
 	if n == 1 {
 		one := &struct {
+			rs      routeSet
 			routes  wire.Routes
 			results [1]wire.RouteResult
+			entries [1]*registry.EncodedRoute
+			groups  [maxGroupsInline]wire.GroupFreshness
 		}{}
 		one.routes.Results = one.results[:]
-		return &one.routes
+		one.routes.Groups = one.groups[:0]
+		one.rs = routeSet{out: &one.routes, entries: one.entries[:]}
+		return &one.rs
 	}
-	return &wire.Routes{Results: make([]wire.RouteResult, n)}
+	return &routeSet{
+		out:     &wire.Routes{Results: make([]wire.RouteResult, n)},
+		entries: make([]*registry.EncodedRoute, n),
+	}
+}
+
+// appendAnswer appends a's frame to dst, length prefix included. A
+// get-routes answer is encoded in one pass by wire.AppendRoutesFrame,
+// without the well-formedness check wire.AppendFrame makes of a body it is
+// given: every route the node sends is well-formed (the registry encodes
+// them; a route policy's output is re-encoded by the host). Any other
+// body, an encoded one, takes wire.AppendFrame and its check.
+func appendAnswer(dst []byte, a *answer) ([]byte, error) {
+	if a.routes != nil {
+		return wire.AppendRoutesFrame(dst, a.Type, a.ID, a.routes)
+	}
+	return wire.AppendFrame(dst, &a.Frame)
 }

@@ -18,27 +18,21 @@ func (n *Node) nodeState() wire.NodeState {
 // describeRoutes adds to a get-routes answer the freshness of every broker
 // group its routes name (not-modified ones too) and the node's state. The
 // routes' bytes, hence their versions, are untouched.
-func (n *Node) describeRoutes(out *wire.Routes) {
-	var topics, groups []string
+func (n *Node) describeRoutes(rs *routeSet) {
+	out := rs.out
+	var groups []string
 	for i := range out.Results {
-		r := &out.Results[i]
-		if r.Status != wire.StatusOK && r.Status != wire.StatusNotModified {
-			continue
-		}
-		e, err := n.reg.Route(r.Topic)
-		switch {
-		case err != nil:
-		case r.Version == e.Version:
-			topics = append(topics, r.Topic)
-		case r.Status == wire.StatusOK:
+		if rs.entries[i] == nil && out.Results[i].Status == wire.StatusOK {
 			// A route policy filtered this route for the client: name
 			// only the groups it shows, never one it hides.
-			groups = append(groups, routeGroups(r.Route)...)
+			groups = append(groups, routeGroups(out.Results[i].Route)...)
 		}
 		// A filtered not-modified route is not described: the node would
 		// have to run the policy again to know its groups.
 	}
-	out.Groups = n.freshness(topics, groups)
+	// The unfiltered routes are described by the groups they were built
+	// with (rs.entries, nil for the others).
+	out.Groups = n.reg.AppendFreshness(out.Groups, n.cfg.Clock.Now(), rs.entries, groups)
 	out.Node = n.nodeState()
 }
 

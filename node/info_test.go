@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/edgereg/edgereg/wire"
@@ -69,5 +70,90 @@ func TestNodeInfo(t *testing.T) {
 	err := tn.dial(pki.RoleClient).Call(ctx, wire.TypeNodeInfo, nil, &info)
 	if !errors.Is(err, wire.ErrNotAuthorized) {
 		t.Errorf("node-info from a client: %v, want not authorized", err)
+	}
+}
+
+// TestFilteredRouteFreshness: a route a policy filtered is described by
+// the groups it shows, never one it hides; a filtered route the client
+// holds (not modified) by none; an unfiltered one beside it by all of its
+// own, each group once. A guest call that times out on a loaded machine
+// answers with the unfiltered route (the route hook fails open), so reads
+// are retried until the policy answered, and every answer, filtered or
+// not, must name exactly the groups its routes show.
+func TestFilteredRouteFreshness(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op) // topic t on group-a (zone-1), group-b and group-c (zone-2)
+	if _, err := op.Register(ctx, withZone(registration("c1", "group-d", 0, "10.0.4.1:1", "u"), "zone-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	reader := tn.dial(pki.RoleClient)
+	described := func(rs wire.Routes) []string {
+		var out []string
+		for _, g := range rs.Groups {
+			out = append(out, g.BrokerName)
+		}
+		return out
+	}
+	// shown is the groups the OK results' routes name, sorted, each once.
+	shown := func(t *testing.T, rs wire.Routes) []string {
+		var out []string
+		for _, res := range rs.Results {
+			if res.Status != wire.StatusOK {
+				continue
+			}
+			var route wire.Route
+			if err := wire.Unmarshal(res.Route, &route); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range route.Queues {
+				if !slices.Contains(out, q.BrokerName) {
+					out = append(out, q.BrokerName)
+				}
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	read := func(q *wire.GetRoutes, done func(wire.Routes) bool) wire.Routes {
+		t.Helper()
+		for range 50 {
+			rs, err := reader.GetRoutes(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := described(rs), shown(t, rs); !slices.Equal(got, want) {
+				t.Fatalf("answer %+v described by %v, its routes show %v", rs.Results, got, want)
+			}
+			if done(rs) {
+				return rs
+			}
+		}
+		t.Fatal("the route policy never answered")
+		return wire.Routes{}
+	}
+	zone1 := wire.ClientAttrs{Zone: "zone-1"}
+	rs := read(&wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: "t"}}, Client: zone1}, func(rs wire.Routes) bool {
+		return len(shown(t, rs)) == 2
+	})
+	if got := described(rs); !slices.Equal(got, []string{"group-a", "group-c"}) {
+		t.Fatalf("filtered route described by %v, want the groups it shows", got)
+	}
+	filtered := rs.Results[0].Version
+	// Held (not modified) filtered t, and u, which the policy leaves as
+	// it is (one group, in the client's zone), twice.
+	rs = read(&wire.GetRoutes{Client: zone1, Topics: []wire.TopicVersion{
+		{Topic: "t", Version: filtered}, {Topic: "u"}, {Topic: "u"}}}, func(rs wire.Routes) bool {
+		return rs.Results[0].Status == wire.StatusNotModified
+	})
+	if rs.Results[1].Status != wire.StatusOK {
+		t.Fatalf("poll: %+v", rs.Results)
+	}
+	if got := described(rs); !slices.Equal(got, []string{"group-d"}) {
+		t.Fatalf("poll described by %v, want u's group alone, once", got)
 	}
 }

@@ -60,6 +60,7 @@ type Node struct {
 	tr       *quic.Transport
 	ln       *quic.Listener
 	workers  chan struct{}
+	servers  *streamServers // idle goroutines that serve the next stream (conn.go)
 	inFlight *byteBudget
 	closing  atomic.Bool
 	conns    sync.Map // *quic.Conn -> struct{}
@@ -95,6 +96,7 @@ func New(cfg Config) (*Node, error) {
 		workers:  make(chan struct{}, cfg.Workers),
 		inFlight: newByteBudget(int64(cfg.MaxBytesInFlight)),
 		stop:     make(chan struct{}),
+		servers:  newStreamServers(),
 	}
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
 	n.warn = newWarnings(cfg.Logger)

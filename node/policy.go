@@ -107,13 +107,27 @@ func (p *policies) readContext(budget time.Duration) context.Context {
 	return wasm.WithReadBudget(context.Background(), budget)
 }
 
+// parallel reports whether a read of count topics is worth spreading over
+// goroutines (eachTopic): only with a route policy active, whose guest
+// calls run on an instance pool. A read without one runs in turn on the
+// caller's goroutine, with no closure to build.
+func (p *policies) parallel(count int) bool {
+	return count > 1 && p.set.Active(wasm.HookRouteFilter) && p.host.Config().PoolSize > 1
+}
+
 // eachTopic runs fn for 0..count-1: with a route policy active, on up to
 // the instance pool's size of goroutines, so a read of many topics costs
 // about count/pool guest calls in time rather than count; without one, in
 // turn on the caller's goroutine.
 func (p *policies) eachTopic(count int, fn func(i int)) {
+	if !p.set.Active(wasm.HookRouteFilter) {
+		for i := range count {
+			fn(i)
+		}
+		return
+	}
 	workers := min(p.host.Config().PoolSize, count)
-	if workers <= 1 || !p.set.Active(wasm.HookRouteFilter) {
+	if workers <= 1 {
 		for i := range count {
 			fn(i)
 		}

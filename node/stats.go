@@ -111,6 +111,24 @@ func (s *stats) observe(t wire.Type, d time.Duration, err *wire.Error) {
 	}
 }
 
+// countRouteReads counts route read results by status: one counter
+// update per status present, not one per topic, for a poll of many.
+func (s *stats) countRouteReads(results []wire.RouteResult) {
+	if len(results) == 1 {
+		s.routeReads[results[0].Status].Inc()
+		return
+	}
+	var counts [len(routeResultLabels)]int
+	for i := range results {
+		counts[results[i].Status]++
+	}
+	for st, k := range counts {
+		if k > 0 {
+			s.routeReads[st].Add(float64(k))
+		}
+	}
+}
+
 // metricLabel spells an error code's name as a label value: snake_case
 // ("not found" becomes not_found), the spelling route_reads_total's result
 // uses too. Kinds keep the protocol's type names (get-routes).

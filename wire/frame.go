@@ -152,6 +152,35 @@ func AppendFrame(dst []byte, f *Frame) ([]byte, error) {
 	return dst, nil
 }
 
+// AppendRoutesFrame appends a response frame of type t and id whose body
+// is r, length prefix included: the bytes AppendFrame gives for a Frame
+// with Body AppendRoutes(nil, r), encoded in one pass straight into dst.
+// It skips the copy of the body and the check AppendFrame makes that a
+// body it is given is one well-formed CBOR item: this package's encoder
+// makes this one (each result's Route must be well-formed, as for
+// AppendRoutes). TestAppendRoutesFrame compares it with AppendFrame.
+func AppendRoutesFrame(dst []byte, t Type, id uint64, r *Routes) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	pairs := byte(2) // type and body: a Routes body is never empty
+	if id != 0 {
+		pairs++
+	}
+	dst = append(dst, 0xa0|pairs, 0x01)
+	dst = appendUint(dst, uint64(t))
+	if id != 0 {
+		dst = append(dst, 0x02)
+		dst = appendUint(dst, id)
+	}
+	dst = AppendRoutes(append(dst, 0x03), r)
+	n := len(dst) - start - FrameHeaderLen
+	if n > MaxFrameLen {
+		return dst[:start], &FrameTooLargeError{Len: n, Limit: MaxFrameLen}
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(n))
+	return dst, nil
+}
+
 // appendFrameMap encodes a frame without an error by hand, byte for byte
 // what the deterministic encoder gives (keys 1, 2, 3 in order, shortest
 // integers, the body embedded as it is), without reflection or a copy of

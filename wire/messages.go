@@ -63,8 +63,17 @@ func (t Type) String() string {
 	return "unknown"
 }
 
-// Known reports whether t is a message type of this protocol version.
-func (t Type) Known() bool { _, ok := typeNames[t]; return ok }
+// Known reports whether t is a message type of this protocol version. It
+// runs on every request: an array index, not a map lookup.
+func (t Type) Known() bool { return int(t) < len(knownTypes) && knownTypes[t] }
+
+// knownTypes marks the types of typeNames, by number.
+var knownTypes = func() (known [TypePolicyTest + 1]bool) {
+	for t := range typeNames {
+		known[t] = true // a type numbered past the array panics at init: grow the array with it
+	}
+	return known
+}()
 
 // Frame is the unit on every stream: a 4-byte big-endian length, then this
 // CBOR map. Requests carry Body; responses carry Body or Error.

@@ -19,6 +19,10 @@ type EncodedRoute struct {
 	// client that fails over can still be answered "not modified". Never 0.
 	Version uint64
 	Body    []byte
+	// groups are the broker groups the route names, sorted by name
+	// (a topic's queues are), for AppendFreshness. Their fields are read
+	// under the registry's read lock.
+	groups []*group
 }
 
 // routeCache holds a topic's encoded route; nil means it must be rebuilt.
@@ -33,6 +37,12 @@ func (r *Registry) Route(name string) (*EncodedRoute, error) {
 	if t == nil {
 		return nil, ErrTopicNotFound
 	}
+	return r.cachedRoute(t)
+}
+
+// cachedRoute returns t's route from its cache, built first if need be.
+// Called with mu held for reading at least.
+func (r *Registry) cachedRoute(t *topic) (*EncodedRoute, error) {
 	if e := t.route.p.Load(); e != nil {
 		return e, nil
 	}
@@ -46,6 +56,21 @@ func (r *Registry) Route(name string) (*EncodedRoute, error) {
 		e = t.route.p.Load()
 	}
 	return e, nil
+}
+
+// RoutesOf sets routes[i] to the encoded route of topics[i].Topic, as
+// Route returns it, or nil where Route would fail: a poll of many topics
+// takes the read lock once, not once per topic. routes must be as long as
+// topics.
+func (r *Registry) RoutesOf(routes []*EncodedRoute, topics []wire.TopicVersion) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for i := range topics {
+		routes[i] = nil
+		if t := r.topics[topics[i].Topic]; t != nil {
+			routes[i], _ = r.cachedRoute(t)
+		}
+	}
 }
 
 // RouteData returns a topic's route decoded.
@@ -78,7 +103,11 @@ func (r *Registry) buildRoute(t *topic) (*EncodedRoute, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode route of %s: %w", t.name, err)
 	}
-	return &EncodedRoute{Topic: t.name, Version: versionOf(body), Body: body}, nil
+	groups := make([]*group, len(t.queues))
+	for i := range t.queues {
+		groups[i] = t.queues[i].group
+	}
+	return &EncodedRoute{Topic: t.name, Version: versionOf(body), Body: body, groups: groups}, nil
 }
 
 // showActingMaster shows a group's lowest-id slave as its master when the
