@@ -465,3 +465,116 @@ func TestStalledWatcherHoldsUpNobody(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledWatcherOnSameConnHoldsUpNobody: the watchers of one
+// connection are flushed by one pusher, so a stream of that connection
+// whose reader stopped must be handed off at once, not hold the pusher for
+// the write timeout while its neighbour waits. The write timeout here is
+// far longer than the test may take, so only a hand-off lets it pass.
+// Routes of 32 groups make each event larger than a packet, so writes are
+// taken in part too (the rest of a frame is written by catch-up).
+func TestStalledWatcherOnSameConnHoldsUpNobody(t *testing.T) {
+	const topics, groups = 100, 32
+	tn := startNode(t, func(c *Config) { c.WriteTimeout = 10 * time.Minute })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("same-conn-%03d", i)
+	}
+	round := 0
+	register := func() {
+		round++
+		for g := range groups {
+			r := registration("c1", fmt.Sprintf("same-conn-group-%02d", g), 0, fmt.Sprintf("10.2.0.%d:10911", g+1), names...)
+			r.DataVersion.Counter = uint64(round)
+			for i := range r.Topics {
+				r.Topics[i].ReadQueues = uint32(round) // a new route every round
+			}
+			if _, err := tn.reg.Register(toRegistration(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	register()
+
+	conn := tn.dial(pki.RoleClient)
+	// The stalled watcher: a pipe whose events nobody takes. Once its
+	// event buffer is full it stops reading, and QUIC flow control stops
+	// the node's writes to the stream.
+	stalled, err := conn.OpenPipe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	q := &wire.Watch{}
+	for _, tp := range names {
+		q.Topics = append(q.Topics, wire.TopicVersion{Topic: tp})
+	}
+	if err := stalled.Call(ctx, wire.TypeWatch, q, nil); err != nil {
+		t.Fatal(err)
+	}
+	healthy := newWatchClient(t, conn)
+	if err := healthy.watch(ctx, names); err != nil {
+		t.Fatal(err)
+	}
+	handOffs := tn.watches.handOffs.Load()
+	// About 130 kB of events a round: the stalled stream's 512 KiB window
+	// and event buffer are full after a few.
+	for range 12 {
+		register()
+		want := make(map[string]uint64)
+		for _, tp := range names {
+			e, err := tn.reg.Route(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[tp] = e.Version
+		}
+		for len(healthy.behind(want)) > 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("round %d: the healthy watcher is behind on %d topics: held up by the stalled stream of its connection", round, len(healthy.behind(want)))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if tn.watches.handOffs.Load() == handOffs {
+		t.Fatal("the stalled stream was never handed to a catch-up goroutine: the test did not stall it")
+	}
+	if tn.watches.watchers() != 2 {
+		t.Fatalf("%d watch streams, want both still open (the write timeout is far away)", tn.watches.watchers())
+	}
+	// The stalled reader resumes: it gets every frame whole (the rest of
+	// one the stream took in part came before anything else) and ends at
+	// every topic's final version.
+	want := make(map[string]uint64)
+	for _, tp := range names {
+		e, err := tn.reg.Route(tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[tp] = e.Version
+	}
+	have := make(map[string]uint64)
+	for behind := topics; behind > 0; {
+		select {
+		case f, ok := <-stalled.Events():
+			if !ok {
+				t.Fatalf("the stalled stream ended when its reader resumed: %v", stalled.Err())
+			}
+			var ev wire.RouteEvent
+			if err := f.DecodeBody(&ev); err != nil {
+				t.Fatalf("a resumed watcher got a broken event: %v", err)
+			}
+			have[ev.Result.Topic] = ev.Result.Version
+			behind = 0
+			for _, tp := range names {
+				if have[tp] != want[tp] {
+					behind++
+				}
+			}
+		case <-ctx.Done():
+			t.Fatal("the resumed watcher never got every topic's final version")
+		}
+	}
+}
