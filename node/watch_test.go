@@ -58,7 +58,13 @@ func (wc *watchClient) read() {
 }
 
 func (wc *watchClient) watch(ctx context.Context, topics []string) error {
-	q := &wire.Watch{}
+	return wc.watchAs(ctx, topics, wire.ClientAttrs{})
+}
+
+// watchAs is watch for a client with attrs (a zone, labels), which a route
+// policy may filter routes by.
+func (wc *watchClient) watchAs(ctx context.Context, topics []string, attrs wire.ClientAttrs) error {
+	q := &wire.Watch{Client: attrs}
 	wc.mu.Lock()
 	for _, tp := range topics {
 		q.Topics = append(q.Topics, wire.TopicVersion{Topic: tp, Version: wc.have[tp]})
@@ -248,7 +254,9 @@ func dedupe(ss []string) []string {
 // version.
 func TestWatchEventEncodedOncePerVersion(t *testing.T) {
 	const watchers = 50
-	tn := startNode(t, nil)
+	// A frozen clock: opening the watchers under -race may take longer
+	// than sharedEventTTL, after which the event is encoded afresh.
+	tn := startNode(t, func(c *Config) { c.Clock = &testClock{now: time.Now()} })
 	ctx := ctxT(t)
 	register := func(queues uint32) uint64 {
 		r := registration("c1", "g1", 0, "10.0.0.1:10911", "shared")
@@ -296,6 +304,76 @@ func TestWatchEventEncodedOncePerVersion(t *testing.T) {
 	waitAll(want)
 	if got := tn.watches.encodes.Load() - before; got != 2 {
 		t.Fatalf("after one change the events were encoded %d times in all, want 2", got)
+	}
+}
+
+// TestWatchWithRoutePolicyGetsItsOwnView: with a route policy that filters
+// by zone, a watcher in a zone gets its own filtered route, encoded for it,
+// while the watchers the policy leaves the whole route share one encoded
+// event per version.
+func TestWatchWithRoutePolicyGetsItsOwnView(t *testing.T) {
+	const each = 3
+	tn := startNode(t, func(c *Config) { c.Clock = &testClock{now: time.Now()} })
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	reader := tn.dial(pki.RoleClient)
+	versions := func() (whole, zoned uint64) {
+		t.Helper()
+		_, whole = groupsOf(t, reader, "")
+		_, zoned = groupsOf(t, reader, "zone-1")
+		if whole == zoned {
+			t.Fatal("the policy did not filter zone-1's route")
+		}
+		return whole, zoned
+	}
+	whole, zoned := versions()
+	conn := tn.dial(pki.RoleClient)
+	before := tn.watches.encodes.Load()
+	var plain, inZone []*watchClient
+	for range each {
+		wc := newWatchClient(t, conn)
+		if err := wc.watch(ctx, []string{"t"}); err != nil {
+			t.Fatal(err)
+		}
+		plain = append(plain, wc)
+		wc = newWatchClient(t, conn)
+		if err := wc.watchAs(ctx, []string{"t"}, wire.ClientAttrs{Zone: "zone-1"}); err != nil {
+			t.Fatal(err)
+		}
+		inZone = append(inZone, wc)
+	}
+	waitFor := func(wcs []*watchClient, want uint64, who string) {
+		t.Helper()
+		for i, wc := range wcs {
+			for len(wc.behind(map[string]uint64{"t": want})) > 0 {
+				if ctx.Err() != nil {
+					t.Fatalf("%s watcher %d never got version %016x", who, i, want)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
+	waitFor(plain, whole, "a zoneless")
+	waitFor(inZone, zoned, "a zone-1")
+	if got := tn.watches.encodes.Load() - before; got != 1 {
+		t.Fatalf("shared events encoded %d times for the first version, want once (the zone-1 watchers' own do not count)", got)
+	}
+	// A new group in zone-1 changes both views.
+	if _, err := op.Register(ctxT(t), withZone(registration("c1", "group-d", 0, "10.0.4.1:1", "t"), "zone-1")); err != nil {
+		t.Fatal(err)
+	}
+	whole2, zoned2 := versions()
+	if whole2 == whole || zoned2 == zoned {
+		t.Fatal("the new group changed neither route")
+	}
+	waitFor(plain, whole2, "a zoneless")
+	waitFor(inZone, zoned2, "a zone-1")
+	if got := tn.watches.encodes.Load() - before; got != 2 {
+		t.Fatalf("shared events encoded %d times for two versions, want twice", got)
 	}
 }
 
