@@ -598,6 +598,9 @@ func (wt *watcher) flush(patient bool) bool {
 		if !watching {
 			continue
 		}
+		if testHookFlush != nil {
+			testHookFlush(attrs)
+		}
 		frame, version, ok := wt.event(topic, have, force, attrs)
 		if !ok {
 			continue
@@ -620,6 +623,10 @@ func (wt *watcher) flush(patient bool) bool {
 	}
 	return true
 }
+
+// testHookFlush, when set, runs before each topic a flush looks at, with
+// the watcher's client attributes; tests use it to make one watcher panic.
+var testHookFlush func(wire.ClientAttrs)
 
 // handOff gives the watcher to a new catch-up goroutine: topic's frame
 // was taken up to rest (with w.mu kept locked if partly), and what is

@@ -377,6 +377,65 @@ func TestWatchWithRoutePolicyGetsItsOwnView(t *testing.T) {
 	}
 }
 
+// TestWatchPanicEndsOnlyThatStream: one goroutine pushes for all the watch
+// streams of a connection, so a panic while pushing to one must end that
+// stream (reset with 0x21) and leave the pusher serving the others.
+func TestWatchPanicEndsOnlyThatStream(t *testing.T) {
+	testHookFlush = func(a wire.ClientAttrs) {
+		if a.Zone == "panic" {
+			panic("test: pushing to this watcher panics")
+		}
+	}
+	t.Cleanup(func() { testHookFlush = nil })
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	register := func(queues uint32) uint64 {
+		r := registration("c1", "g1", 0, "10.0.0.1:10911", "boom")
+		r.Topics[0].ReadQueues = queues
+		r.DataVersion.Counter = uint64(queues)
+		if _, err := tn.reg.Register(toRegistration(r)); err != nil {
+			t.Fatal(err)
+		}
+		e, err := tn.reg.Route("boom")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Version
+	}
+	v1 := register(1)
+	conn := tn.dial(pki.RoleClient)
+	good := newWatchClient(t, conn)
+	if err := good.watch(ctx, []string{"boom"}); err != nil {
+		t.Fatal(err)
+	}
+	bad := newWatchClient(t, conn)
+	// The push may panic and reset the stream before the WatchAck is
+	// written, so the call may fail: the stream's end is what counts.
+	bad.watchAs(ctx, []string{"boom"}, wire.ClientAttrs{Zone: "panic"})
+	select {
+	case <-bad.p.Done():
+	case <-ctx.Done():
+		t.Fatal("the stream whose push panicked was not ended")
+	}
+	var se *quic.StreamError
+	if !errors.As(bad.p.Err(), &se) || se.ErrorCode != codeStreamAbort {
+		t.Fatalf("the stream whose push panicked ended with %v, want a reset with 0x21", bad.p.Err())
+	}
+	want := v1
+	for queues := uint32(2); ; queues++ {
+		for len(good.behind(map[string]uint64{"boom": want})) > 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("the other watcher of the connection never got version %016x", want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if queues == 4 {
+			break
+		}
+		want = register(queues) // one change at a time: close ones may be coalesced
+	}
+}
+
 // BenchmarkWatchFanOut measures, for 1000 watch streams on one topic, the
 // time from a route change to its delivery on the last stream (ns/op), on
 // real QUIC over loopback with client and node sharing the machine. It
