@@ -19,9 +19,9 @@ import (
 // every change. The hub looks up who watches the changed topics and marks
 // them: it adds the topics to each watcher's pending set and queues the
 // watcher on its connection's pusher, one goroutine per connection, which
-// flushes the queued watchers one after another: for each pending topic it
-// reads the route current at that moment and writes it to the watcher's
-// stream. Written back to back, the events of one connection's watchers
+// flushes the queued watchers one after another, a turn of at most
+// pushTurn topics each: for each pending topic it reads the route current
+// at that moment and writes it to the watcher's stream. Written back to back, the events of one connection's watchers
 // share packets, where a goroutine per watcher had the connection's send
 // loop send a packet for each (1,000 watchers on 20 connections: about 20
 // wake-ups and a few packets per connection instead of 1,000 of each).
@@ -52,7 +52,8 @@ import (
 //	watcher.flushMu  →  watcher.mu  →  watchHub.mu
 //	watcher.flushMu  →  watcher.pendMu
 //	watcher.flushMu  →  streamWriter.mu
-//	watcher.mu  →  watcher.pendMu  →  connPusher.mu   (mark, from watch)
+//	watcher.mu  →  watcher.pendMu, watcher.mu  →  connPusher.mu   (mark, from watch)
+//	watcher.flushMu  →  connPusher.mu   (a flush ending its turn queues the watcher again)
 //	watcher.mu  →  connState.watchMu
 //	watchHub.mu  →  connPusher.mu is never taken: the hub only counts a
 //	pusher's users under its mu.
@@ -321,6 +322,11 @@ type connPusher struct {
 	users int // watch streams on the connection; under watchHub.mu
 }
 
+// pushTurn is how many pending topics of one watcher the pusher looks at
+// before it goes on to the connection's next watcher, so that a watcher of
+// thousands of topics does not hold up one of a few.
+const pushTurn = 64
+
 // pushWait is how long the pusher lets one write wait for the stream to
 // take it before it hands the watcher to a catch-up goroutine. A healthy
 // stream takes an event at once (quic-go copies a small write and returns),
@@ -585,7 +591,19 @@ func (wt *watcher) flush(patient bool) bool {
 	wt.pending, wt.taking = wt.taking, wt.pending
 	wt.pendMu.Unlock()
 	defer clear(wt.taking)
+	looked := 0
 	for topic := range wt.taking {
+		if !patient && looked == pushTurn && len(wt.taking) > 0 {
+			// The others of the connection get their turn first.
+			wt.pendMu.Lock()
+			for t := range wt.taking {
+				wt.pending[t] = struct{}{}
+			}
+			wt.pendMu.Unlock()
+			wt.cp.enqueue(wt)
+			return true
+		}
+		looked++
 		delete(wt.taking, topic)
 		if wt.closed() {
 			return false

@@ -313,7 +313,13 @@ func TestWatchEventEncodedOncePerVersion(t *testing.T) {
 // event per version.
 func TestWatchWithRoutePolicyGetsItsOwnView(t *testing.T) {
 	const each = 3
-	tn := startNode(t, func(c *Config) { c.Clock = &testClock{now: time.Now()} })
+	tn := startNode(t, func(c *Config) {
+		c.Clock = &testClock{now: time.Now()}
+		// A policy call that runs out of time answers the whole route
+		// (fail open): give the guest time under -race on a loaded machine.
+		c.PolicyCallTimeout = 5 * time.Second
+		c.PolicyReadBudget = 10 * time.Second
+	})
 	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)
