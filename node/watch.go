@@ -171,12 +171,12 @@ func (h *watchHub) markAll() {
 
 // attach returns the pusher of cs, starting it for the connection's first
 // watch stream.
-func (h *watchHub) attach(n *Node, cs *connState) *connPusher {
+func (h *watchHub) attach(cs *connState) *connPusher {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cp := h.pushers[cs]
 	if cp == nil {
-		cp = &connPusher{n: n, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		cp = &connPusher{wake: make(chan struct{}, 1), done: make(chan struct{})}
 		h.pushers[cs] = cp
 		go cp.run()
 	}
@@ -314,7 +314,6 @@ type watcher struct {
 // connPusher flushes the queued watchers of one connection, one after
 // another.
 type connPusher struct {
-	n     *Node
 	mu    sync.Mutex
 	queue []*watcher // each at most once (watcher.queued)
 	wake  chan struct{}
@@ -329,8 +328,11 @@ const pushTurn = 64
 
 // pushWait is how long the pusher lets one write wait for the stream to
 // take it before it hands the watcher to a catch-up goroutine. A healthy
-// stream takes an event at once (quic-go copies a small write and returns),
-// so this is only ever spent on a stream that is behind.
+// stream takes an event of up to a packet at once (quic-go copies it and
+// returns); a larger one, or one behind others of the same stream, waits
+// for the connection's send loop, which on a healthy connection takes it
+// well within pushWait. A hand-off is correct whatever the reason: it only
+// moves the watcher's writes to a goroutine of its own for a while.
 const pushWait = 2 * time.Millisecond
 
 func (cp *connPusher) enqueue(wt *watcher) {
@@ -377,7 +379,7 @@ func (n *Node) newWatcher(cs *connState, w *streamWriter) *watcher {
 		taking:   make(map[string]struct{}),
 		done:     make(chan struct{}),
 	}
-	wt.cp = n.watches.attach(n, cs)
+	wt.cp = n.watches.attach(cs)
 	n.watches.mu.Lock()
 	n.watches.count++
 	n.watches.mu.Unlock()
