@@ -1,7 +1,9 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -15,29 +17,58 @@ import (
 //
 // The registry calls watchHub.changed, with no lock of its own held, after
 // every change. The hub looks up who watches the changed topics and marks
-// them: it adds the topics to each watcher's pending set and wakes the
-// watcher's pusher goroutine, which reads the routes current at that moment
-// and writes them to its stream. Marking never blocks (the pending set is a
-// set, the wake-up channel holds one token), so a slow or stalled watcher
-// holds up nobody: not the registry, not the broker whose registration
-// changed the routes, not other watchers. It loses nothing either: a topic
-// marked while the pusher is busy stays pending, so the pusher comes back to
-// it and pushes the route current then (etcd keeps its slow "victim"
-// watchers the same way; here the backlog is bounded by the watched topics,
-// not by the number of changes). A watcher that cannot write for the write
-// timeout loses its stream, and with it the watch.
+// them: it adds the topics to each watcher's pending set and queues the
+// watcher on its connection's pusher, one goroutine per connection, which
+// flushes the queued watchers one after another, a turn of at most
+// pushTurn topics each: for each pending topic it reads the route current
+// at that moment and writes it to the watcher's stream. Written back to back, the events of one connection's watchers
+// share packets, where a goroutine per watcher had the connection's send
+// loop send a packet for each (1,000 watchers on 20 connections: about 20
+// wake-ups and a few packets per connection instead of 1,000 of each).
+//
+// Marking never blocks (the pending set is a set, a watcher is queued on
+// its pusher at most once), so a slow or stalled watcher holds up nobody:
+// not the registry, not the broker whose registration changed the routes,
+// not other watchers. The pusher gives a write pushWait at most; a stream
+// that does not take its event in that time (its reader stopped, or its
+// flow-control window is full) is handed to a catch-up goroutine of its
+// own, which writes with the full write timeout while the pusher goes on
+// with the others, and hands the watcher back once nothing is pending. It
+// loses nothing either: a topic marked while a write is in progress stays
+// pending, so the watcher's flusher comes back to it and pushes the route
+// current then (etcd keeps its slow "victim" watchers the same way; here
+// the backlog is bounded by the watched topics, not by the number of
+// changes). A watcher that cannot write for the write timeout loses its
+// stream, and with it the watch.
+//
+// Encoding: a route event without a route policy applied is the same bytes
+// for every watcher of that (topic, version), so it is encoded once and
+// shared (watchHub.sharedFrame). A watcher whose route a policy changed
+// (its version differs from the registry's) gets its own event, encoded
+// for it.
 //
 // Lock order, outer to inner:
 //
-//	watcher.mu  →  watchHub.mu
+//	watcher.flushMu  →  watcher.mu  →  watchHub.mu
+//	watcher.flushMu  →  watcher.pendMu
+//	watcher.flushMu  →  streamWriter.mu
+//	watcher.mu  →  watcher.pendMu, watcher.mu  →  connPusher.mu   (mark, from watch)
+//	watcher.flushMu  →  connPusher.mu   (a flush ending its turn queues the watcher again)
 //	watcher.mu  →  connState.watchMu
-//	watcher.pendMu, connState.watchMu and streamWriter.mu are leaves:
-//	nothing is taken while one is held. The pusher writes (streamWriter.mu)
-//	holding no other lock.
+//	watchHub.mu  →  connPusher.mu is never taken: the hub only counts a
+//	pusher's users under its mu.
+//	connPusher.mu, connState.watchMu and streamWriter.mu are leaves, but
+//	for one hand-off: a pusher write that timed out after the stream took
+//	part of a frame keeps streamWriter.mu locked for the watcher's catch-up
+//	goroutine, which writes the rest of the frame before anything else is
+//	written to the stream, and unlocks it; it takes no lock meanwhile.
 //
 // The hub never takes a watcher's mu: changed and markAll copy the
 // subscribers under hub.mu and mark them after releasing it. watch, unwatch
-// and close hold watcher.mu while they add or remove subscriptions.
+// and close hold watcher.mu while they add or remove subscriptions. Exactly
+// one goroutine flushes a watcher at a time, under flushMu: its
+// connection's pusher while watcher.slow is false, its catch-up goroutine
+// while it is true.
 
 // watchHub routes the registry's change notices to the watchers of each
 // topic.
@@ -50,8 +81,11 @@ type watchHub struct {
 	// route for: the event is encoded once per (topic, version), not once
 	// per watcher. Entries go when their topic's last watcher does.
 	events map[string]*sharedEvent
+	// pushers holds the pusher of each connection with watch streams.
+	pushers map[*connState]*connPusher
 
-	encodes atomic.Uint64 // shared events encoded, for tests
+	encodes  atomic.Uint64 // shared events encoded, for tests
+	handOffs atomic.Uint64 // watchers handed to catchUp, for tests
 }
 
 // sharedEvent is one topic version's route-event frame, encoded by the
@@ -60,6 +94,7 @@ type sharedEvent struct {
 	version uint64
 	at      time.Time // when it was made: its freshness ages are from then
 	once    sync.Once
+	encoded atomic.Bool // frame and err are set
 	frame   []byte
 	err     error
 }
@@ -68,6 +103,7 @@ func newWatchHub() *watchHub {
 	return &watchHub{
 		byTopic: make(map[string]map[*watcher]struct{}),
 		events:  make(map[string]*sharedEvent),
+		pushers: make(map[*connState]*connPusher),
 	}
 }
 
@@ -89,9 +125,22 @@ func (h *watchHub) subscriptions() int {
 }
 
 // changed is the registry's OnChange hook. It marks the watchers of the
-// topics, outside the hub's lock; each watcher's own goroutine reads and
-// pushes the new routes.
+// topics, outside the hub's lock; their connections' pushers read and push
+// the new routes.
 func (h *watchHub) changed(topics []string) {
+	if len(topics) == 1 { // the common case: one slice of watchers, no map
+		h.mu.Lock()
+		subs := h.byTopic[topics[0]]
+		ws := make([]*watcher, 0, len(subs))
+		for w := range subs {
+			ws = append(ws, w)
+		}
+		h.mu.Unlock()
+		for _, w := range ws {
+			w.mark(topics)
+		}
+		return
+	}
 	h.mu.Lock()
 	marks := make(map[*watcher][]string)
 	for _, t := range topics {
@@ -117,6 +166,33 @@ func (h *watchHub) markAll() {
 	h.mu.Unlock()
 	for w, ts := range marks {
 		w.mark(ts)
+	}
+}
+
+// attach returns the pusher of cs, starting it for the connection's first
+// watch stream.
+func (h *watchHub) attach(cs *connState) *connPusher {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cp := h.pushers[cs]
+	if cp == nil {
+		cp = &connPusher{wake: make(chan struct{}, 1), done: make(chan struct{})}
+		h.pushers[cs] = cp
+		go cp.run()
+	}
+	cp.users++
+	return cp
+}
+
+// detach stops cp once its connection's last watch stream is closed.
+func (h *watchHub) detach(cs *connState, cp *connPusher) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cp.users--; cp.users == 0 {
+		if h.pushers[cs] == cp {
+			delete(h.pushers, cs)
+		}
+		close(cp.done)
 	}
 }
 
@@ -166,11 +242,21 @@ func (h *watchHub) sharedFrame(res *wire.RouteResult, now time.Time, encode func
 		}
 	}
 	h.mu.Unlock()
-	// Encoded outside the lock: the first watcher encodes, the others of
-	// this version wait for it in once.Do.
+	if e.encoded.Load() {
+		return e.frame, e.err
+	}
+	return h.encodeShared(e, *res, encode)
+}
+
+// encodeShared encodes e outside the hub's lock: the first watcher
+// encodes, the others of this version wait for it in once.Do. (A function
+// of its own, so that only the encoding watcher's route result escapes to
+// the heap, not every watcher's.)
+func (h *watchHub) encodeShared(e *sharedEvent, res wire.RouteResult, encode func(*wire.RouteResult) ([]byte, error)) ([]byte, error) {
 	e.once.Do(func() {
 		h.encodes.Add(1)
-		e.frame, e.err = encode(res)
+		e.frame, e.err = encode(&res)
+		e.encoded.Store(true)
 	})
 	return e.frame, e.err
 }
@@ -191,6 +277,7 @@ type watcher struct {
 	n  *Node
 	cs *connState
 	w  *streamWriter
+	cp *connPusher // the connection's pusher
 
 	mu       sync.Mutex
 	versions map[string]uint64 // topic -> version the client has
@@ -204,10 +291,82 @@ type watcher struct {
 
 	pendMu  sync.Mutex
 	pending map[string]struct{} // topics to look at again
+	// slow is set while the catch-up goroutine, not the connection's
+	// pusher, flushes the watcher (and for good once its stream failed).
+	slow bool
 
-	wake chan struct{}
+	queued bool // on cp's queue; under cp.mu
+
+	// flushMu is held by whoever flushes: cp's goroutine or catchUp.
+	flushMu sync.Mutex
+	taking  map[string]struct{} // the pending set being flushed, reused
+	// rest is the tail of a frame the stream took only in part, with the
+	// topic and version it carries; catchUp writes it first (w.mu is
+	// held for it meanwhile, see the lock order).
+	rest        []byte
+	restTopic   string
+	restVersion uint64
+
 	done chan struct{}
-	wg   sync.WaitGroup
+	wg   sync.WaitGroup // catchUp
+}
+
+// connPusher flushes the queued watchers of one connection, one after
+// another.
+type connPusher struct {
+	mu    sync.Mutex
+	queue []*watcher // each at most once (watcher.queued)
+	wake  chan struct{}
+	done  chan struct{}
+	users int // watch streams on the connection; under watchHub.mu
+}
+
+// pushTurn is how many pending topics of one watcher the pusher looks at
+// before it goes on to the connection's next watcher, so that a watcher of
+// thousands of topics does not hold up one of a few.
+const pushTurn = 64
+
+// pushWait is how long the pusher lets one write wait for the stream to
+// take it before it hands the watcher to a catch-up goroutine. A healthy
+// stream takes an event of up to a packet at once (quic-go copies it and
+// returns); a larger one, or one behind others of the same stream, waits
+// for the connection's send loop, which on a healthy connection takes it
+// well within pushWait. A hand-off is correct whatever the reason: it only
+// moves the watcher's writes to a goroutine of its own for a while.
+const pushWait = 2 * time.Millisecond
+
+func (cp *connPusher) enqueue(wt *watcher) {
+	cp.mu.Lock()
+	if !wt.queued {
+		wt.queued = true
+		cp.queue = append(cp.queue, wt)
+	}
+	cp.mu.Unlock()
+	select {
+	case cp.wake <- struct{}{}:
+	default: // a wake-up is pending already; it sees this watcher too
+	}
+}
+
+func (cp *connPusher) run() {
+	var batch []*watcher
+	for {
+		select {
+		case <-cp.done:
+			return
+		case <-cp.wake:
+		}
+		cp.mu.Lock()
+		batch, cp.queue = cp.queue, batch[:0]
+		for _, wt := range batch {
+			wt.queued = false
+		}
+		cp.mu.Unlock()
+		for i, wt := range batch {
+			wt.push()
+			batch[i] = nil
+		}
+	}
 }
 
 func (n *Node) newWatcher(cs *connState, w *streamWriter) *watcher {
@@ -217,11 +376,10 @@ func (n *Node) newWatcher(cs *connState, w *streamWriter) *watcher {
 		pushed:   make(map[string]uint64),
 		unsure:   make(map[string]struct{}),
 		pending:  make(map[string]struct{}),
-		wake:     make(chan struct{}, 1),
+		taking:   make(map[string]struct{}),
 		done:     make(chan struct{}),
 	}
-	wt.wg.Add(1)
-	go wt.run()
+	wt.cp = n.watches.attach(cs)
 	n.watches.mu.Lock()
 	n.watches.count++
 	n.watches.mu.Unlock()
@@ -327,57 +485,130 @@ func (cs *connState) addWatches(delta, limit int) error {
 	return nil
 }
 
-// mark makes the pusher look at topics again. It never blocks.
+// mark makes the watcher's flusher look at topics again. It never blocks.
 func (wt *watcher) mark(topics []string) {
 	wt.pendMu.Lock()
 	for _, t := range topics {
 		wt.pending[t] = struct{}{}
 	}
+	slow := wt.slow
 	wt.pendMu.Unlock()
-	select {
-	case wt.wake <- struct{}{}:
-	default: // a wake-up is pending already; it sees these topics too
+	if !slow { // else catchUp sees these before it hands the watcher back
+		wt.cp.enqueue(wt)
 	}
 }
 
-func (wt *watcher) run() {
+// closed reports whether close has begun.
+func (wt *watcher) closed() bool {
+	select {
+	case <-wt.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// push is the pusher's flush of wt, unless catchUp has it. slow is looked
+// at before flushMu, which catchUp holds while it waits for a write: only
+// the pusher sets slow, and catchUp clears it after its last flush, so
+// while it is clear nobody else flushes.
+func (wt *watcher) push() {
+	wt.pendMu.Lock()
+	slow := wt.slow
+	wt.pendMu.Unlock()
+	if slow {
+		return
+	}
+	wt.flushMu.Lock()
+	defer wt.flushMu.Unlock()
+	if wt.closed() {
+		return
+	}
+	defer wt.recoverPanic()
+	if !wt.flush(false) {
+		wt.setSlow() // the stream failed: nobody pushes to it again
+	}
+}
+
+// recoverPanic ends the watch stream, not the node, when pushing to it
+// panicked: the stream is reset, so the client re-watches on a new one.
+func (wt *watcher) recoverPanic() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	wt.setSlow()
+	wt.n.stats.panics.WithLabelValues(wire.TypeRouteEvent.String()).Inc()
+	wt.n.log.Error("watch pusher panicked", "kind", wire.TypeRouteEvent.String(),
+		"remote", wt.cs.peer.remote, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+	wt.w.s.CancelWrite(codeStreamAbort)
+	wt.w.s.CancelRead(codeStreamAbort)
+}
+
+func (wt *watcher) setSlow() {
+	wt.pendMu.Lock()
+	wt.slow = true
+	wt.pendMu.Unlock()
+}
+
+// catchUp flushes a watcher whose stream did not take an event within
+// pushWait, with the full write timeout, until nothing is pending; then it
+// hands the watcher back to the pusher.
+func (wt *watcher) catchUp() {
 	defer wt.wg.Done()
-	defer func() {
-		// A bug while pushing ends this watch stream, not the node. The
-		// stream is reset, so the client re-watches on a new one.
-		if r := recover(); r != nil {
-			wt.n.stats.panics.WithLabelValues(wire.TypeRouteEvent.String()).Inc()
-			wt.n.log.Error("watch pusher panicked", "kind", wire.TypeRouteEvent.String(),
-				"remote", wt.cs.peer.remote, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			wt.w.s.CancelWrite(codeStreamAbort)
-			wt.w.s.CancelRead(codeStreamAbort)
-		}
-	}()
-	for {
-		select {
-		case <-wt.done:
+	defer wt.recoverPanic()
+	// wt.rest is read here only: once the watcher is handed back, the
+	// pusher may set it again for the next catch-up.
+	if rest := wt.rest; rest != nil {
+		wt.rest = nil
+		if wt.w.finishLocked(rest) != nil { // unlocks w.mu, even in a panic
 			return
-		case <-wt.wake:
-			if !wt.flush() {
-				return
-			}
 		}
+		wt.delivered(wt.restTopic, wt.restVersion)
+	}
+	for !wt.closed() {
+		wt.flushMu.Lock()
+		ok := wt.flush(true)
+		wt.flushMu.Unlock()
+		if !ok {
+			return
+		}
+		wt.pendMu.Lock()
+		if len(wt.pending) == 0 {
+			wt.slow = false
+			wt.pendMu.Unlock()
+			return
+		}
+		wt.pendMu.Unlock()
 	}
 }
 
 // flush pushes the current route of every pending topic whose version
-// differs from what the client has. It returns false once the stream
-// cannot be written.
-func (wt *watcher) flush() bool {
+// differs from what the client has. patient writes wait the write timeout
+// (catchUp); otherwise (the pusher) a write the stream does not take
+// within pushWait hands the watcher to catchUp, with what is left. It
+// returns false once the stream cannot be written.
+func (wt *watcher) flush(patient bool) bool {
 	wt.pendMu.Lock()
-	pending := wt.pending
-	wt.pending = make(map[string]struct{})
+	wt.pending, wt.taking = wt.taking, wt.pending
 	wt.pendMu.Unlock()
-	for topic := range pending {
-		select {
-		case <-wt.done:
+	defer clear(wt.taking)
+	looked := 0
+	for topic := range wt.taking {
+		if !patient && looked == pushTurn && len(wt.taking) > 0 {
+			// The others of the connection get their turn first.
+			wt.pendMu.Lock()
+			for t := range wt.taking {
+				wt.pending[t] = struct{}{}
+			}
+			wt.pendMu.Unlock()
+			wt.cp.enqueue(wt)
+			return true
+		}
+		looked++
+		delete(wt.taking, topic)
+		if wt.closed() {
 			return false
-		default:
 		}
 		wt.mu.Lock()
 		have, watching := wt.versions[topic]
@@ -387,24 +618,67 @@ func (wt *watcher) flush() bool {
 		if !watching {
 			continue
 		}
+		if testHookFlush != nil {
+			testHookFlush(attrs)
+		}
 		frame, version, ok := wt.event(topic, have, force, attrs)
 		if !ok {
 			continue
 		}
-		if wt.w.writeRaw(frame) != nil {
-			return false
+		if patient {
+			if wt.w.writeRaw(frame) != nil {
+				return false
+			}
+		} else {
+			took, err := wt.w.writeSoon(frame, pushWait)
+			if err != nil {
+				return false
+			}
+			if took < len(frame) {
+				wt.handOff(topic, frame[took:], version, took > 0)
+				return true
+			}
 		}
-		// Whatever the client named meanwhile, this push reaches it after
-		// that, so it is what the client holds.
-		wt.mu.Lock()
-		if _, ok := wt.versions[topic]; ok {
-			wt.versions[topic] = version
-		}
-		wt.pushed[topic] = version
-		delete(wt.unsure, topic)
-		wt.mu.Unlock()
+		wt.delivered(topic, version)
 	}
 	return true
+}
+
+// testHookFlush, when set, runs before each topic a flush looks at, with
+// the watcher's client attributes; tests use it to make one watcher panic.
+var testHookFlush func(wire.ClientAttrs)
+
+// handOff gives the watcher to a new catch-up goroutine: topic's frame
+// was taken up to rest (with w.mu kept locked if partly), and what is
+// still in wt.taking goes back to pending.
+func (wt *watcher) handOff(topic string, rest []byte, version uint64, partly bool) {
+	wt.pendMu.Lock()
+	for t := range wt.taking {
+		wt.pending[t] = struct{}{}
+	}
+	if partly {
+		wt.rest, wt.restTopic, wt.restVersion = rest, topic, version
+	} else {
+		wt.pending[topic] = struct{}{}
+	}
+	wt.slow = true
+	wt.pendMu.Unlock()
+	wt.n.watches.handOffs.Add(1)
+	wt.wg.Add(1) // before close's Wait: close takes flushMu first, held here
+	go wt.catchUp()
+}
+
+// delivered notes that the event of version was written for topic.
+func (wt *watcher) delivered(topic string, version uint64) {
+	// Whatever the client named meanwhile, this push reaches it after
+	// that, so it is what the client holds.
+	wt.mu.Lock()
+	if _, ok := wt.versions[topic]; ok {
+		wt.versions[topic] = version
+	}
+	wt.pushed[topic] = version
+	delete(wt.unsure, topic)
+	wt.mu.Unlock()
 }
 
 // event returns the route-event frame to push for topic to a client that
@@ -453,9 +727,13 @@ func (wt *watcher) unfiltered(res *wire.RouteResult) bool {
 	return err == nil && e.Version == res.Version
 }
 
-// close stops the pusher and drops every subscription of the stream.
+// close stops pushing and drops every subscription of the stream.
 func (wt *watcher) close() {
 	close(wt.done)
+	// A flush in progress sees done between topics; a write of the
+	// pusher's waits pushWait at most, catchUp's the write timeout.
+	wt.flushMu.Lock()
+	wt.flushMu.Unlock()
 	wt.wg.Wait()
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
@@ -468,4 +746,41 @@ func (wt *watcher) close() {
 	wt.n.watches.mu.Lock()
 	wt.n.watches.count--
 	wt.n.watches.mu.Unlock()
+	wt.n.watches.detach(wt.cs, wt.cp)
+}
+
+// writeSoon writes an encoded frame unless the stream does not take it
+// within wait; it returns how many bytes the stream took. When that is
+// only part of the frame, w.mu stays locked: nothing else may be written
+// before the rest, which the caller writes with finishLocked. A write
+// that merely waited too long leaves the stream usable.
+func (w *streamWriter) writeSoon(buf []byte, wait time.Duration) (int, error) {
+	w.mu.Lock()
+	if w.failed != nil {
+		w.mu.Unlock()
+		return 0, w.failed
+	}
+	w.s.SetWriteDeadline(time.Now().Add(wait))
+	n, err := w.s.Write(buf)
+	switch {
+	case err == nil || n == len(buf):
+		n = len(buf)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		if n > 0 {
+			return n, nil // w.mu is the caller's now
+		}
+	default:
+		w.failed = err
+		w.mu.Unlock()
+		return 0, err
+	}
+	w.mu.Unlock()
+	return n, nil
+}
+
+// finishLocked writes the rest of a frame writeSoon took in part, with the
+// write timeout, and unlocks w.mu.
+func (w *streamWriter) finishLocked(rest []byte) error {
+	defer w.mu.Unlock()
+	return w.writeLocked(rest)
 }

@@ -58,7 +58,13 @@ func (wc *watchClient) read() {
 }
 
 func (wc *watchClient) watch(ctx context.Context, topics []string) error {
-	q := &wire.Watch{}
+	return wc.watchAs(ctx, topics, wire.ClientAttrs{})
+}
+
+// watchAs is watch for a client with attrs (a zone, labels), which a route
+// policy may filter routes by.
+func (wc *watchClient) watchAs(ctx context.Context, topics []string, attrs wire.ClientAttrs) error {
+	q := &wire.Watch{Client: attrs}
 	wc.mu.Lock()
 	for _, tp := range topics {
 		q.Topics = append(q.Topics, wire.TopicVersion{Topic: tp, Version: wc.have[tp]})
@@ -248,7 +254,9 @@ func dedupe(ss []string) []string {
 // version.
 func TestWatchEventEncodedOncePerVersion(t *testing.T) {
 	const watchers = 50
-	tn := startNode(t, nil)
+	// A frozen clock: opening the watchers under -race may take longer
+	// than sharedEventTTL, after which the event is encoded afresh.
+	tn := startNode(t, func(c *Config) { c.Clock = &testClock{now: time.Now()} })
 	ctx := ctxT(t)
 	register := func(queues uint32) uint64 {
 		r := registration("c1", "g1", 0, "10.0.0.1:10911", "shared")
@@ -296,6 +304,141 @@ func TestWatchEventEncodedOncePerVersion(t *testing.T) {
 	waitAll(want)
 	if got := tn.watches.encodes.Load() - before; got != 2 {
 		t.Fatalf("after one change the events were encoded %d times in all, want 2", got)
+	}
+}
+
+// TestWatchWithRoutePolicyGetsItsOwnView: with a route policy that filters
+// by zone, a watcher in a zone gets its own filtered route, encoded for it,
+// while the watchers the policy leaves the whole route share one encoded
+// event per version.
+func TestWatchWithRoutePolicyGetsItsOwnView(t *testing.T) {
+	const each = 3
+	tn := startNode(t, func(c *Config) {
+		c.Clock = &testClock{now: time.Now()}
+		// A policy call that runs out of time answers the whole route
+		// (fail open): give the guest time under -race on a loaded machine.
+		c.PolicyCallTimeout = 5 * time.Second
+		c.PolicyReadBudget = 10 * time.Second
+	})
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	reader := tn.dial(pki.RoleClient)
+	versions := func() (whole, zoned uint64) {
+		t.Helper()
+		_, whole = groupsOf(t, reader, "")
+		_, zoned = groupsOf(t, reader, "zone-1")
+		if whole == zoned {
+			t.Fatal("the policy did not filter zone-1's route")
+		}
+		return whole, zoned
+	}
+	whole, zoned := versions()
+	conn := tn.dial(pki.RoleClient)
+	before := tn.watches.encodes.Load()
+	var plain, inZone []*watchClient
+	for range each {
+		wc := newWatchClient(t, conn)
+		if err := wc.watch(ctx, []string{"t"}); err != nil {
+			t.Fatal(err)
+		}
+		plain = append(plain, wc)
+		wc = newWatchClient(t, conn)
+		if err := wc.watchAs(ctx, []string{"t"}, wire.ClientAttrs{Zone: "zone-1"}); err != nil {
+			t.Fatal(err)
+		}
+		inZone = append(inZone, wc)
+	}
+	waitFor := func(wcs []*watchClient, want uint64, who string) {
+		t.Helper()
+		for i, wc := range wcs {
+			for len(wc.behind(map[string]uint64{"t": want})) > 0 {
+				if ctx.Err() != nil {
+					t.Fatalf("%s watcher %d never got version %016x", who, i, want)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
+	waitFor(plain, whole, "a zoneless")
+	waitFor(inZone, zoned, "a zone-1")
+	if got := tn.watches.encodes.Load() - before; got != 1 {
+		t.Fatalf("shared events encoded %d times for the first version, want once (the zone-1 watchers' own do not count)", got)
+	}
+	// A new group in zone-1 changes both views.
+	if _, err := op.Register(ctxT(t), withZone(registration("c1", "group-d", 0, "10.0.4.1:1", "t"), "zone-1")); err != nil {
+		t.Fatal(err)
+	}
+	whole2, zoned2 := versions()
+	if whole2 == whole || zoned2 == zoned {
+		t.Fatal("the new group changed neither route")
+	}
+	waitFor(plain, whole2, "a zoneless")
+	waitFor(inZone, zoned2, "a zone-1")
+	if got := tn.watches.encodes.Load() - before; got != 2 {
+		t.Fatalf("shared events encoded %d times for two versions, want twice", got)
+	}
+}
+
+// TestWatchPanicEndsOnlyThatStream: one goroutine pushes for all the watch
+// streams of a connection, so a panic while pushing to one must end that
+// stream (reset with 0x21) and leave the pusher serving the others.
+func TestWatchPanicEndsOnlyThatStream(t *testing.T) {
+	testHookFlush = func(a wire.ClientAttrs) {
+		if a.Zone == "panic" {
+			panic("test: pushing to this watcher panics")
+		}
+	}
+	t.Cleanup(func() { testHookFlush = nil })
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	register := func(queues uint32) uint64 {
+		r := registration("c1", "g1", 0, "10.0.0.1:10911", "boom")
+		r.Topics[0].ReadQueues = queues
+		r.DataVersion.Counter = uint64(queues)
+		if _, err := tn.reg.Register(toRegistration(r)); err != nil {
+			t.Fatal(err)
+		}
+		e, err := tn.reg.Route("boom")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Version
+	}
+	v1 := register(1)
+	conn := tn.dial(pki.RoleClient)
+	good := newWatchClient(t, conn)
+	if err := good.watch(ctx, []string{"boom"}); err != nil {
+		t.Fatal(err)
+	}
+	bad := newWatchClient(t, conn)
+	// The push may panic and reset the stream before the WatchAck is
+	// written, so the call may fail: the stream's end is what counts.
+	bad.watchAs(ctx, []string{"boom"}, wire.ClientAttrs{Zone: "panic"})
+	select {
+	case <-bad.p.Done():
+	case <-ctx.Done():
+		t.Fatal("the stream whose push panicked was not ended")
+	}
+	var se *quic.StreamError
+	if !errors.As(bad.p.Err(), &se) || se.ErrorCode != codeStreamAbort {
+		t.Fatalf("the stream whose push panicked ended with %v, want a reset with 0x21", bad.p.Err())
+	}
+	want := v1
+	for queues := uint32(2); ; queues++ {
+		for len(good.behind(map[string]uint64{"boom": want})) > 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("the other watcher of the connection never got version %016x", want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if queues == 4 {
+			break
+		}
+		want = register(queues) // one change at a time: close ones may be coalesced
 	}
 }
 
@@ -462,6 +605,119 @@ func TestStalledWatcherHoldsUpNobody(t *testing.T) {
 				t.Fatalf("the stalled watch stream ended with %v after %d frames, want a reset with 0x20\n%s", err, frames, buf)
 			}
 			break
+		}
+	}
+}
+
+// TestStalledWatcherOnSameConnHoldsUpNobody: the watchers of one
+// connection are flushed by one pusher, so a stream of that connection
+// whose reader stopped must be handed off at once, not hold the pusher for
+// the write timeout while its neighbour waits. The write timeout here is
+// far longer than the test may take, so only a hand-off lets it pass.
+// Routes of 32 groups make each event larger than a packet, so writes are
+// taken in part too (the rest of a frame is written by catch-up).
+func TestStalledWatcherOnSameConnHoldsUpNobody(t *testing.T) {
+	const topics, groups = 100, 32
+	tn := startNode(t, func(c *Config) { c.WriteTimeout = 10 * time.Minute })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("same-conn-%03d", i)
+	}
+	round := 0
+	register := func() {
+		round++
+		for g := range groups {
+			r := registration("c1", fmt.Sprintf("same-conn-group-%02d", g), 0, fmt.Sprintf("10.2.0.%d:10911", g+1), names...)
+			r.DataVersion.Counter = uint64(round)
+			for i := range r.Topics {
+				r.Topics[i].ReadQueues = uint32(round) // a new route every round
+			}
+			if _, err := tn.reg.Register(toRegistration(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	register()
+
+	conn := tn.dial(pki.RoleClient)
+	// The stalled watcher: a pipe whose events nobody takes. Once its
+	// event buffer is full it stops reading, and QUIC flow control stops
+	// the node's writes to the stream.
+	stalled, err := conn.OpenPipe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	q := &wire.Watch{}
+	for _, tp := range names {
+		q.Topics = append(q.Topics, wire.TopicVersion{Topic: tp})
+	}
+	if err := stalled.Call(ctx, wire.TypeWatch, q, nil); err != nil {
+		t.Fatal(err)
+	}
+	healthy := newWatchClient(t, conn)
+	if err := healthy.watch(ctx, names); err != nil {
+		t.Fatal(err)
+	}
+	handOffs := tn.watches.handOffs.Load()
+	// About 130 kB of events a round: the stalled stream's 512 KiB window
+	// and event buffer are full after a few.
+	for range 12 {
+		register()
+		want := make(map[string]uint64)
+		for _, tp := range names {
+			e, err := tn.reg.Route(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[tp] = e.Version
+		}
+		for len(healthy.behind(want)) > 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("round %d: the healthy watcher is behind on %d topics: held up by the stalled stream of its connection", round, len(healthy.behind(want)))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if tn.watches.handOffs.Load() == handOffs {
+		t.Fatal("the stalled stream was never handed to a catch-up goroutine: the test did not stall it")
+	}
+	if tn.watches.watchers() != 2 {
+		t.Fatalf("%d watch streams, want both still open (the write timeout is far away)", tn.watches.watchers())
+	}
+	// The stalled reader resumes: it gets every frame whole (the rest of
+	// one the stream took in part came before anything else) and ends at
+	// every topic's final version.
+	want := make(map[string]uint64)
+	for _, tp := range names {
+		e, err := tn.reg.Route(tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[tp] = e.Version
+	}
+	have := make(map[string]uint64)
+	for behind := topics; behind > 0; {
+		select {
+		case f, ok := <-stalled.Events():
+			if !ok {
+				t.Fatalf("the stalled stream ended when its reader resumed: %v", stalled.Err())
+			}
+			var ev wire.RouteEvent
+			if err := f.DecodeBody(&ev); err != nil {
+				t.Fatalf("a resumed watcher got a broken event: %v", err)
+			}
+			have[ev.Result.Topic] = ev.Result.Version
+			behind = 0
+			for _, tp := range names {
+				if have[tp] != want[tp] {
+					behind++
+				}
+			}
+		case <-ctx.Done():
+			t.Fatal("the resumed watcher never got every topic's final version")
 		}
 	}
 }

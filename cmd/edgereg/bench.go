@@ -85,8 +85,9 @@ time per operation. Workloads:
   register   --brokers brokers with --broker-topics topics each, re-sent in full
   heartbeat  --brokers brokers heartbeating on their session streams
   watch      --watchers streams watch --watch-topics topics whose routes change
-             --change-rate times a second; reports change-to-delivery latency and
-             deliveries/s (ops are deliveries)
+             --change-rate times a second; reports change-to-delivery latency (from
+             just before the changing request is sent to the reader holding the
+             event frame) and deliveries/s (ops are deliveries)
   storm      --brokers brokers connect and register at once; reports time to all registered
   remoting-route  the route workload in RocketMQ remoting (GET_ROUTEINFO_BY_TOPIC): to the
              node's remoting listener, then through a gateway's cache in front of it
