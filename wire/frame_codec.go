@@ -166,6 +166,19 @@ func skipRaw(b []byte, depth int) (rest []byte, ok bool) {
 			return nil, false
 		}
 		for range n {
+			// Integers and strings with their argument in the initial
+			// byte, most items of every body, without a call.
+			if len(b) > 0 && b[0] < 0x78 && b[0]&0x1f < 24 {
+				if b[0] < 0x40 {
+					b = b[1:]
+					continue
+				}
+				if m := int(b[0] & 0x1f); m < len(b) {
+					b = b[1+m:]
+					continue
+				}
+				return nil, false
+			}
 			if b, ok = skipRaw(b, depth+1); !ok {
 				return nil, false
 			}
