@@ -63,7 +63,8 @@ func Unmarshal(data []byte, v any) error {
 }
 
 // unmarshalFrame is Unmarshal for a Frame map, whose body DecodeBody
-// checks.
+// checks. It is the reference for the hand-written decodeFrameFast and
+// decides every frame that one declines.
 func unmarshalFrame(data []byte, f *Frame) error {
 	if err := decMode.Unmarshal(data, f); err != nil {
 		return err

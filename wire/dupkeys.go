@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,15 +19,14 @@ var errMalformed = errors.New("cbor: malformed data item")
 // that holds a key twice. b has passed the decoder already, so it is one
 // well-formed item of definite lengths nested at most MaxNestingLevel deep;
 // the walk still checks bounds rather than trust that.
-func checkDupKeys(b []byte) error { return checkKeys(b, false) }
+func checkDupKeys(b []byte) error { return checkKeys(b, walker{check: true}) }
 
 // checkFrameKeys is checkDupKeys for a Frame map, leaving the body (key 3)
 // to DecodeBody, so that a body with a duplicate key is answered as a bad
 // body, with the request's type and id (PROTOCOL.md §2.2).
-func checkFrameKeys(b []byte) error { return checkKeys(b, true) }
+func checkFrameKeys(b []byte) error { return checkKeys(b, walker{check: true, frame: true}) }
 
-func checkKeys(b []byte, frame bool) error {
-	w := walker{check: true, frame: frame}
+func checkKeys(b []byte, w walker) error {
 	rest, err := w.item(b, 0)
 	if err != nil {
 		return err
@@ -60,8 +60,10 @@ func head(b []byte) (major byte, arg uint64, rest []byte, err error) {
 }
 
 // walker skips items, checking their maps when check is set; with frame
-// set, the value of key 3 of the outermost map is skipped unchecked.
-type walker struct{ check, frame bool }
+// set, the value of key 3 of the outermost map is skipped unchecked. With
+// anyOrder set it compares every key of a map with every other, sorted
+// or not: the reference the tests hold the faster walk of sorted maps to.
+type walker struct{ check, frame, anyOrder bool }
 
 // item skips one item, checking the maps in it, and returns the rest.
 func (w walker) item(b []byte, depth int) ([]byte, error) {
@@ -84,6 +86,10 @@ func (w walker) item(b []byte, depth int) ([]byte, error) {
 	switch major {
 	case 4:
 		for range arg {
+			var ok bool
+			if rest, ok = skipSmall(rest); ok {
+				continue
+			}
 			if rest, err = w.item(rest, depth+1); err != nil {
 				return nil, err
 			}
@@ -153,7 +159,126 @@ func halfToFloat(h uint16) float64 {
 	return v
 }
 
+// mapPairs skips a map's pairs, checking its keys. Keys in strictly
+// ascending order (integers by value, then strings by length and bytes,
+// as the deterministic encoding sorts them, so every map edgereg itself
+// encodes) cannot repeat, so it only compares each key with the one
+// before it; at the first key out of that order it starts the map over
+// with mapPairsAnyOrder, which remembers every key. The restart walks the
+// same bytes in the same order, so it finds the same error first.
 func (w walker) mapPairs(b []byte, pairs uint64, depth int) ([]byte, error) {
+	if !w.check || w.anyOrder {
+		return w.mapPairsAnyOrder(b, pairs, depth)
+	}
+	start := b
+	var last orderKey
+	for i := range pairs {
+		var k orderKey
+		var rest []byte
+		if len(b) > 0 && b[0] < 0x78 && b[0]&0x1f < 24 {
+			// An integer or string with its argument in the initial
+			// byte, as the keys of every message's map are.
+			k.kind, k.n = b[0]>>5, uint64(b[0]&0x1f)
+			rest = b[1:]
+			if k.kind >= 2 {
+				if k.n > uint64(len(rest)) {
+					return nil, errMalformed
+				}
+				k.s, rest = rest[:k.n], rest[k.n:]
+			}
+		} else {
+			var err error
+			if rest, err = w.item(b, depth+1); err != nil {
+				return nil, err
+			}
+			var ok bool
+			if k, ok = orderKeyOf(b[:len(b)-len(rest)]); !ok {
+				return w.mapPairsAnyOrder(start, pairs, depth)
+			}
+		}
+		if i > 0 && !last.less(&k) {
+			return w.mapPairsAnyOrder(start, pairs, depth)
+		}
+		last = k
+		var ok bool
+		if b, ok = skipSmall(rest); ok {
+			continue
+		}
+		value := w
+		if w.frame && depth == 0 && k.kind == 0 && k.n == 3 {
+			value.check = false // the body: DecodeBody checks it
+		}
+		value.frame = false
+		var err error
+		if b, err = value.item(rest, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// skipSmall skips an item whose argument is in its initial byte and that
+// holds no other item (an integer from -24 to 23, a string of up to 23
+// bytes, a simple value), and reports whether it did: most items of every
+// message, skipped without a call.
+func skipSmall(b []byte) ([]byte, bool) {
+	if len(b) == 0 {
+		return b, false
+	}
+	c := b[0]
+	switch {
+	case c < 0x38: // major types 0 and 1; 0x18-0x1f and 0x38-0x3f have arguments
+		if c&0x1f < 24 {
+			return b[1:], true
+		}
+	case c < 0x78: // major types 2 and 3
+		if n := int(c & 0x1f); n < 24 && n < len(b) {
+			return b[1+n:], true
+		}
+	case c >= 0xe0 && c < 0xf8: // simple values
+		return b[1:], true
+	}
+	return b, false
+}
+
+// orderKey is a map key that orders as the deterministic encoding sorts
+// keys, for the kinds where equal keys are equal orderKeys: an integer
+// (kind 0 or 1, n its argument) or a byte or text string (kind 2 or 3, n
+// its length, s its content).
+type orderKey struct {
+	kind byte
+	n    uint64
+	s    []byte
+}
+
+func (k *orderKey) less(o *orderKey) bool {
+	if k.kind != o.kind {
+		return k.kind < o.kind
+	}
+	if k.n != o.n {
+		return k.n < o.n
+	}
+	return k.kind >= 2 && bytes.Compare(k.s, o.s) < 0
+}
+
+// orderKeyOf returns the orderKey of a key item that passed w.item; ok is
+// false for keys of other kinds (floats, simple values, arrays, maps).
+func orderKeyOf(item []byte) (orderKey, bool) {
+	major, arg, rest, err := head(item)
+	switch {
+	case err != nil:
+		return orderKey{}, false
+	case major == 0 || major == 1:
+		return orderKey{kind: major, n: arg}, true
+	case major == 2 || major == 3:
+		return orderKey{kind: major, n: arg, s: rest[:arg]}, true
+	}
+	return orderKey{}, false
+}
+
+// mapPairsAnyOrder skips a map's pairs, comparing each key with every
+// key before it.
+func (w walker) mapPairsAnyOrder(b []byte, pairs uint64, depth int) ([]byte, error) {
 	var small [16]mapKey
 	keys := small[:0]
 	var seen map[mapKey]struct{}
@@ -170,7 +295,9 @@ func (w walker) mapPairs(b []byte, pairs uint64, depth int) ([]byte, error) {
 		}
 		k := keyOf(b[:len(b)-len(rest)])
 		if seen == nil && len(keys) == len(small) {
-			seen = make(map[mapKey]struct{}, pairs)
+			// Sized by the bytes left, two at least a pair, never by
+			// the count the map's head declares.
+			seen = make(map[mapKey]struct{}, min(pairs, uint64(len(b))/2))
 			for _, k := range keys {
 				seen[k] = struct{}{}
 			}

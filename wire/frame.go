@@ -119,8 +119,24 @@ func ReadBody(r io.Reader, n int, reserve func(int) error) ([]byte, error) {
 }
 
 // DecodeFrame decodes a frame's CBOR bytes with the protocol's limits.
+// f.Body may share b's memory (it does for common frames): b must not be
+// reused while the frame's body is in use. Keys inside the body are left to DecodeBody.
+// Common frames (type, id and body) are read by hand without reflection
+// or allocation; anything else, every frame refused included, goes to the
+// reflection decoder, and both accept, refuse and decode the same bytes
+// alike (FuzzFrameDecode compares them).
 func DecodeFrame(b []byte, f *Frame) error {
-	if err := unmarshalFrame(b, f); err != nil {
+	if decodeFrameFast(b, f) {
+		return nil
+	}
+	// Reflection makes the frame it decodes into escape; decoding into a
+	// copy keeps the caller's frame (on the stack of every stream's read
+	// loop) from escaping on the common path too.
+	g := new(Frame)
+	*g = *f
+	err := unmarshalFrame(b, g)
+	*f = *g
+	if err != nil {
 		return fmt.Errorf("malformed frame: %w", err)
 	}
 	return nil

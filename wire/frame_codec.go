@@ -1,0 +1,189 @@
+package wire
+
+import "encoding/binary"
+
+// The hand-written frame decoder. Every request and response passes
+// DecodeFrame, and the reflection decoder spends most of its time on
+// generic machinery (and, on a fresh goroutine, on growing the stack
+// inside reflect) for a map of three small keys. decodeFrameFast reads
+// the frames the protocol's peers send and says "not mine" for anything
+// else; the reflection decoder (unmarshalFrame) then decides, so the
+// bytes accepted and refused, the values decoded and the error texts are
+// the same on either path. FuzzFrameDecode compares the two.
+
+// decodeFrameFast decodes b into f when b is a frame of the common shape
+// and reports whether it did; when it reports false it has not touched f.
+// The common shape:
+//
+//   - a map of at most three pairs, its length in the initial byte;
+//   - keys 1 (type), 2 (id) and 3 (body) in the one-byte form, each at
+//     most once, in any order; no key 4 (an error: the reflection path
+//     decodes those) and no unknown key;
+//   - type and id unsigned integers of any width, type at most 0xffff;
+//   - the body one well-formed data item that is not a simple value or a
+//     float at the top (those, null above all, the reflection decoder
+//     treats specially), with definite lengths, no tags, no simple values
+//     other than false, true, null and undefined, at most MaxNestingLevel
+//     deep counting the frame map, and arrays and maps within
+//     MaxArrayElements and MaxMapPairs;
+//   - nothing after the map.
+//
+// As with the reflection decoder, a field whose key is absent keeps the
+// value it had in f, and keys inside the body are not checked for
+// duplicates here (DecodeBody refuses those as a bad body, with the
+// request's type and id). Unlike the reflection decoder, which copies the
+// body, f.Body is a sub-slice of b.
+func decodeFrameFast(b []byte, f *Frame) bool {
+	if len(b) == 0 || b[0] < 0xa0 || b[0] > 0xa3 {
+		return false
+	}
+	pairs := int(b[0] & 0x1f)
+	b = b[1:]
+	var (
+		typ, id uint64
+		body    []byte
+		seen    uint8
+		ok      bool
+	)
+	for range pairs {
+		if len(b) == 0 {
+			return false
+		}
+		key := b[0]
+		if key < 1 || key > 3 || seen&(1<<key) != 0 {
+			return false
+		}
+		seen |= 1 << key
+		b = b[1:]
+		switch key {
+		case 1:
+			if typ, b, ok = fastUint(b); !ok || typ > 0xffff {
+				return false
+			}
+		case 2:
+			if id, b, ok = fastUint(b); !ok {
+				return false
+			}
+		case 3:
+			if len(b) == 0 || b[0]>>5 >= 6 {
+				return false // a tag, a simple value or a float
+			}
+			rest, ok := skipRaw(b, 1)
+			if !ok {
+				return false
+			}
+			body, b = b[:len(b)-len(rest)], rest
+		}
+	}
+	if len(b) != 0 {
+		return false
+	}
+	if seen&(1<<1) != 0 {
+		f.Type = Type(typ)
+	}
+	if seen&(1<<2) != 0 {
+		f.ID = id
+	}
+	if seen&(1<<3) != 0 {
+		f.Body = body
+	}
+	return true
+}
+
+// fastUint reads an unsigned integer (major type 0) in any of its widths.
+func fastUint(b []byte) (uint64, []byte, bool) {
+	if len(b) == 0 || b[0]>>5 != 0 {
+		return 0, nil, false
+	}
+	v, rest, ok := fastArg(b)
+	return v, rest, ok
+}
+
+// fastArg splits off an item's head, as head does, and returns its
+// argument; it refuses reserved and indefinite forms.
+func fastArg(b []byte) (uint64, []byte, bool) {
+	ai := b[0] & 0x1f
+	switch {
+	case ai < 24:
+		return uint64(ai), b[1:], true
+	case ai == 24 && len(b) >= 2:
+		return uint64(b[1]), b[2:], true
+	case ai == 25 && len(b) >= 3:
+		return uint64(binary.BigEndian.Uint16(b[1:])), b[3:], true
+	case ai == 26 && len(b) >= 5:
+		return uint64(binary.BigEndian.Uint32(b[1:])), b[5:], true
+	case ai == 27 && len(b) >= 9:
+		return binary.BigEndian.Uint64(b[1:]), b[9:], true
+	}
+	return 0, nil, false
+}
+
+// skipRaw skips one data item inside a container nested depth deep and
+// returns what follows it; ok is false for anything the CBOR library's
+// well-formedness check might refuse or treat otherwise (see
+// decodeFrameFast), never for something it only might accept.
+func skipRaw(b []byte, depth int) (rest []byte, ok bool) {
+	if len(b) == 0 {
+		return nil, false
+	}
+	major := b[0] >> 5
+	if major == 7 {
+		switch b[0] & 0x1f {
+		case 20, 21, 22, 23: // false, true, null, undefined
+			return b[1:], true
+		case 25:
+			return b[min(3, len(b)):], len(b) >= 3
+		case 26:
+			return b[min(5, len(b)):], len(b) >= 5
+		case 27:
+			return b[min(9, len(b)):], len(b) >= 9
+		}
+		return nil, false // other simple values, reserved forms, break
+	}
+	arg, b, ok := fastArg(b)
+	if !ok {
+		return nil, false
+	}
+	switch major {
+	case 0, 1:
+		return b, true
+	case 2, 3:
+		if arg > uint64(len(b)) {
+			return nil, false
+		}
+		return b[arg:], true
+	case 4, 5:
+		if depth >= MaxNestingLevel {
+			return nil, false
+		}
+		n := arg
+		if major == 5 {
+			if n > MaxMapPairs {
+				return nil, false
+			}
+			n *= 2
+		} else if n > MaxArrayElements {
+			return nil, false
+		}
+		for range n {
+			// Integers and strings with their argument in the initial
+			// byte, most items of every body, without a call.
+			if len(b) > 0 && b[0] < 0x78 && b[0]&0x1f < 24 {
+				if b[0] < 0x40 {
+					b = b[1:]
+					continue
+				}
+				if m := int(b[0] & 0x1f); m < len(b) {
+					b = b[1+m:]
+					continue
+				}
+				return nil, false
+			}
+			if b, ok = skipRaw(b, depth+1); !ok {
+				return nil, false
+			}
+		}
+		return b, true
+	}
+	return nil, false // a tag
+}
