@@ -208,7 +208,7 @@ func WriteFrame(w io.Writer, f *Frame) error {
 func NewRequest(t Type, id uint64, body any) (*Frame, error) {
 	f := &Frame{Type: t, ID: id}
 	if body != nil {
-		b, err := Marshal(body)
+		b, err := marshalBody(body) // register_codec.go
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", t, err)
 		}
