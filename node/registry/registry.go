@@ -129,6 +129,9 @@ type Registry struct {
 	confirmer    ExpiryConfirmer
 	actingMaster bool
 	onChange     func([]string)
+	// alwaysApply turns off applyTopics' sameTopics shortcut, so tests can
+	// compare a registry with it and one without.
+	alwaysApply bool
 
 	mu       sync.RWMutex
 	clusters map[string]*cluster
@@ -164,6 +167,12 @@ type group struct {
 	// too) or an incremental update names it (the broker created it
 	// again). See applyTopics.
 	deleted map[string]struct{}
+	// applied is the topic of each entry of the last full registration
+	// applied to the group, in its order, and appliedCount how many topics
+	// the group held after it; sameTopics compares a new registration
+	// with them. Nil when tombstones were involved.
+	applied      []*topic
+	appliedCount int
 }
 
 // topic is one topic's queue data, one entry per broker group, sorted by
