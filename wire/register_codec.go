@@ -208,6 +208,15 @@ func (m *keyedMap) open(b []byte) ([]byte, bool) {
 // next reads the next key (m.pairs > 0), or reports false when it is not
 // above the one before or not within 1..max.
 func (m *keyedMap) next(b []byte) (uint64, []byte, bool) {
+	if len(b) > 0 && b[0] < 24 { // every key of these messages: one byte
+		key := uint64(b[0])
+		if key <= m.last || key > m.max {
+			return 0, nil, false
+		}
+		m.pairs--
+		m.last = key
+		return key, b[1:], true
+	}
 	major, key, b, err := head(b)
 	if err != nil || major != 0 || key <= m.last || key > m.max {
 		return 0, nil, false
@@ -220,6 +229,13 @@ func (m *keyedMap) next(b []byte) (uint64, []byte, bool) {
 // readText reads a definite-length, valid UTF-8 text string; it returns
 // its bytes, aliasing b.
 func readText(b []byte) ([]byte, []byte, bool) {
+	if len(b) > 0 && b[0] >= 0x60 && b[0] < 0x78 { // up to 23 bytes: the head is one byte
+		n := int(b[0] - 0x60)
+		if n >= len(b) || !utf8.Valid(b[1:1+n]) {
+			return nil, nil, false
+		}
+		return b[1 : 1+n], b[1+n:], true
+	}
 	major, n, b, err := head(b)
 	if err != nil || major != 3 || n > uint64(len(b)) || !utf8.Valid(b[:n]) {
 		return nil, nil, false
@@ -235,6 +251,9 @@ func readString(b []byte) (string, []byte, bool) {
 
 // readUint reads an unsigned integer of at most max.
 func readUint(b []byte, max uint64) (uint64, []byte, bool) {
+	if len(b) > 0 && b[0] < 24 && uint64(b[0]) <= max {
+		return uint64(b[0]), b[1:], true
+	}
 	major, v, b, err := head(b)
 	if err != nil || major != 0 || v > max {
 		return 0, nil, false
