@@ -420,11 +420,15 @@ func decodeHeartbeatFast(body []byte, h *Heartbeat) bool {
 // well-formedness once more, which costs a 3 KB registration as much as
 // encoding it.
 func marshalBody(v any) ([]byte, error) {
-	switch v := v.(type) {
+	switch r := v.(type) {
 	case *Register:
-		return AppendRegister(make([]byte, 0, registerSizeHint(v)), v), nil
+		if r != nil {
+			return AppendRegister(make([]byte, 0, registerSizeHint(r)), r), nil
+		}
 	case *Heartbeat:
-		return AppendHeartbeat(make([]byte, 0, 48+len(v.Cluster)+len(v.Addr)), v), nil
+		if r != nil {
+			return AppendHeartbeat(make([]byte, 0, 48+len(r.Cluster)+len(r.Addr)), r), nil
+		}
 	}
-	return Marshal(v)
+	return Marshal(v) // a nil pointer is null, as before
 }

@@ -152,6 +152,13 @@ func TestRegisterCodecEncode(t *testing.T) {
 		ra := RegisterAck{Lease: a, MasterAddr: r.Addr, MasterHAAddr: r.HAAddr}
 		check(fmt.Sprintf("register ack %d", i), &ra)
 	}
+	// A nil pointer is null, as reflection has it.
+	for _, v := range []any{(*Register)(nil), (*Heartbeat)(nil), (*LeaseAck)(nil)} {
+		f, err := NewRequest(TypeRegister, 1, v)
+		if err != nil || !bytes.Equal(f.Body, []byte{0xf6}) {
+			t.Errorf("NewRequest(%T nil) body %x, %v; want f6", v, f.Body, err)
+		}
+	}
 	// As a field value and by value, as well as by pointer.
 	check("zero ack", &RegisterAck{})
 	if got, want := mustMarshal(t, RegisterAck{MasterAddr: "a"}), reflectEncode(t, &RegisterAck{MasterAddr: "a"}); !bytes.Equal(got, want) {

@@ -53,6 +53,14 @@ type Lease struct {
 	// VersionChanged is set on a heartbeat when the data version the node
 	// holds differs from the broker's: the broker should register in full.
 	VersionChanged bool
+	// Threshold is how long the lease may now go without a heartbeat
+	// (LeaseInfo.Threshold), so that an answer needs no second lookup.
+	Threshold time.Duration
+}
+
+// grant is what a broker learns of its lease l. With leaseMu held.
+func (l *lease) grant() Lease {
+	return Lease{Epoch: l.epoch, Deadline: time.Unix(0, l.deadline), Threshold: l.threshold}
 }
 
 // RegisterResult is the outcome of a registration.
@@ -117,7 +125,7 @@ func (r *Registry) register(reg *Registration) (*changeSet, RegisterResult, erro
 		r.applyTopics(g, reg.Topics, !isMaster, cs)
 	}
 	l := r.renewLease(key, old, reg)
-	res := RegisterResult{Lease: Lease{Epoch: l.epoch, Deadline: time.Unix(0, l.deadline)}}
+	res := RegisterResult{Lease: l.grant()}
 	if !isMaster {
 		if addr, ok := g.addrs[wire.MasterID]; ok {
 			if m := r.leases[leaseKey{reg.Cluster, addr}]; m != nil {
@@ -409,7 +417,7 @@ func (r *Registry) updateTopics(u *TopicUpdate) (*changeSet, Lease, error) {
 	}
 	l.version = u.DataVersion
 	r.touch(l, r.clock.Now())
-	return cs, Lease{Epoch: l.epoch, Deadline: time.Unix(0, l.deadline)}, nil
+	return cs, l.grant(), nil
 }
 
 // Heartbeat renews a broker's lease. The result says whether the data
@@ -422,7 +430,9 @@ func (r *Registry) Heartbeat(clusterName, addr string, epoch uint64, v wire.Data
 		return Lease{}, fmt.Errorf("heartbeat from %s: %w", addr, err)
 	}
 	r.touch(l, r.clock.Now())
-	return Lease{Epoch: l.epoch, Deadline: time.Unix(0, l.deadline), VersionChanged: l.version != v}, nil
+	granted := l.grant()
+	granted.VersionChanged = l.version != v
+	return granted, nil
 }
 
 // Unregister removes a broker (RocketMQ's unregisterBroker, by address), but

@@ -300,3 +300,30 @@ func compareRegistries(t *testing.T, step int, a, b *Registry) {
 		}
 	}
 }
+
+// TestLeaseThreshold: the Lease a registration, an update and a heartbeat
+// return carries the threshold LeaseInfo shows, the broker's request
+// clamped, so the node answers without a second lookup.
+func TestLeaseThreshold(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	rg := reg("c1", "b1", 0, "10.0.0.1:1", "a")
+	rg.HeartbeatTimeout = time.Hour // above DefaultMaxThreshold
+	res := mustRegister(t, r, rg)
+	up, err := r.UpdateTopics(TopicUpdate{Cluster: "c1", Addr: rg.Addr, Epoch: res.Epoch, Upsert: topics("b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := r.Heartbeat("c1", rg.Addr, res.Epoch, rg.DataVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	li, _ := r.Lease("c1", rg.Addr)
+	if li.Threshold != DefaultMaxThreshold {
+		t.Fatalf("LeaseInfo.Threshold %s, want %s", li.Threshold, DefaultMaxThreshold)
+	}
+	for name, l := range map[string]Lease{"register": res.Lease, "update": up, "heartbeat": hb} {
+		if l.Threshold != li.Threshold {
+			t.Errorf("%s: Lease.Threshold %s, want %s", name, l.Threshold, li.Threshold)
+		}
+	}
+}
