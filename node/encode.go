@@ -9,7 +9,7 @@ func encodeBody(body any) ([]byte, error) {
 	if r, ok := body.(*wire.Routes); ok {
 		return wire.AppendRoutes(make([]byte, 0, routesSizeHint(r)), r), nil
 	}
-	return wire.Marshal(body)
+	return wire.MarshalBody(body) // register and heartbeat answers without reflection
 }
 
 // routesSizeHint is a close upper bound of r's encoding, so the buffer is

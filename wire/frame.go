@@ -120,6 +120,10 @@ func ReadBody(r io.Reader, n int, reserve func(int) error) ([]byte, error) {
 
 // DecodeFrame decodes a frame's CBOR bytes with the protocol's limits.
 func DecodeFrame(b []byte, f *Frame) error {
+	if decodeFrameFast(b, f) { // frame_codec.go: the common shape, without reflection
+		return nil
+	}
+	*f = Frame{}
 	if err := unmarshalFrame(b, f); err != nil {
 		return fmt.Errorf("malformed frame: %w", err)
 	}
@@ -208,7 +212,7 @@ func WriteFrame(w io.Writer, f *Frame) error {
 func NewRequest(t Type, id uint64, body any) (*Frame, error) {
 	f := &Frame{Type: t, ID: id}
 	if body != nil {
-		b, err := marshalBody(body) // register_codec.go
+		b, err := MarshalBody(body) // register_codec.go
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", t, err)
 		}

@@ -114,6 +114,10 @@ func TestRegisterCodecEncode(t *testing.T) {
 		if f, err := NewRequest(TypeRegister, 1, v); err != nil || !bytes.Equal(f.Body, want) {
 			t.Fatalf("%s: NewRequest body %x, %v", name, f.Body, err)
 		}
+		byValue := reflect.ValueOf(v).Elem().Interface()
+		if b, err := MarshalBody(byValue); err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("%s: MarshalBody by value %x, %v", name, b, err)
+		}
 	}
 	vectors := 0
 	for _, lv := range loadVectors(t) {
