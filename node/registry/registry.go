@@ -6,7 +6,9 @@
 //   - topic configuration is accepted only from a group's master, or, read-only,
 //     from its lowest-id slave when the group has no master (isPrimeSlave);
 //   - one address maps to one broker id (a slave promoted to master moves);
-//   - a re-registration with an unchanged data version only renews the lease;
+//   - a re-registration with an unchanged data version only renews the lease
+//     (and one with a new version but the same topics changes no route:
+//     applyTopics' sameTopics compares without a lookup per topic);
 //   - a route joins a topic's queue data with the broker data of its groups;
 //   - an empty broker group disappears together with its queue data.
 //
