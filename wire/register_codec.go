@@ -37,14 +37,73 @@ func (h Heartbeat) MarshalCBOR() ([]byte, error) {
 	return AppendHeartbeat(make([]byte, 0, 48+len(h.Cluster)+len(h.Addr)), &h), nil
 }
 
-// registerSizeHint is an upper bound of r's encoding, so that the buffer
-// is allocated once.
+// registerSizeHint is the exact size of r's encoding (TestRegisterCodecEncode
+// checks it), so that the buffer is allocated once and no larger: a
+// generous bound cost as much as the encoding.
 func registerSizeHint(r *Register) int {
-	n := 96 + len(r.Cluster) + len(r.BrokerName) + len(r.Addr) + len(r.HAAddr) + len(r.Zone)
+	n := 1 + textSize(r.Cluster) + textSize(r.BrokerName) + 1 + intSize(r.BrokerID) + textSize(r.Addr) +
+		1 + dataVersionSize(&r.DataVersion) + 1 + headSize(uint64(len(r.Topics)))
+	if r.HAAddr != "" {
+		n += textSize(r.HAAddr)
+	}
+	if r.Zone != "" {
+		n += textSize(r.Zone)
+	}
+	if r.ActingMaster {
+		n += 2
+	}
+	if r.HeartbeatTimeoutMs != 0 {
+		n += 1 + headSize(r.HeartbeatTimeoutMs)
+	}
 	for i := range r.Topics {
-		n += 36 + len(r.Topics[i].Name)
+		tc := &r.Topics[i]
+		n += 1 + textSize(tc.Name)
+		for _, v := range [...]uint32{tc.ReadQueues, tc.WriteQueues, uint32(tc.Perm), tc.SysFlag} {
+			if v != 0 {
+				n += 1 + headSize(uint64(v))
+			}
+		}
 	}
 	return n
+}
+
+// textSize is the size of a text string with its key.
+func textSize(s string) int { return 1 + headSize(uint64(len(s))) + len(s) }
+
+func intSize(v int64) int {
+	if v < 0 {
+		return headSize(uint64(-1 - v))
+	}
+	return headSize(uint64(v))
+}
+
+func dataVersionSize(v *DataVersion) int {
+	n := 1
+	if v.State != 0 {
+		n += 1 + headSize(v.State)
+	}
+	if v.Timestamp != 0 {
+		n += 1 + intSize(v.Timestamp)
+	}
+	if v.Counter != 0 {
+		n += 1 + headSize(v.Counter)
+	}
+	return n
+}
+
+// headSize is the size of an item head with argument v.
+func headSize(v uint64) int {
+	switch {
+	case v < 24:
+		return 1
+	case v <= 0xff:
+		return 2
+	case v <= 0xffff:
+		return 3
+	case v <= 0xffffffff:
+		return 5
+	}
+	return 9
 }
 
 // AppendRegister appends the CBOR encoding of r to dst.

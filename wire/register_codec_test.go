@@ -148,6 +148,9 @@ func TestRegisterCodecEncode(t *testing.T) {
 	}
 	for i, r := range sampleRegisters() {
 		check(fmt.Sprintf("register %d", i), &r)
+		if n, want := registerSizeHint(&r), len(AppendRegister(nil, &r)); n != want {
+			t.Fatalf("register %d: size hint %d, encoding %d bytes", i, n, want)
+		}
 		h := Heartbeat{Cluster: r.Cluster, Addr: r.Addr, Epoch: r.DataVersion.Counter, DataVersion: r.DataVersion}
 		check(fmt.Sprintf("heartbeat %d", i), &h)
 		a := LeaseAck{Epoch: r.DataVersion.State, DeadlineMs: r.BrokerID, VersionChanged: r.ActingMaster,
