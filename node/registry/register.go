@@ -249,6 +249,9 @@ func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, readOnly boo
 		return
 	}
 	g.gen++
+	if cap(g.applied) < len(topics) || cap(g.applied) > 2*len(topics) {
+		g.applied = make([]*topic, 0, len(topics)) // no growth slack: one pointer per entry
+	}
 	g.applied = g.applied[:0]
 	var kept map[string]struct{} // tombstones this registration still names
 	for i := range topics {
