@@ -62,7 +62,7 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 	case *routeSet:
 		a.routes, a.set = body.out, body // encoded by the writer: node/encode.go
 	default:
-		b, err := wire.Marshal(body)
+		b, err := wire.MarshalBody(body) // register and heartbeat answers without reflection
 		if err != nil {
 			return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeInternal, "encode response: %v", err))
 		}
@@ -125,11 +125,19 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 	}
 	switch f.Type {
 	case wire.TypeRegister:
-		return decodeRun(f, func(r *wire.Register) (any, error) { return n.register(cs, r) })
+		var r wire.Register
+		if err := f.DecodeRegister(&r); err != nil { // decodeRun's work, without reflection
+			return nil, err
+		}
+		return n.register(cs, &r)
 	case wire.TypeUpdateTopics:
 		return decodeRun(f, func(u *wire.UpdateTopics) (any, error) { return n.updateTopics(cs, u) })
 	case wire.TypeHeartbeat:
-		return decodeRun(f, func(h *wire.Heartbeat) (any, error) { return n.heartbeat(cs, h) })
+		var h wire.Heartbeat
+		if err := f.DecodeHeartbeat(&h); err != nil {
+			return nil, err
+		}
+		return n.heartbeat(cs, &h)
 	case wire.TypeUnregister:
 		return decodeRun(f, func(u *wire.Unregister) (any, error) { return nil, n.unregister(cs, u) })
 	case wire.TypeGetRoutes:
@@ -235,7 +243,7 @@ func (n *Node) register(cs *connState, r *wire.Register) (any, error) {
 			"addr", r.Addr, "topics", len(r.Topics), "epoch", res.Epoch, "remote", cs.peer.remote)
 	}
 	return wire.RegisterAck{
-		Lease:      n.leaseAck(r.Cluster, r.Addr, res.Lease),
+		Lease:      n.leaseAck(res.Lease),
 		MasterAddr: res.MasterAddr, MasterHAAddr: res.MasterHAAddr,
 	}, nil
 }
@@ -291,7 +299,7 @@ func (n *Node) updateTopics(cs *connState, u *wire.UpdateTopics) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return n.leaseAck(u.Cluster, u.Addr, l), nil
+	return n.leaseAck(l), nil
 }
 
 func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
@@ -304,7 +312,7 @@ func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
 	}
 	n.stats.heartbeats.Inc()
 	n.adm.holdSession(cs.adm, h.Cluster, h.Addr)
-	return n.leaseAck(h.Cluster, h.Addr, l), nil
+	return n.leaseAck(l), nil
 }
 
 func (n *Node) unregister(cs *connState, u *wire.Unregister) error {
@@ -322,11 +330,11 @@ func (n *Node) unregister(cs *connState, u *wire.Unregister) error {
 // leaseAck answers a register, heartbeat or update, telling the broker the
 // node's heartbeat interval and the lease's threshold, so that a broker
 // configured for slower heartbeats follows the node instead of expiring.
-func (n *Node) leaseAck(cluster, addr string, l registry.Lease) wire.LeaseAck {
+func (n *Node) leaseAck(l registry.Lease) wire.LeaseAck {
 	ack := wire.LeaseAck{Epoch: l.Epoch, DeadlineMs: l.Deadline.UnixMilli(), VersionChanged: l.VersionChanged,
 		HeartbeatIntervalMs: uint64(n.cfg.HeartbeatInterval.Milliseconds())}
-	if li, ok := n.reg.Lease(cluster, addr); ok && li.Threshold > 0 {
-		ack.ThresholdMs = uint64(li.Threshold.Milliseconds())
+	if l.Threshold > 0 {
+		ack.ThresholdMs = uint64(l.Threshold.Milliseconds())
 	}
 	return ack
 }

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/edgereg/edgereg/wire"
@@ -52,6 +53,14 @@ type Lease struct {
 	// VersionChanged is set on a heartbeat when the data version the node
 	// holds differs from the broker's: the broker should register in full.
 	VersionChanged bool
+	// Threshold is how long the lease may now go without a heartbeat
+	// (LeaseInfo.Threshold), so that an answer needs no second lookup.
+	Threshold time.Duration
+}
+
+// grant is what a broker learns of its lease l. With leaseMu held.
+func (l *lease) grant() Lease {
+	return Lease{Epoch: l.epoch, Deadline: time.Unix(0, l.deadline), Threshold: l.threshold}
 }
 
 // RegisterResult is the outcome of a registration.
@@ -116,7 +125,7 @@ func (r *Registry) register(reg *Registration) (*changeSet, RegisterResult, erro
 		r.applyTopics(g, reg.Topics, !isMaster, cs)
 	}
 	l := r.renewLease(key, old, reg)
-	res := RegisterResult{Lease: Lease{Epoch: l.epoch, Deadline: time.Unix(0, l.deadline)}}
+	res := RegisterResult{Lease: l.grant()}
 	if !isMaster {
 		if addr, ok := g.addrs[wire.MasterID]; ok {
 			if m := r.leases[leaseKey{reg.Cluster, addr}]; m != nil {
@@ -230,8 +239,20 @@ func (r *Registry) addGroup(clusterName, name string) *group {
 // A topic an operator deleted from the group stays deleted while the
 // broker's full registrations still name it; the first one that omits it
 // ends the tombstone.
+//
+// A broker re-sends its full registration whenever its data version
+// changes, mostly with the same topics: when sameTopics finds the group
+// holds exactly what topics would leave it, nothing is touched (no route
+// cache dropped, no watcher told).
 func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, readOnly bool, cs *changeSet) {
+	if !r.alwaysApply && g.sameTopics(topics, readOnly) {
+		return
+	}
 	g.gen++
+	if cap(g.applied) < len(topics) || cap(g.applied) > 2*len(topics) {
+		g.applied = make([]*topic, 0, len(topics)) // no growth slack: one pointer per entry
+	}
+	g.applied = g.applied[:0]
 	var kept map[string]struct{} // tombstones this registration still names
 	for i := range topics {
 		tc := topics[i]
@@ -239,7 +260,7 @@ func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, readOnly boo
 			if kept == nil {
 				kept = make(map[string]struct{}, len(g.deleted))
 			}
-			kept[tc.Name] = struct{}{}
+			kept[strings.Clone(tc.Name)] = struct{}{}
 			continue
 		}
 		if readOnly {
@@ -247,6 +268,7 @@ func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, readOnly boo
 		}
 		t := r.upsertQueue(g, &tc, cs)
 		g.topics[t] = g.gen
+		g.applied = append(g.applied, t)
 	}
 	for t, gen := range g.topics {
 		if gen != g.gen {
@@ -257,6 +279,43 @@ func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, readOnly boo
 		kept = nil
 	}
 	g.deleted = kept
+	g.appliedCount = len(g.topics)
+	if kept != nil || len(g.applied) == 0 {
+		g.applied = nil
+	}
+}
+
+// sameTopics reports whether applying topics would change nothing: the
+// same names in the same order as the last full registration applied, each
+// topic still holding the group's queue data exactly as topics gives it,
+// the group holding no other topic, and no tombstone. It needs no map
+// lookup and no hook in the other writers (updates, deletions, permission
+// changes): it compares with the live queue data, and a topic the group no
+// longer holds has no queue data of the group.
+func (g *group) sameTopics(topics []wire.TopicConfig, readOnly bool) bool {
+	if len(topics) == 0 || len(g.applied) != len(topics) || g.deleted != nil || len(g.topics) != g.appliedCount {
+		return false
+	}
+	for i := range topics {
+		tc, t := &topics[i], g.applied[i]
+		if t.name != tc.Name {
+			return false
+		}
+		j, found := 0, len(t.queues) > 0 && t.queues[0].group == g // most topics: one group
+		if !found {
+			if j, found = t.find(g); !found {
+				return false
+			}
+		}
+		perm := tc.Perm
+		if readOnly {
+			perm &^= wire.PermWrite
+		}
+		if t.queues[j] != (queue{group: g, read: tc.ReadQueues, write: tc.WriteQueues, perm: perm, sysFlag: tc.SysFlag}) {
+			return false
+		}
+	}
+	return true
 }
 
 // upsertQueue creates or updates g's queue data in a topic, creating the
@@ -264,8 +323,10 @@ func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, readOnly boo
 func (r *Registry) upsertQueue(g *group, tc *wire.TopicConfig, cs *changeSet) *topic {
 	t := r.topics[tc.Name]
 	if t == nil {
-		t = &topic{name: tc.Name}
-		r.topics[tc.Name] = t
+		// A name of its own: a decoded registration's names share one
+		// copy of the request (wire.Frame.DecodeRegister).
+		t = &topic{name: strings.Clone(tc.Name)}
+		r.topics[t.name] = t
 	}
 	q := queue{group: g, read: tc.ReadQueues, write: tc.WriteQueues, perm: tc.Perm, sysFlag: tc.SysFlag}
 	i, found := t.find(g)
@@ -359,7 +420,7 @@ func (r *Registry) updateTopics(u *TopicUpdate) (*changeSet, Lease, error) {
 	}
 	l.version = u.DataVersion
 	r.touch(l, r.clock.Now())
-	return cs, Lease{Epoch: l.epoch, Deadline: time.Unix(0, l.deadline)}, nil
+	return cs, l.grant(), nil
 }
 
 // Heartbeat renews a broker's lease. The result says whether the data
@@ -372,7 +433,9 @@ func (r *Registry) Heartbeat(clusterName, addr string, epoch uint64, v wire.Data
 		return Lease{}, fmt.Errorf("heartbeat from %s: %w", addr, err)
 	}
 	r.touch(l, r.clock.Now())
-	return Lease{Epoch: l.epoch, Deadline: time.Unix(0, l.deadline), VersionChanged: l.version != v}, nil
+	granted := l.grant()
+	granted.VersionChanged = l.version != v
+	return granted, nil
 }
 
 // Unregister removes a broker (RocketMQ's unregisterBroker, by address), but

@@ -6,7 +6,9 @@
 //   - topic configuration is accepted only from a group's master, or, read-only,
 //     from its lowest-id slave when the group has no master (isPrimeSlave);
 //   - one address maps to one broker id (a slave promoted to master moves);
-//   - a re-registration with an unchanged data version only renews the lease;
+//   - a re-registration with an unchanged data version only renews the lease
+//     (and one with a new version but the same topics changes no route:
+//     applyTopics' sameTopics compares without a lookup per topic);
 //   - a route joins a topic's queue data with the broker data of its groups;
 //   - an empty broker group disappears together with its queue data.
 //
@@ -129,6 +131,9 @@ type Registry struct {
 	confirmer    ExpiryConfirmer
 	actingMaster bool
 	onChange     func([]string)
+	// alwaysApply turns off applyTopics' sameTopics shortcut, so tests can
+	// compare a registry with it and one without.
+	alwaysApply bool
 
 	mu       sync.RWMutex
 	clusters map[string]*cluster
@@ -164,6 +169,12 @@ type group struct {
 	// too) or an incremental update names it (the broker created it
 	// again). See applyTopics.
 	deleted map[string]struct{}
+	// applied is the topic of each entry of the last full registration
+	// applied to the group, in its order, and appliedCount how many topics
+	// the group held after it; sameTopics compares a new registration
+	// with them. Nil when tombstones were involved.
+	applied      []*topic
+	appliedCount int
 }
 
 // topic is one topic's queue data, one entry per broker group, sorted by
