@@ -230,11 +230,15 @@ func (n *Node) listen() error {
 		// Source-address validation under a handshake flood (admission.go).
 		VerifySourceAddress: n.adm.verifySource,
 	}
-	n.ln, err = n.tr.Listen(n.tlsConf, &quic.Config{
+	n.ln, err = n.tr.Listen(n.gatedTLS(), &quic.Config{
 		MaxIncomingStreams:    int64(n.cfg.MaxStreamsPerConn),
 		MaxIncomingUniStreams: -1, // the protocol uses none
 		KeepAlivePeriod:       15 * time.Second,
 		MaxIdleTimeout:        60 * time.Second,
+		// A handshake may wait HandshakeQueueTimeout for a slot (and quic-go
+		// gives a handshake twice this in all), so a queued one is not
+		// timed out by the time its turn comes.
+		HandshakeIdleTimeout: max(5*time.Second, n.cfg.HandshakeQueueTimeout),
 	})
 	if err != nil {
 		udp.Close()
@@ -242,6 +246,31 @@ func (n *Node) listen() error {
 	}
 	return nil
 }
+
+// gatedTLS is the node's TLS config with every handshake first waiting
+// for a handshake slot (admission.enterHandshake), before the key
+// exchange and certificate work begin.
+func (n *Node) gatedTLS() *tls.Config {
+	conf := n.tlsConf.Clone()
+	current := conf.GetConfigForClient
+	conf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		if err := n.adm.enterHandshake(hello.Context()); err != nil {
+			return nil, err
+		}
+		if testHookHandshake != nil {
+			testHookHandshake()
+		}
+		if current == nil {
+			return nil, nil
+		}
+		return current(hello)
+	}
+	return conf
+}
+
+// testHookHandshake, when set, runs in each handshake once it holds its
+// slot; tests use it to hold handshakes in progress.
+var testHookHandshake func()
 
 func (n *Node) socket() (net.PacketConn, error) {
 	if n.cfg.PacketConn != nil {
@@ -345,6 +374,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.log.Info("node shutting down")
 	n.stopOnce.Do(func() { close(n.stop) })
+	n.adm.gate.close() // handshakes waiting for a slot fail now: ln.Close waits for them
 	n.ln.Close()
 	n.shutdownRemoting(ctx)
 	err := n.drainWorkers(ctx)

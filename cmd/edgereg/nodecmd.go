@@ -100,6 +100,8 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.IntVar(&c.MaxConnsPerIdentity, "max-conns-per-identity", node.DefaultMaxConnsPerIdentity, "connections per reader certificate; at the limit its oldest is replaced")
 	fs.IntVar(&c.MaxBrokerConnsPerHost, "max-broker-conns-per-host", node.DefaultMaxBrokerConnsPerHost, "broker and operator connections per source IP, apart from readers'")
 	fs.IntVar(&c.MaxHandshakesPerHost, "max-handshakes-per-host", node.DefaultMaxHandshakesPerHost, "handshakes in progress per source IP")
+	fs.IntVar(&c.MaxHandshakes, "max-handshakes", 0, "TLS handshakes worked on at once, node-wide; more wait their turn (default 256 per CPU)")
+	fs.DurationVar(&c.HandshakeQueueTimeout, "handshake-queue-timeout", node.DefaultHandshakeQueueTimeout, "how long a handshake may wait for one of --max-handshakes before it fails")
 	fs.IntVar(&c.BrokerWorkers, "broker-workers", 0, "requests of brokers and operators handled at once, apart from --workers (default a quarter of it, at least 2)")
 	fs.DurationVar(&c.MinLeaseTimeout, "min-lease-timeout", registry.DefaultMinThreshold, "shortest heartbeat timeout a broker may ask for")
 	fs.DurationVar(&c.MaxLeaseTimeout, "max-lease-timeout", registry.DefaultMaxThreshold, "longest heartbeat timeout a broker may ask for")
@@ -188,9 +190,10 @@ type configEntry struct {
 // effectiveConfig lists the node's settings: its own flags and --data.
 func effectiveConfig(cmd *cobra.Command, cfg node.Config) []configEntry {
 	resolved := map[string]string{
-		"warm-up": cfg.WarmUp.String(),
-		"workers": strconv.Itoa(cfg.Workers),
-		"data":    cfg.DataDir,
+		"warm-up":        cfg.WarmUp.String(),
+		"workers":        strconv.Itoa(cfg.Workers),
+		"max-handshakes": strconv.Itoa(cfg.MaxHandshakes),
+		"data":           cfg.DataDir,
 	}
 	if cfg.WarmUp < 0 {
 		resolved["warm-up"] = "disabled"
