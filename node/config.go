@@ -12,6 +12,7 @@ import (
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wasm"
 	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/pki"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
 
@@ -84,6 +85,11 @@ type Config struct {
 	// Hosts are extra names and addresses for the local CA to put in the
 	// node's certificate.
 	Hosts []string
+	// TLSKeyExchange chooses the handshakes' key exchanges: "hybrid" (the
+	// default: post-quantum X25519MLKEM768 when the client offers it) or
+	// "x25519" (X25519 alone: less CPU per handshake, no post-quantum
+	// protection; see pki.KeyExchangeX25519).
+	TLSKeyExchange string
 	// AllowAnonymousClients lets peers without a certificate read routes.
 	AllowAnonymousClients bool
 	// Pprof serves Go's profiler under /debug/pprof/ on the admin address.
@@ -296,6 +302,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.StatusAddr); err != nil {
 			return fmt.Errorf("--status-addr %q: %w", c.StatusAddr, err)
 		}
+	}
+	if _, err := pki.ParseKeyExchange(c.TLSKeyExchange); err != nil {
+		return fmt.Errorf("--tls-key-exchange: %w", err)
 	}
 	if n := countSet(c.CertFile, c.KeyFile, c.ClientCAFile); n != 0 && n != 3 {
 		return errors.New("--tls-cert, --tls-key and --tls-client-ca go together: give all three or none")

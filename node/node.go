@@ -178,6 +178,7 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 	creds := pki.ServerCredentials{
 		CertFile: n.cfg.CertFile, KeyFile: n.cfg.KeyFile, ClientCAFile: n.cfg.ClientCAFile,
 		RevocationFile: n.cfg.RevocationFile, AllowAnonymous: n.cfg.AllowAnonymousClients,
+		KeyExchange: n.keyExchange(),
 		OnReload: func(err error) {
 			if err != nil {
 				n.log.Error("TLS credentials changed but cannot be used; keeping the previous ones", "err", err)
@@ -199,6 +200,12 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 		return nil, err
 	}
 	return r.TLSConfig(), nil
+}
+
+// keyExchange is the validated Config.TLSKeyExchange.
+func (n *Node) keyExchange() pki.KeyExchange {
+	k, _ := pki.ParseKeyExchange(n.cfg.TLSKeyExchange)
+	return k
 }
 
 func hostOf(addr string) string {

@@ -22,6 +22,7 @@ import (
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wasm"
+	"github.com/edgereg/edgereg/wire/pki"
 )
 
 type nodeFlags struct {
@@ -66,6 +67,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.StringVar(&c.ClientCAFile, "tls-client-ca", "", "CA that signs client certificates (PEM), with --tls-cert")
 	fs.StringVar(&c.RevocationFile, "revocations", "", "file of revoked client certificate serials, hex, one per line")
 	fs.StringSliceVar(&c.Hosts, "host", nil, "extra DNS names or IPs for the local CA to put in the node certificate")
+	fs.StringVar(&c.TLSKeyExchange, "tls-key-exchange", string(pki.KeyExchangeHybrid), "TLS key exchange: hybrid (post-quantum X25519MLKEM768 when offered) or x25519 (X25519 alone: less CPU per handshake, no post-quantum protection)")
 	fs.BoolVar(&c.AllowAnonymousClients, "allow-anonymous-clients", false, "let peers without a certificate read routes (never the default)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on the admin address")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", node.DefaultHeartbeatInterval, "brokers' heartbeat period")
