@@ -121,7 +121,17 @@ type admitted struct {
 	counted     bool // held in hosts and idents; guarded by admission.mu
 	last        atomic.Int64
 	sessions    []sessionKey // leases renewed over this connection; guarded by admission.mu
-	leaveGate   func()       // gives back the handshake slot; guarded by admission.mu
+	slot        *gateSlot    // the handshake slot held; guarded by admission.mu
+	keepSlot    bool         // a broker keeps its slot until it registers; guarded by admission.mu
+}
+
+// giveBackSlot returns a's handshake slot, if it holds one. With
+// admission.mu held.
+func (a *admitted) giveBackSlot() {
+	if a.slot != nil {
+		a.slot.release()
+		a.slot = nil
+	}
 }
 
 // touch records activity (a request), for choosing which of an identity's
@@ -146,6 +156,7 @@ func (ad *admission) holdSession(a *admitted, cluster, addr string) {
 	k := sessionKey{cluster, addr}
 	ad.mu.Lock()
 	defer ad.mu.Unlock()
+	a.giveBackSlot() // registered: the storm's work for this broker is done
 	if a.released {
 		return
 	}
@@ -255,6 +266,7 @@ func (ad *admission) release(a *admitted, cause error) {
 	ad.mu.Lock()
 	ad.total--
 	a.released = true
+	a.giveBackSlot()
 	failed := !a.established
 	if failed {
 		ad.doneHandshaking(a)
@@ -283,9 +295,8 @@ func (ad *admission) settle(qc *quic.Conn) {
 }
 
 func (ad *admission) doneHandshaking(a *admitted) {
-	if a.leaveGate != nil {
-		a.leaveGate()
-		a.leaveGate = nil
+	if !a.keepSlot {
+		a.giveBackSlot()
 	}
 	ad.handshakes--
 	if ad.handshaking[a.host]--; ad.handshaking[a.host] <= 0 {
@@ -296,12 +307,14 @@ func (ad *admission) doneHandshaking(a *admitted) {
 // enterHandshake is tls.Config.GetConfigForClient's first step: it waits
 // for a handshake slot (handshakeGate) before the node does a handshake's
 // key exchange, signature and certificate checks. The slot is given back
-// when the handshake ends (doneHandshaking), or after handshakeSlotHold.
+// when the handshake ends (doneHandshaking), for a broker or operator
+// when it first registers or heartbeats (holdSession), or after
+// handshakeSlotHold (brokerSlotHold from the end of a broker's handshake).
 // A handshake that waits longer than HandshakeQueueTimeout fails, cheaply:
 // its client has most likely given up by then.
 func (ad *admission) enterHandshake(ctx context.Context) error {
 	a, _ := ctx.Value(admittedKey{}).(*admitted)
-	leave, err := ad.gate.enter(ctx)
+	slot, err := ad.gate.enter(ctx)
 	if err != nil {
 		if a != nil && errors.Is(err, errHandshakeQueueTimeout) {
 			ad.refuse(refusedQueue, a, nil)
@@ -309,16 +322,16 @@ func (ad *admission) enterHandshake(ctx context.Context) error {
 		return err
 	}
 	if a == nil { // not admitted by this node's transport (cannot happen)
-		leave()
+		slot.release()
 		return nil
 	}
 	ad.mu.Lock()
 	defer ad.mu.Unlock()
-	if a.released || a.established || a.leaveGate != nil {
-		leave()
+	if a.released || a.established || a.slot != nil {
+		slot.release()
 		return nil
 	}
-	a.leaveGate = leave
+	a.slot = slot
 	return nil
 }
 
@@ -339,6 +352,15 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 	}
 	a.qc, a.class, a.ident = qc, class, ident
 	a.established = true
+	// A broker (or operator) keeps its handshake slot until its first
+	// registration or heartbeat (holdSession), at most handshakeSlotHold:
+	// in a reconnect storm the node finishes the registrations of the
+	// brokers it has let in before it starts on more handshakes, so none
+	// of them waits past its request timeout behind new handshakes.
+	a.keepSlot = class == brokerClass && a.slot != nil
+	if a.keepSlot {
+		a.slot.extend(brokerSlotHold)
+	}
 	ad.doneHandshaking(a)
 	victim, reason := ad.place(a)
 	if reason == "" {
@@ -484,6 +506,10 @@ func (ad *admission) refuse(reason string, a *admitted, p *peer) {
 // handshake itself may go on; it just no longer counts.
 const handshakeSlotHold = 2 * time.Second
 
+// brokerSlotHold bounds how long an authenticated broker or operator keeps
+// its slot, from the end of its handshake, waiting to register.
+const brokerSlotHold = 5 * time.Second
+
 var (
 	errHandshakeQueueTimeout = errors.New("node busy: no handshake slot within the queue timeout")
 	errGateClosed            = errors.New("node shutting down")
@@ -511,9 +537,9 @@ func newHandshakeGate(slots int, wait, hold time.Duration) *handshakeGate {
 	return &handshakeGate{slots: make(chan struct{}, slots), wait: wait, hold: hold, closed: make(chan struct{})}
 }
 
-// enter takes a slot, waiting at most g.wait, and returns the function that
-// gives it back (safe to call more than once; the hold timer calls it too).
-func (g *handshakeGate) enter(ctx context.Context) (leave func(), err error) {
+// enter takes a slot, waiting at most g.wait. The slot is given back by
+// its release, or by the hold timer.
+func (g *handshakeGate) enter(ctx context.Context) (*gateSlot, error) {
 	select {
 	case g.slots <- struct{}{}:
 	default:
@@ -531,14 +557,29 @@ func (g *handshakeGate) enter(ctx context.Context) (leave func(), err error) {
 			return nil, errGateClosed
 		}
 	}
-	var once sync.Once
-	release := func() { once.Do(func() { <-g.slots }) }
-	hold := time.AfterFunc(g.hold, release)
-	return func() {
-		hold.Stop()
-		release()
-	}, nil
+	s := &gateSlot{g: g}
+	s.hold = time.AfterFunc(g.hold, s.free)
+	return s, nil
 }
+
+// gateSlot is one handshake's slot in the gate.
+type gateSlot struct {
+	g    *handshakeGate
+	once sync.Once
+	hold *time.Timer
+}
+
+func (s *gateSlot) free() { s.once.Do(func() { <-s.g.slots }) }
+
+// release gives the slot back; safe to call more than once.
+func (s *gateSlot) release() {
+	s.hold.Stop()
+	s.free()
+}
+
+// extend lets the slot be held for d from now instead (a no-op once the
+// slot is free).
+func (s *gateSlot) extend(d time.Duration) { s.hold.Reset(d) }
 
 // close wakes every waiting handshake, which fails: quic-go's listener
 // waits for handshakes in progress when it closes.

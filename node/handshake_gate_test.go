@@ -72,7 +72,7 @@ func TestHandshakeGate(t *testing.T) {
 	ctx := context.Background()
 	t.Run("first come first served", func(t *testing.T) {
 		g := newHandshakeGate(1, time.Minute, time.Minute)
-		leave, err := g.enter(ctx)
+		first, err := g.enter(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,18 +82,18 @@ func TestHandshakeGate(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				l, err := g.enter(ctx)
+				s, err := g.enter(ctx)
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				order <- i
-				l()
+				s.release()
 			}()
 			// The next one arrives once this one waits.
 			waitFor(t, "a waiter", func() bool { return waiting(g) == i+1 })
 		}
-		leave()
+		first.release()
 		wg.Wait()
 		close(order)
 		want := 0
@@ -106,30 +106,31 @@ func TestHandshakeGate(t *testing.T) {
 	})
 	t.Run("a wait is bounded", func(t *testing.T) {
 		g := newHandshakeGate(1, 10*time.Millisecond, time.Minute)
-		leave, _ := g.enter(ctx)
-		defer leave()
+		s, _ := g.enter(ctx)
+		defer s.release()
 		if _, err := g.enter(ctx); !errors.Is(err, errHandshakeQueueTimeout) {
 			t.Errorf("full gate: %v, want errHandshakeQueueTimeout", err)
 		}
 	})
 	t.Run("a stalled handshake gives its slot back", func(t *testing.T) {
 		g := newHandshakeGate(1, time.Minute, 10*time.Millisecond)
-		leave, _ := g.enter(ctx) // never left: the hold timer frees the slot
-		l2, err := g.enter(ctx)
+		s1, _ := g.enter(ctx) // never released: the hold timer frees the slot
+		s2, err := g.enter(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		leave() // late, after the timer: must not free a slot twice
-		l2()
-		l2()
+		s1.release() // late, after the timer: must not free a slot twice
+		s1.extend(time.Minute)
+		s2.release()
+		s2.release()
 		if n := len(g.slots); n != 0 {
 			t.Errorf("%d slots taken after every handshake left", n)
 		}
 	})
 	t.Run("close wakes the waiters", func(t *testing.T) {
 		g := newHandshakeGate(1, time.Minute, time.Minute)
-		leave, _ := g.enter(ctx)
-		defer leave()
+		s, _ := g.enter(ctx)
+		defer s.release()
 		done := make(chan error)
 		go func() { _, err := g.enter(ctx); done <- err }()
 		waitFor(t, "a waiter", func() bool { return waiting(g) == 1 })
@@ -141,3 +142,33 @@ func TestHandshakeGate(t *testing.T) {
 }
 
 func waiting(g *handshakeGate) int { return int(g.waiting.Load()) }
+
+// TestBrokerKeepsItsSlotUntilItRegisters: in a storm, a broker that has
+// connected still holds its handshake slot until its registration is
+// done, so the node finishes the registrations of the brokers it let in
+// before it starts on more handshakes; otherwise those registrations wait
+// behind every new handshake, past the brokers' request timeout.
+func TestBrokerKeepsItsSlotUntilItRegisters(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxHandshakes = 1 })
+	first := tn.dial(pki.RoleBroker, "b1")
+	defer first.Close()
+
+	next := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: tn.tlsFor(pki.RoleBroker, "second", "b2")})
+		if err == nil {
+			c.Close()
+		}
+		next <- err
+	}()
+	waitFor(t, "the second broker's handshake to wait for the first one's registration",
+		func() bool { return waiting(tn.adm.gate) == 1 })
+	if _, err := first.Register(ctxT(t), registration("c1", "b1", 0, "10.0.0.1:1", "t")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-next; err != nil {
+		t.Fatalf("second broker, once the first registered: %v", err)
+	}
+}
