@@ -504,6 +504,15 @@ func (ad *admission) refuse(reason string, a *admitted, p *peer) {
 // client's own CPU time), short enough that peers which stall their
 // handshakes cannot keep the slots from everyone else for long. The
 // handshake itself may go on; it just no longer counts.
+//
+// Who shares the slots: every peer. One source IP has at most
+// MaxHandshakesPerHost (128) handshakes in progress, and a stalled one
+// stays in progress for the handshake idle timeout (10 s) while holding a
+// slot for 2 s of it, so one IP that stalls every handshake holds about
+// 128 x 2/10 = 26 slots on average; filling the default 512 slots takes
+// some 20 such IPs (and under a flood each must first answer a Retry, so
+// they are real addresses). Honest handshakes are then delayed, in
+// order, not refused, until they wait HandshakeQueueTimeout.
 const handshakeSlotHold = 2 * time.Second
 
 // brokerSlotHold bounds how long an authenticated broker or operator keeps
