@@ -62,7 +62,9 @@ type Conn struct {
 	pipe *Pipe
 }
 
-// Dial connects to the node at addr (host:port).
+// Dial connects to the node at addr (host:port). ctx bounds the dial
+// (DefaultDialTimeout when it has no deadline), even while the node says
+// nothing: a node busy with a reconnect storm queues handshakes silently.
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	if cfg.TLS == nil {
 		return nil, errors.New("edgereg client: no TLS config")
