@@ -30,6 +30,7 @@ const (
 	refusedPerHost     = "conns_per_host"      // established connections of a class from one IP
 	refusedClientShare = "client_share"        // clients may hold at most 90 % of MaxConns
 	refusedNoIdentity  = "no_identity"         // the certificate carries no usable identity
+	refusedQueue       = "handshake_queue"     // waited longer than HandshakeQueueTimeout for a handshake slot
 )
 
 // The classes of peers, each with a per-host budget of its own.
@@ -74,8 +75,13 @@ func classOf(p peer) connClass {
 //     registered or renewed over it): brokers that share one certificate
 //     do not push each other out.
 //
+// Besides, the TLS work itself is bounded node-wide (handshakeGate): a
+// handshake waits for one of MaxHandshakes slots before the node spends CPU
+// on it.
+//
 // Lock: mu guards every count; it is never held while calling into quic-go
-// or logging.
+// or logging. The gate has no lock of its own (a channel): releasing a slot
+// with mu held is safe.
 type admission struct {
 	max, clientMax, handshakesPerHost int
 	perHost                           [2]int // by class
@@ -96,6 +102,8 @@ type admission struct {
 	sessions  map[sessionKey]*admitted
 	leaseLive func(cluster, addr string) bool
 
+	gate *handshakeGate
+
 	onRefuse  func(reason string, a *admitted, p *peer)
 	onReplace func(victim *admitted)
 	onFailure func(a *admitted, cause error)
@@ -113,6 +121,17 @@ type admitted struct {
 	counted     bool // held in hosts and idents; guarded by admission.mu
 	last        atomic.Int64
 	sessions    []sessionKey // leases renewed over this connection; guarded by admission.mu
+	slot        *gateSlot    // the handshake slot held; guarded by admission.mu
+	keepSlot    bool         // a broker keeps its slot until it registers; guarded by admission.mu
+}
+
+// giveBackSlot returns a's handshake slot, if it holds one. With
+// admission.mu held.
+func (a *admitted) giveBackSlot() {
+	if a.slot != nil {
+		a.slot.release()
+		a.slot = nil
+	}
 }
 
 // touch records activity (a request), for choosing which of an identity's
@@ -137,6 +156,7 @@ func (ad *admission) holdSession(a *admitted, cluster, addr string) {
 	k := sessionKey{cluster, addr}
 	ad.mu.Lock()
 	defer ad.mu.Unlock()
+	a.giveBackSlot() // registered: the storm's work for this broker is done
 	if a.released {
 		return
 	}
@@ -191,6 +211,7 @@ func newAdmission(cfg Config) *admission {
 		hosts:             [2]map[string]int{make(map[string]int), make(map[string]int)},
 		idents:            make(map[string][]*admitted),
 		sessions:          make(map[sessionKey]*admitted),
+		gate:              newHandshakeGate(cfg.MaxHandshakes, cfg.HandshakeQueueTimeout, handshakeSlotHold),
 	}
 }
 
@@ -245,6 +266,7 @@ func (ad *admission) release(a *admitted, cause error) {
 	ad.mu.Lock()
 	ad.total--
 	a.released = true
+	a.giveBackSlot()
 	failed := !a.established
 	if failed {
 		ad.doneHandshaking(a)
@@ -273,10 +295,44 @@ func (ad *admission) settle(qc *quic.Conn) {
 }
 
 func (ad *admission) doneHandshaking(a *admitted) {
+	if !a.keepSlot {
+		a.giveBackSlot()
+	}
 	ad.handshakes--
 	if ad.handshaking[a.host]--; ad.handshaking[a.host] <= 0 {
 		delete(ad.handshaking, a.host)
 	}
+}
+
+// enterHandshake is tls.Config.GetConfigForClient's first step: it waits
+// for a handshake slot (handshakeGate) before the node does a handshake's
+// key exchange, signature and certificate checks. The slot is given back
+// when the handshake ends (doneHandshaking), for a broker or operator
+// when it first registers or heartbeats (holdSession), or after
+// handshakeSlotHold (brokerSlotHold from the end of a broker's handshake).
+// A handshake that waits longer than HandshakeQueueTimeout fails, cheaply:
+// its client has most likely given up by then.
+func (ad *admission) enterHandshake(ctx context.Context) error {
+	a, _ := ctx.Value(admittedKey{}).(*admitted)
+	slot, err := ad.gate.enter(ctx)
+	if err != nil {
+		if a != nil && errors.Is(err, errHandshakeQueueTimeout) {
+			ad.refuse(refusedQueue, a, nil)
+		}
+		return err
+	}
+	if a == nil { // not admitted by this node's transport (cannot happen)
+		slot.release()
+		return nil
+	}
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	if a.released || a.established || a.slot != nil {
+		slot.release()
+		return nil
+	}
+	a.slot = slot
+	return nil
 }
 
 // establish is the second and third steps, once the peer's identity is
@@ -296,6 +352,15 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 	}
 	a.qc, a.class, a.ident = qc, class, ident
 	a.established = true
+	// A broker (or operator) keeps its handshake slot until its first
+	// registration or heartbeat (holdSession), at most handshakeSlotHold:
+	// in a reconnect storm the node finishes the registrations of the
+	// brokers it has let in before it starts on more handshakes, so none
+	// of them waits past its request timeout behind new handshakes.
+	a.keepSlot = class == brokerClass && a.slot != nil
+	if a.keepSlot {
+		a.slot.extend(brokerSlotHold)
+	}
 	ad.doneHandshaking(a)
 	victim, reason := ad.place(a)
 	if reason == "" {
@@ -433,6 +498,101 @@ func (ad *admission) refuse(reason string, a *admitted, p *peer) {
 		ad.onRefuse(reason, a, p)
 	}
 }
+
+// handshakeSlotHold bounds how long one handshake keeps its slot: longer
+// than a handshake takes on a slow link (a few round trips and the
+// client's own CPU time), short enough that peers which stall their
+// handshakes cannot keep the slots from everyone else for long. The
+// handshake itself may go on; it just no longer counts.
+//
+// Who shares the slots: every peer. One source IP has at most
+// MaxHandshakesPerHost (128) handshakes in progress, and a stalled one
+// stays in progress for the handshake idle timeout (10 s) while holding a
+// slot for 2 s of it, so one IP that stalls every handshake holds about
+// 128 x 2/10 = 26 slots on average; filling the default 512 slots takes
+// some 20 such IPs (and under a flood each must first answer a Retry, so
+// they are real addresses). Honest handshakes are then delayed, in
+// order, not refused, until they wait HandshakeQueueTimeout.
+const handshakeSlotHold = 2 * time.Second
+
+// brokerSlotHold bounds how long an authenticated broker or operator keeps
+// its slot, from the end of its handshake, waiting to register.
+const brokerSlotHold = 5 * time.Second
+
+var (
+	errHandshakeQueueTimeout = errors.New("node busy: no handshake slot within the queue timeout")
+	errGateClosed            = errors.New("node shutting down")
+)
+
+// handshakeGate bounds the handshakes the node works on at once. Without
+// it, a storm of reconnecting brokers shares the CPU among every
+// handshake in progress, so each one takes as long as all of them: past
+// the clients' dial timeout, every one fails, the clients redial and the
+// node's work is lost. With the gate, handshakes complete first come,
+// first served at the node's full rate, and those waiting cost nothing but
+// a parked goroutine (their Initial retransmissions queue in quic-go).
+// Waiters are served in arrival order (a channel's queue of senders is
+// FIFO).
+type handshakeGate struct {
+	slots     chan struct{}
+	wait      time.Duration // longest a handshake waits for a slot
+	hold      time.Duration // longest a handshake keeps its slot
+	closed    chan struct{}
+	closeOnce sync.Once
+	waiting   atomic.Int64 // handshakes waiting for a slot now
+}
+
+func newHandshakeGate(slots int, wait, hold time.Duration) *handshakeGate {
+	return &handshakeGate{slots: make(chan struct{}, slots), wait: wait, hold: hold, closed: make(chan struct{})}
+}
+
+// enter takes a slot, waiting at most g.wait. The slot is given back by
+// its release, or by the hold timer.
+func (g *handshakeGate) enter(ctx context.Context) (*gateSlot, error) {
+	select {
+	case g.slots <- struct{}{}:
+	default:
+		g.waiting.Add(1)
+		defer g.waiting.Add(-1)
+		t := time.NewTimer(g.wait)
+		defer t.Stop()
+		select {
+		case g.slots <- struct{}{}:
+		case <-t.C:
+			return nil, errHandshakeQueueTimeout
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-g.closed:
+			return nil, errGateClosed
+		}
+	}
+	s := &gateSlot{g: g}
+	s.hold = time.AfterFunc(g.hold, s.free)
+	return s, nil
+}
+
+// gateSlot is one handshake's slot in the gate.
+type gateSlot struct {
+	g    *handshakeGate
+	once sync.Once
+	hold *time.Timer
+}
+
+func (s *gateSlot) free() { s.once.Do(func() { <-s.g.slots }) }
+
+// release gives the slot back; safe to call more than once.
+func (s *gateSlot) release() {
+	s.hold.Stop()
+	s.free()
+}
+
+// extend lets the slot be held for d from now instead (a no-op once the
+// slot is free).
+func (s *gateSlot) extend(d time.Duration) { s.hold.Reset(d) }
+
+// close wakes every waiting handshake, which fails: quic-go's listener
+// waits for handshakes in progress when it closes.
+func (g *handshakeGate) close() { g.closeOnce.Do(func() { close(g.closed) }) }
 
 // limitedLog logs at most a burst and then a steady rate of one kind of
 // event, and says how many it left out, so a flood of refusals cannot

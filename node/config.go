@@ -12,6 +12,7 @@ import (
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wasm"
 	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/pki"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
 
@@ -42,7 +43,17 @@ const (
 	// IP behind NAT, and brokers never compete with readers for it.
 	DefaultMaxBrokerConnsPerHost = 1024
 	DefaultMaxHandshakesPerHost  = 128
+	// DefaultHandshakeQueueTimeout is how long a handshake may wait for a
+	// slot: within the broker agent's dial timeout (wire/broker
+	// DefaultDialTimeout, 15 s) with time to spare for the handshake.
+	DefaultHandshakeQueueTimeout = 10 * time.Second
 )
+
+// DefaultMaxHandshakes returns the default node-wide handshake slots:
+// 256 per CPU, enough to keep the CPUs busy when each handshake also waits
+// a round trip or two for its client, few enough that each is done within
+// a fraction of a second.
+func DefaultMaxHandshakes() int { return 256 * maxProcs() }
 
 // AdminOff as Config.AdminAddr turns the admin HTTP server off.
 const AdminOff = "off"
@@ -74,6 +85,11 @@ type Config struct {
 	// Hosts are extra names and addresses for the local CA to put in the
 	// node's certificate.
 	Hosts []string
+	// TLSKeyExchange chooses the handshakes' key exchanges: "hybrid" (the
+	// default: post-quantum X25519MLKEM768 when the client offers it) or
+	// "x25519" (X25519 alone: less CPU per handshake, no post-quantum
+	// protection; see pki.KeyExchangeX25519).
+	TLSKeyExchange string
 	// AllowAnonymousClients lets peers without a certificate read routes.
 	AllowAnonymousClients bool
 	// Pprof serves Go's profiler under /debug/pprof/ on the admin address.
@@ -112,6 +128,16 @@ type Config struct {
 	// MaxHandshakesPerHost bounds handshakes in progress from one source IP,
 	// before any certificate is seen. Default 128.
 	MaxHandshakesPerHost int
+	// MaxHandshakes bounds the TLS handshakes the node works on at once,
+	// node-wide; more wait for a slot, first come first served, at most
+	// HandshakeQueueTimeout (then the handshake fails). A reconnect storm
+	// then completes at the node's full handshake rate instead of every
+	// handshake slowing down together past the clients' dial timeout.
+	// Default DefaultMaxHandshakes() (256 per CPU).
+	MaxHandshakes int
+	// HandshakeQueueTimeout bounds the wait for a handshake slot. Default
+	// 10 s (DefaultHandshakeQueueTimeout).
+	HandshakeQueueTimeout time.Duration
 	// MaxRequestLen caps frames from clients; MaxBrokerFrameLen from brokers
 	// and operators.
 	MaxRequestLen, MaxBrokerFrameLen int
@@ -215,6 +241,8 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxConnsPerIdentity, DefaultMaxConnsPerIdentity)
 	setDefault(&c.MaxBrokerConnsPerHost, DefaultMaxBrokerConnsPerHost)
 	setDefault(&c.MaxHandshakesPerHost, DefaultMaxHandshakesPerHost)
+	setDefault(&c.MaxHandshakes, DefaultMaxHandshakes())
+	setDefault(&c.HandshakeQueueTimeout, DefaultHandshakeQueueTimeout)
 	setDefault(&c.MaxStreamsPerConn, DefaultMaxStreamsPerConn)
 	setDefault(&c.MaxRequestLen, wire.DefaultMaxRequestLen)
 	setDefault(&c.MaxBrokerFrameLen, wire.DefaultMaxBrokerFrameLen)
@@ -275,6 +303,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--status-addr %q: %w", c.StatusAddr, err)
 		}
 	}
+	if _, err := pki.ParseKeyExchange(c.TLSKeyExchange); err != nil {
+		return fmt.Errorf("--tls-key-exchange: %w", err)
+	}
 	if n := countSet(c.CertFile, c.KeyFile, c.ClientCAFile); n != 0 && n != 3 {
 		return errors.New("--tls-cert, --tls-key and --tls-client-ca go together: give all three or none")
 	}
@@ -288,6 +319,7 @@ func (c Config) Validate() error {
 		{"--scan-interval", c.ScanInterval}, {"--read-timeout", c.ReadTimeout}, {"--write-timeout", c.WriteTimeout}, {"--idle-timeout", c.IdleTimeout},
 		{"--policy-call-timeout", c.PolicyCallTimeout}, {"--policy-read-budget", c.PolicyReadBudget},
 		{"--min-lease-timeout", c.MinLeaseTimeout}, {"--max-lease-timeout", c.MaxLeaseTimeout},
+		{"--handshake-queue-timeout", c.HandshakeQueueTimeout},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
@@ -309,6 +341,7 @@ func (c Config) Validate() error {
 		{"--max-conns-per-identity", c.MaxConnsPerIdentity},
 		{"--max-broker-conns-per-host", c.MaxBrokerConnsPerHost},
 		{"--max-handshakes-per-host", c.MaxHandshakesPerHost}, {"--broker-workers", c.BrokerWorkers},
+		{"--max-handshakes", c.MaxHandshakes},
 		{"--max-request-size", c.MaxRequestLen}, {"--max-broker-frame-size", c.MaxBrokerFrameLen},
 		{"--max-watches-per-conn", c.MaxWatchesPerConn}, {"--max-bytes-in-flight", c.MaxBytesInFlight},
 		{"--max-policy-uploads-per-minute", c.MaxPolicyUploadsPerMinute},

@@ -17,6 +17,9 @@ func TestConfigRefusesWhatCannotWork(t *testing.T) {
 		{"identity limit", func(c *Config) { c.MaxConnsPerIdentity = -1 }, "--max-conns-per-identity"},
 		{"broker host limit", func(c *Config) { c.MaxBrokerConnsPerHost = -1 }, "--max-broker-conns-per-host"},
 		{"handshakes", func(c *Config) { c.MaxHandshakesPerHost = -1 }, "--max-handshakes-per-host"},
+		{"handshake slots", func(c *Config) { c.MaxHandshakes = -1 }, "--max-handshakes must be positive"},
+		{"handshake queue", func(c *Config) { c.HandshakeQueueTimeout = -time.Second }, "--handshake-queue-timeout"},
+		{"key exchange", func(c *Config) { c.TLSKeyExchange = "rsa" }, `--tls-key-exchange: key exchange "rsa"`},
 		{"broker workers", func(c *Config) { c.BrokerWorkers = -1 }, ""}, // negative means the default
 		{"min lease", func(c *Config) { c.MinLeaseTimeout = -time.Second }, "--min-lease-timeout"},
 		{"lease bounds", func(c *Config) { c.MinLeaseTimeout, c.MaxLeaseTimeout = time.Minute, time.Second }, "--max-lease-timeout 1s is below --min-lease-timeout 1m0s"},

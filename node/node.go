@@ -180,6 +180,7 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 	creds := pki.ServerCredentials{
 		CertFile: n.cfg.CertFile, KeyFile: n.cfg.KeyFile, ClientCAFile: n.cfg.ClientCAFile,
 		RevocationFile: n.cfg.RevocationFile, AllowAnonymous: n.cfg.AllowAnonymousClients,
+		KeyExchange: n.keyExchange(),
 		OnReload: func(err error) {
 			if err != nil {
 				n.log.Error("TLS credentials changed but cannot be used; keeping the previous ones", "err", err)
@@ -201,6 +202,12 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 		return nil, err
 	}
 	return r.TLSConfig(), nil
+}
+
+// keyExchange is the validated Config.TLSKeyExchange.
+func (n *Node) keyExchange() pki.KeyExchange {
+	k, _ := pki.ParseKeyExchange(n.cfg.TLSKeyExchange)
+	return k
 }
 
 func hostOf(addr string) string {
@@ -232,11 +239,15 @@ func (n *Node) listen() error {
 		// Source-address validation under a handshake flood (admission.go).
 		VerifySourceAddress: n.adm.verifySource,
 	}
-	n.ln, err = n.tr.Listen(n.tlsConf, &quic.Config{
+	n.ln, err = n.tr.Listen(n.gatedTLS(), &quic.Config{
 		MaxIncomingStreams:    int64(n.cfg.MaxStreamsPerConn),
 		MaxIncomingUniStreams: -1, // the protocol uses none
 		KeepAlivePeriod:       15 * time.Second,
 		MaxIdleTimeout:        60 * time.Second,
+		// A handshake may wait HandshakeQueueTimeout for a slot (and quic-go
+		// gives a handshake twice this in all), so a queued one is not
+		// timed out by the time its turn comes.
+		HandshakeIdleTimeout: max(5*time.Second, n.cfg.HandshakeQueueTimeout),
 	})
 	if err != nil {
 		udp.Close()
@@ -244,6 +255,31 @@ func (n *Node) listen() error {
 	}
 	return nil
 }
+
+// gatedTLS is the node's TLS config with every handshake first waiting
+// for a handshake slot (admission.enterHandshake), before the key
+// exchange and certificate work begin.
+func (n *Node) gatedTLS() *tls.Config {
+	conf := n.tlsConf.Clone()
+	current := conf.GetConfigForClient
+	conf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		if err := n.adm.enterHandshake(hello.Context()); err != nil {
+			return nil, err
+		}
+		if testHookHandshake != nil {
+			testHookHandshake()
+		}
+		if current == nil {
+			return nil, nil
+		}
+		return current(hello)
+	}
+	return conf
+}
+
+// testHookHandshake, when set, runs in each handshake once it holds its
+// slot; tests use it to hold handshakes in progress.
+var testHookHandshake func()
 
 func (n *Node) socket() (net.PacketConn, error) {
 	if n.cfg.PacketConn != nil {
@@ -347,6 +383,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.log.Info("node shutting down")
 	n.stopOnce.Do(func() { close(n.stop) })
+	n.adm.gate.close() // handshakes waiting for a slot fail now: ln.Close waits for them
 	n.ln.Close()
 	n.shutdownRemoting(ctx)
 	err := n.drainWorkers(ctx)

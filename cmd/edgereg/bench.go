@@ -24,6 +24,7 @@ import (
 
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/broker"
 	"github.com/edgereg/edgereg/wire/client"
 )
 
@@ -570,7 +571,7 @@ func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redial
 			sleepCtx(ctx, time.Duration(rand.Int64N(int64(50*time.Millisecond)<<attempt)))
 		}
 		var c *client.Conn
-		if c, err = client.Dial(ctx, tgt.addr, client.Config{TLS: tgt.tls}); err != nil {
+		if c, err = stormDial(ctx, tgt); err != nil {
 			err = stormDialError{err}
 			continue
 		}
@@ -581,6 +582,14 @@ func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redial
 		}
 	}
 	return err
+}
+
+// stormDial dials as a broker agent's session does: patient for
+// broker.DefaultDialTimeout, since a node in a storm queues handshakes.
+func stormDial(ctx context.Context, tgt *benchTarget) (*client.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, broker.DefaultDialTimeout)
+	defer cancel()
+	return client.Dial(ctx, tgt.addr, client.Config{TLS: tgt.tls})
 }
 
 func nonZero(ds []time.Duration) []time.Duration {

@@ -22,6 +22,7 @@ import (
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wasm"
+	"github.com/edgereg/edgereg/wire/pki"
 )
 
 type nodeFlags struct {
@@ -66,6 +67,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.StringVar(&c.ClientCAFile, "tls-client-ca", "", "CA that signs client certificates (PEM), with --tls-cert")
 	fs.StringVar(&c.RevocationFile, "revocations", "", "file of revoked client certificate serials, hex, one per line")
 	fs.StringSliceVar(&c.Hosts, "host", nil, "extra DNS names or IPs for the local CA to put in the node certificate")
+	fs.StringVar(&c.TLSKeyExchange, "tls-key-exchange", string(pki.KeyExchangeHybrid), "TLS key exchange: hybrid (post-quantum X25519MLKEM768 when offered) or x25519 (X25519 alone: less CPU per handshake, no post-quantum protection)")
 	fs.BoolVar(&c.AllowAnonymousClients, "allow-anonymous-clients", false, "let peers without a certificate read routes (never the default)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on the admin address")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", node.DefaultHeartbeatInterval, "brokers' heartbeat period")
@@ -100,6 +102,8 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.IntVar(&c.MaxConnsPerIdentity, "max-conns-per-identity", node.DefaultMaxConnsPerIdentity, "connections per reader certificate; at the limit its oldest is replaced")
 	fs.IntVar(&c.MaxBrokerConnsPerHost, "max-broker-conns-per-host", node.DefaultMaxBrokerConnsPerHost, "broker and operator connections per source IP, apart from readers'")
 	fs.IntVar(&c.MaxHandshakesPerHost, "max-handshakes-per-host", node.DefaultMaxHandshakesPerHost, "handshakes in progress per source IP")
+	fs.IntVar(&c.MaxHandshakes, "max-handshakes", 0, "TLS handshakes worked on at once, node-wide; more wait their turn (default 256 per CPU)")
+	fs.DurationVar(&c.HandshakeQueueTimeout, "handshake-queue-timeout", node.DefaultHandshakeQueueTimeout, "how long a handshake may wait for one of --max-handshakes before it fails")
 	fs.IntVar(&c.BrokerWorkers, "broker-workers", 0, "requests of brokers and operators handled at once, apart from --workers (default a quarter of it, at least 2)")
 	fs.DurationVar(&c.MinLeaseTimeout, "min-lease-timeout", registry.DefaultMinThreshold, "shortest heartbeat timeout a broker may ask for")
 	fs.DurationVar(&c.MaxLeaseTimeout, "max-lease-timeout", registry.DefaultMaxThreshold, "longest heartbeat timeout a broker may ask for")
@@ -188,9 +192,10 @@ type configEntry struct {
 // effectiveConfig lists the node's settings: its own flags and --data.
 func effectiveConfig(cmd *cobra.Command, cfg node.Config) []configEntry {
 	resolved := map[string]string{
-		"warm-up": cfg.WarmUp.String(),
-		"workers": strconv.Itoa(cfg.Workers),
-		"data":    cfg.DataDir,
+		"warm-up":        cfg.WarmUp.String(),
+		"workers":        strconv.Itoa(cfg.Workers),
+		"max-handshakes": strconv.Itoa(cfg.MaxHandshakes),
+		"data":           cfg.DataDir,
 	}
 	if cfg.WarmUp < 0 {
 		resolved["warm-up"] = "disabled"

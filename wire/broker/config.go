@@ -21,6 +21,9 @@ const (
 	// DefaultProbeInterval is how often an idle session pings its node.
 	DefaultProbeInterval  = 5 * time.Second
 	DefaultRequestTimeout = 5 * time.Second
+	// DefaultDialTimeout is Config.DialTimeout with the default
+	// RequestTimeout: three times it.
+	DefaultDialTimeout = 3 * DefaultRequestTimeout
 	// MaxRequestTimeout caps Config.RequestTimeout: a request that has not
 	// been answered in a minute is retried, not waited for.
 	MaxRequestTimeout = time.Minute
@@ -84,10 +87,20 @@ type Config struct {
 	// lease without a heartbeat; it must exceed HeartbeatInterval. Zero
 	// means the node's default (120 s unless configured otherwise).
 	HeartbeatTimeout time.Duration
-	// RequestTimeout bounds each request and each dial. Default 5 s, at
-	// most MaxRequestTimeout. Run also bounds its graceful unregistration
-	// by it.
+	// RequestTimeout bounds each request. Default 5 s, at most
+	// MaxRequestTimeout. Run also bounds its graceful unregistration
+	// (dial included) by it.
 	RequestTimeout time.Duration
+	// DialTimeout bounds each dial of a session, the QUIC handshake.
+	// Default three times RequestTimeout (DefaultDialTimeout, 15 s), at
+	// most MaxRequestTimeout. A node busy with a reconnect storm keeps
+	// handshakes waiting for a slot, first come first served (node
+	// --max-handshakes, --handshake-queue-timeout, 10 s by default), and
+	// says nothing meanwhile: a broker that gave up sooner would only
+	// join the back of the queue again, and the node's work on its first
+	// handshake would be lost. A node that is down is still found again as
+	// soon as it answers: the dial's retransmitted Initial reaches it.
+	DialTimeout time.Duration
 	// Backoff schedules retries of failed requests and reconnects, per
 	// node. Default 200 ms to 30 s with full jitter; at most half the
 	// ProbeInterval while probing is on.
@@ -122,6 +135,10 @@ func (c Config) withDefaults() Config {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
 	c.RequestTimeout = min(c.RequestTimeout, MaxRequestTimeout)
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 3 * c.RequestTimeout
+	}
+	c.DialTimeout = min(c.DialTimeout, MaxRequestTimeout)
 	if c.NodeRefreshInterval <= 0 {
 		c.NodeRefreshInterval = nodes.DefaultRefreshInterval
 	}

@@ -109,7 +109,7 @@ func (s *session) run() {
 
 func (s *session) dial() (*client.Conn, error) {
 	cfg := &s.r.cfg
-	ctx, cancel := context.WithTimeout(s.runCtx, cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(s.runCtx, cfg.DialTimeout)
 	defer cancel()
 	c, err := client.Dial(ctx, s.addr, client.Config{TLS: cfg.TLS, RequestTimeout: cfg.RequestTimeout, Transport: cfg.Transport})
 	if err != nil {

@@ -69,7 +69,9 @@ type Conn struct {
 	pipe *Pipe
 }
 
-// Dial connects to the node at addr (host:port).
+// Dial connects to the node at addr (host:port). ctx bounds the dial
+// (DefaultDialTimeout when it has no deadline), even while the node says
+// nothing: a node busy with a reconnect storm queues handshakes silently.
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	if cfg.TLS == nil {
 		return nil, errors.New("edgereg client: no TLS config")
@@ -89,11 +91,29 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
 		defer cancel()
 	}
+	qcfg = patientHandshake(ctx, qcfg)
 	qc, err := dial(ctx, addr, cfg, qcfg)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return &Conn{qc: qc, addr: addr, cfg: cfg}, nil
+}
+
+// patientHandshake makes ctx's deadline the handshake's limit: quic-go
+// otherwise gives a handshake up after 5 s without a packet from the node
+// (HandshakeIdleTimeout), however long ctx allows, while a node busy with
+// a reconnect storm keeps handshakes waiting their turn without a word.
+// An explicit HandshakeIdleTimeout is kept.
+func patientHandshake(ctx context.Context, qcfg *quic.Config) *quic.Config {
+	deadline, ok := ctx.Deadline()
+	if !ok || qcfg.HandshakeIdleTimeout != 0 {
+		return qcfg
+	}
+	if d := time.Until(deadline); d > DefaultDialTimeout {
+		qcfg = qcfg.Clone()
+		qcfg.HandshakeIdleTimeout = d
+	}
+	return qcfg
 }
 
 func dial(ctx context.Context, addr string, cfg Config, qcfg *quic.Config) (*quic.Conn, error) {

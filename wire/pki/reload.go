@@ -24,6 +24,9 @@ type ServerCredentials struct {
 	ClientCAs                       []*x509.Certificate
 	RevocationFile                  string
 	AllowAnonymous                  bool
+	// KeyExchange chooses the handshakes' key exchanges; default
+	// KeyExchangeHybrid.
+	KeyExchange KeyExchange
 	// CheckEvery bounds how often the files are looked at; default 1 s.
 	CheckEvery time.Duration
 	// OnReload, if set, is told the outcome of every reload after the
@@ -160,6 +163,7 @@ func (r *Reloader) load() (*tls.Config, []fileStamp, error) {
 		pool.AddCert(c)
 	}
 	conf := ServerConfig(cert, pool, r.creds.AllowAnonymous)
+	conf.CurvePreferences = r.creds.KeyExchange.curves()
 	if r.creds.RevocationFile != "" {
 		rl, err := LoadRevocationsFrom(r.creds.RevocationFile, cas)
 		if err != nil {
