@@ -29,9 +29,9 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/edgereg/edgereg/node/datadir"
 	"github.com/edgereg/edgereg/node/kv"
 	"github.com/edgereg/edgereg/node/registry"
+	"github.com/edgereg/edgereg/wire/datadir"
 	"github.com/edgereg/edgereg/wire/pki"
 )
 

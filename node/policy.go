@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgereg/edgereg/node/registry"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -448,3 +449,11 @@ func (r *rateLimit) allow() bool {
 	r.events = append(r.events, now)
 	return true
 }
+
+// The registry's extension points the policy set implements (the wasm
+// package speaks of wire.LeaseSnapshot, which registry.LeaseInfo is, and
+// does not import the registry).
+var (
+	_ registry.Thresholds      = (*wasm.Set)(nil)
+	_ registry.ExpiryConfirmer = (*wasm.Set)(nil)
+)

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgereg/edgereg/node/registry"
+	"github.com/edgereg/edgereg/wire"
 )
 
-// Threshold implements registry.Thresholds. The registry calls it with its
+// Threshold implements the node registry's Thresholds. The registry calls it with its
 // lease lock held on every registration and heartbeat, so it never calls
 // the guest: it returns the threshold the active policy last computed for
 // this broker and queues a recomputation with the new heartbeat's
@@ -18,7 +18,7 @@ import (
 // deadline. A policy's answer therefore applies from the broker's next
 // heartbeat on; until a broker has one (and after any failed call) the
 // result is 0, which tells the registry to use its default.
-func (s *Set) Threshold(l registry.LeaseInfo) time.Duration {
+func (s *Set) Threshold(l wire.LeaseSnapshot) time.Duration {
 	s.beats.observe(l.LastHeartbeat)
 	b := s.slots[HookExpiryThreshold].active.Load()
 	if b == nil {
@@ -31,7 +31,7 @@ func (s *Set) Threshold(l registry.LeaseInfo) time.Duration {
 // of recomputations, bounded both ways: a full queue drops the request
 // (the broker keeps its current threshold until its next heartbeat).
 type thresholdCache struct {
-	queue chan registry.LeaseInfo
+	queue chan wire.LeaseSnapshot
 	limit int
 
 	mu        sync.Mutex
@@ -50,13 +50,13 @@ type thresholdEntry struct {
 
 func newThresholdCache(queue, limit int) *thresholdCache {
 	return &thresholdCache{
-		queue: make(chan registry.LeaseInfo, queue),
+		queue: make(chan wire.LeaseSnapshot, queue),
 		limit: max(limit/2, 1),
 		cur:   make(map[leaseKey]*thresholdEntry),
 	}
 }
 
-func (c *thresholdCache) lookup(b *binding, l registry.LeaseInfo) time.Duration {
+func (c *thresholdCache) lookup(b *binding, l wire.LeaseSnapshot) time.Duration {
 	k := leaseKey{l.Cluster, l.Addr}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -96,7 +96,7 @@ func (c *thresholdCache) entry(k leaseKey) *thresholdEntry {
 	return e
 }
 
-func (c *thresholdCache) store(b *binding, l registry.LeaseInfo, v time.Duration) {
+func (c *thresholdCache) store(b *binding, l wire.LeaseSnapshot, v time.Duration) {
 	c.mu.Lock()
 	e := c.entry(leaseKey{l.Cluster, l.Addr})
 	e.b, e.value, e.epoch, e.beats, e.pending = b, v, l.Epoch, l.Heartbeats, false
@@ -123,7 +123,7 @@ func (s *Set) refreshThresholds() {
 	}
 }
 
-func (s *Set) refreshThreshold(l registry.LeaseInfo) {
+func (s *Set) refreshThreshold(l wire.LeaseSnapshot) {
 	b := s.acquire(HookExpiryThreshold)
 	if b == nil {
 		s.thr.store(nil, l, 0)
@@ -142,7 +142,7 @@ func (s *Set) refreshThreshold(l registry.LeaseInfo) {
 	s.succeeded(b, took)
 }
 
-func (s *Set) thresholdInput(l registry.LeaseInfo) ThresholdInput {
+func (s *Set) thresholdInput(l wire.LeaseSnapshot) ThresholdInput {
 	def := l.RequestedTimeout
 	if def <= 0 {
 		def = s.cfg.DefaultThreshold
@@ -165,8 +165,8 @@ func (s *Set) thresholdInput(l registry.LeaseInfo) ThresholdInput {
 
 // intervalStats summarizes a lease's recent heartbeat intervals. An
 // interval of about k heartbeat periods means k-1 heartbeats were lost.
-func intervalStats(l registry.LeaseInfo, period time.Duration) BrokerStats {
-	n := int(min(l.Heartbeats, registry.IntervalWindow))
+func intervalStats(l wire.LeaseSnapshot, period time.Duration) BrokerStats {
+	n := int(min(l.Heartbeats, wire.IntervalWindow))
 	st := BrokerStats{Heartbeats: l.Heartbeats, IntervalsMs: make([]int64, n)}
 	if n == 0 {
 		return st
@@ -191,12 +191,12 @@ func intervalStats(l registry.LeaseInfo, period time.Duration) BrokerStats {
 	return st
 }
 
-// ConfirmExpiry implements registry.ExpiryConfirmer: the active confirm
+// ConfirmExpiry implements the node registry's ExpiryConfirmer: the active confirm
 // policy decides which due leases go now. Without a policy all of them go
 // (the registry's built-in behaviour); when the call fails, the hook's
 // FailMode (SetConfig.ConfirmFailure) decides: closed (the default) holds
 // them all back until the next sweep, open removes them all.
-func (s *Set) ConfirmExpiry(due []registry.LeaseInfo, stats registry.ExpiryStats) []registry.LeaseInfo {
+func (s *Set) ConfirmExpiry(due []wire.LeaseSnapshot, stats wire.ExpiryStats) []wire.LeaseSnapshot {
 	b := s.acquire(HookExpiryConfirm)
 	if b == nil {
 		s.forgetThresholds(due)
@@ -233,7 +233,7 @@ func (s *Set) ConfirmExpiry(due []registry.LeaseInfo, stats registry.ExpiryStats
 		return due
 	}
 	s.succeeded(b, took)
-	out := make([]registry.LeaseInfo, len(idx))
+	out := make([]wire.LeaseSnapshot, len(idx))
 	for i, j := range idx {
 		out[i] = due[j]
 	}
@@ -243,7 +243,7 @@ func (s *Set) ConfirmExpiry(due []registry.LeaseInfo, stats registry.ExpiryStats
 
 // forgetThresholds drops the cached thresholds of leases about to go: a
 // broker that comes back registers with a new epoch anyway.
-func (s *Set) forgetThresholds(gone []registry.LeaseInfo) {
+func (s *Set) forgetThresholds(gone []wire.LeaseSnapshot) {
 	for _, d := range gone {
 		s.thr.forget(d.Cluster, d.Addr)
 	}
@@ -306,9 +306,3 @@ func (r *beatRate) rate(now time.Time, leases int) uint32 {
 	}
 	return uint32(min(float64(r.prev)*1000/expected, 1000))
 }
-
-// The registry's extension points Set implements.
-var (
-	_ registry.Thresholds      = (*Set)(nil)
-	_ registry.ExpiryConfirmer = (*Set)(nil)
-)

@@ -5,17 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgereg/edgereg/node/registry"
+	"github.com/edgereg/edgereg/wire"
 )
 
 // lease returns a lease with beats heartbeats at the given interval, a
 // little irregular.
-func lease(beats uint64, every time.Duration) registry.LeaseInfo {
-	l := registry.LeaseInfo{
+func lease(beats uint64, every time.Duration) wire.LeaseSnapshot {
+	l := wire.LeaseSnapshot{
 		Cluster: "C", Addr: "10.0.0.1:10911", BrokerName: "a", Epoch: 3,
 		Heartbeats: beats, LastHeartbeat: time.Unix(1_700_000_000, 0),
 	}
-	for i := range min(int(beats), registry.IntervalWindow) {
+	for i := range min(int(beats), wire.IntervalWindow) {
 		l.Intervals[i] = every + time.Duration(i%2)*every/2
 	}
 	return l
@@ -49,11 +49,11 @@ func TestThresholdComputedOutOfLine(t *testing.T) {
 func TestConfirmExpirySelfPreservation(t *testing.T) {
 	h := newHost(t, HostConfig{})
 	s := newSet(t, h, SetConfig{HeartbeatInterval: 30 * time.Second})
-	due := make([]registry.LeaseInfo, 40)
+	due := make([]wire.LeaseSnapshot, 40)
 	for i := range due {
-		due[i] = registry.LeaseInfo{Cluster: "C", Addr: fmt.Sprint("10.0.0.", i), Epoch: uint64(i)}
+		due[i] = wire.LeaseSnapshot{Cluster: "C", Addr: fmt.Sprint("10.0.0.", i), Epoch: uint64(i)}
 	}
-	stats := registry.ExpiryStats{Leases: 100, Due: 40}
+	stats := wire.ExpiryStats{Leases: 100, Due: 40}
 	if got := s.ConfirmExpiry(due, stats); len(got) != 40 {
 		t.Fatalf("no policy: %d removed, want all 40", len(got))
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 )
 
@@ -53,7 +52,7 @@ func TestRouteFailureModes(t *testing.T) {
 // back when it fails closed (the default) and removes them all when it
 // fails open; counted as a fallback either way.
 func TestConfirmFailureModes(t *testing.T) {
-	due := []registry.LeaseInfo{{Cluster: "C", Addr: "10.0.0.1:1", Epoch: 1}, {Cluster: "C", Addr: "10.0.0.2:1", Epoch: 1}}
+	due := []wire.LeaseSnapshot{{Cluster: "C", Addr: "10.0.0.1:1", Epoch: 1}, {Cluster: "C", Addr: "10.0.0.2:1", Epoch: 1}}
 	for _, tt := range []struct {
 		mode    FailMode
 		removed int
@@ -62,7 +61,7 @@ func TestConfirmFailureModes(t *testing.T) {
 			h := newHost(t, HostConfig{})
 			s := newSet(t, h, SetConfig{ConfirmFailure: tt.mode, MaxConsecutiveFailures: 100, MaxWindowFailures: 100})
 			activate(t, s, HookExpiryConfirm, load(t, h, "hostile/trap-confirm.wasm"))
-			if got := s.ConfirmExpiry(due, registry.ExpiryStats{Leases: 10, Due: 2}); len(got) != tt.removed {
+			if got := s.ConfirmExpiry(due, wire.ExpiryStats{Leases: 10, Due: 2}); len(got) != tt.removed {
 				t.Fatalf("fail mode %s: %d of 2 due leases removed, want %d", tt.mode, len(got), tt.removed)
 			}
 			if st := status(s, HookExpiryConfirm); st.Fallbacks != 1 || st.Errors != 1 {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 )
 
@@ -209,9 +208,9 @@ func TestRouteFloodDoesNotStarveConfirm(t *testing.T) {
 		})
 	}
 	waitFor(t, func() bool { return status(s, HookRouteFilter).Calls > 8 })
-	due := []registry.LeaseInfo{{Cluster: "C", Addr: "10.0.0.9:1", Epoch: 1}}
+	due := []wire.LeaseSnapshot{{Cluster: "C", Addr: "10.0.0.9:1", Epoch: 1}}
 	for i := range 20 {
-		if got := s.ConfirmExpiry(due, registry.ExpiryStats{Leases: 10, Due: 1}); len(got) != 0 {
+		if got := s.ConfirmExpiry(due, wire.ExpiryStats{Leases: 10, Due: 1}); len(got) != 0 {
 			t.Errorf("confirmation %d removed %d leases: it fell back while route reads flooded the module", i, len(got))
 		}
 	}

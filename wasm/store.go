@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgereg/edgereg/node/datadir"
+	"github.com/edgereg/edgereg/wire/datadir"
 )
 
 // manifestName is the manifest's file name in a Store's directory.

@@ -15,7 +15,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/edgereg/edgereg/node/datadir"
+	"github.com/edgereg/edgereg/wire/datadir"
 )
 
 // FileName is the name of the KV file inside a node's data directory.

@@ -10,8 +10,8 @@ import (
 )
 
 // IntervalWindow is how many recent heartbeat intervals a lease remembers
-// for threshold policies.
-const IntervalWindow = 8
+// for threshold policies (wire.IntervalWindow).
+const IntervalWindow = wire.IntervalWindow
 
 type leaseKey struct{ cluster, addr string }
 
@@ -35,27 +35,10 @@ type lease struct {
 	intervals  [IntervalWindow]time.Duration // ring, indexed by beats
 }
 
-// LeaseInfo is a snapshot of one broker's lease.
-type LeaseInfo struct {
-	Cluster          string
-	Addr             string
-	BrokerName       string
-	BrokerID         int64
-	HAAddr           string
-	Zone             string
-	Epoch            uint64
-	DataVersion      wire.DataVersion
-	Registered       time.Time
-	LastHeartbeat    time.Time
-	Deadline         time.Time
-	RequestedTimeout time.Duration // what the broker asked for; zero if nothing
-	Threshold        time.Duration // what applies now
-	// Heartbeats counts heartbeats since registration.
-	Heartbeats uint64
-	// Intervals holds the most recent heartbeat intervals, newest first;
-	// min(Heartbeats, IntervalWindow) of them are valid.
-	Intervals [IntervalWindow]time.Duration
-}
+// LeaseInfo is a snapshot of one broker's lease. It is wire.LeaseSnapshot, so
+// the policy host (wasm) can implement Thresholds and ExpiryConfirmer
+// without importing this package.
+type LeaseInfo = wire.LeaseSnapshot
 
 func (l *lease) info() LeaseInfo {
 	li := LeaseInfo{

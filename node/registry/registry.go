@@ -89,11 +89,9 @@ type ExpiryConfirmer interface {
 	ConfirmExpiry(due []LeaseInfo, stats ExpiryStats) []LeaseInfo
 }
 
-// ExpiryStats is what a confirmer knows about the whole node at a scan.
-type ExpiryStats struct {
-	Leases int // live leases, due ones included
-	Due    int // leases past their deadline
-}
+// ExpiryStats is what a confirmer knows about the whole node at a scan
+// (wire.ExpiryStats).
+type ExpiryStats = wire.ExpiryStats
 
 // Config configures a Registry. The zero value is usable.
 type Config struct {

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/edgereg/edgereg/node/datadir"
+	"github.com/edgereg/edgereg/wire/datadir"
 )
 
 // ErrCAExists means InitCA was asked to create a CA where one already is.

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/edgereg/edgereg/node/datadir"
+	"github.com/edgereg/edgereg/wire/datadir"
 )
 
 // LoadOrCreateKey returns the 32-byte secret stored at path, creating it

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgereg/edgereg/node/datadir"
+	"github.com/edgereg/edgereg/wire/datadir"
 )
 
 // Lifetimes and file names of the local CA.
