@@ -477,8 +477,9 @@ func decodeHeartbeatFast(body []byte, h *Heartbeat) bool {
 // MarshalBody is Marshal for a message body, taking the hand-written
 // encoders of this file directly: through Marshal, a MarshalCBOR result is
 // copied and checked for well-formedness once more, which costs a 3 KB
-// registration as much as encoding it. NewRequest and the node's answers
-// use it.
+// registration as much as encoding it. NewRequest uses it; AppendRequest
+// and AppendResponse encode the same bytes straight into a frame
+// (appendBody).
 func MarshalBody(v any) ([]byte, error) {
 	switch m := v.(type) {
 	case *Register:

@@ -118,6 +118,22 @@ func TestRegisterCodecEncode(t *testing.T) {
 		if b, err := MarshalBody(byValue); err != nil || !bytes.Equal(b, want) {
 			t.Fatalf("%s: MarshalBody by value %x, %v", name, b, err)
 		}
+		// The frames encoded in one pass, without AppendFrame's check of
+		// the body, are the frames AppendFrame makes of the same body.
+		frame, err := AppendFrame([]byte{0xee}, &Frame{Type: TypeHeartbeat, ID: 300, Body: want})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range []any{v, byValue} {
+			req, err := AppendRequest([]byte{0xee}, TypeHeartbeat, 300, body)
+			if err != nil || !bytes.Equal(req, frame) {
+				t.Fatalf("%s: AppendRequest(%T)\n%x, %v\nAppendFrame\n%x", name, body, req, err, frame)
+			}
+			resp, err := AppendResponse([]byte{0xee}, TypeHeartbeat, 300, body)
+			if err != nil || !bytes.Equal(resp, frame) {
+				t.Fatalf("%s: AppendResponse(%T)\n%x, %v\nAppendFrame\n%x", name, body, resp, err, frame)
+			}
+		}
 	}
 	vectors := 0
 	for _, lv := range loadVectors(t) {
