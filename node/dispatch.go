@@ -130,7 +130,11 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 		}
 		return n.register(cs, &r)
 	case wire.TypeUpdateTopics:
-		return decodeRun(f, func(u *wire.UpdateTopics) (any, error) { return n.updateTopics(cs, u) })
+		var u wire.UpdateTopics
+		if err := f.DecodeUpdateTopics(&u); err != nil { // decodeRun's work, without reflection
+			return nil, err
+		}
+		return n.updateTopics(cs, &u)
 	case wire.TypeHeartbeat:
 		var h wire.Heartbeat
 		if err := f.DecodeHeartbeat(&h); err != nil {

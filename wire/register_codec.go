@@ -245,6 +245,19 @@ func (f *Frame) DecodeHeartbeat(h *Heartbeat) error {
 	return f.DecodeBody(h)
 }
 
+// DecodeUpdateTopics decodes an update-topics request body into u, as
+// Frame.DecodeBody does, reading the shape the deterministic encoder
+// produces by hand and anything else with the general decoder. The
+// upserted topics' names share one copy of the body, as DecodeRegister's
+// do; the removed names are strings of their own.
+func (f *Frame) DecodeUpdateTopics(u *UpdateTopics) error {
+	if len(f.Body) > 0 && decodeUpdateTopicsFast(f.Body, u) {
+		return nil
+	}
+	*u = UpdateTopics{}
+	return f.DecodeBody(u)
+}
+
 // keyedMap reads a map head and then its keys, each an unsigned integer
 // above the one before and at most max: keys in ascending order cannot
 // repeat, so no duplicate check is needed.
@@ -472,6 +485,50 @@ func decodeHeartbeatFast(body []byte, h *Heartbeat) bool {
 		}
 	}
 	return ok && len(b) == 0
+}
+
+func decodeUpdateTopicsFast(body []byte, u *UpdateTopics) bool {
+	*u = UpdateTopics{}
+	m := keyedMap{max: 6}
+	b, ok := m.open(body)
+	for ok && m.pairs > 0 {
+		var key uint64
+		if key, b, ok = m.next(b); !ok {
+			break
+		}
+		switch key {
+		case 1:
+			u.Cluster, b, ok = readString(b)
+		case 2:
+			u.Addr, b, ok = readString(b)
+		case 3:
+			u.Epoch, b, ok = readUint(b, math.MaxUint64)
+		case 4:
+			b, ok = decodeDataVersionFast(b, &u.DataVersion)
+		case 5:
+			b, ok = decodeTopicsFast(b, &u.Upsert)
+		case 6:
+			b, ok = decodeStringsFast(b, &u.Remove)
+		}
+	}
+	return ok && len(b) == 0
+}
+
+// decodeStringsFast reads an array of text strings, each a string of its
+// own.
+func decodeStringsFast(b []byte, out *[]string) ([]byte, bool) {
+	major, n, b, err := head(b)
+	// Each element takes at least one byte: a bound before allocating.
+	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b)) {
+		return nil, false
+	}
+	ss := make([]string, n)
+	ok := true
+	for i := 0; i < len(ss) && ok; i++ {
+		ss[i], b, ok = readString(b)
+	}
+	*out = ss
+	return b, ok
 }
 
 // MarshalBody is Marshal for a message body, taking the hand-written
