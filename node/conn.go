@@ -219,12 +219,9 @@ type streamWriter struct {
 // maxKeptWriteBuf bounds the encode buffer a stream keeps between frames.
 const maxKeptWriteBuf = 16 << 10
 
-// writeAnswer writes a's frame; a get-routes answer is encoded straight
-// into the buffer in one pass (node/encode.go).
+// writeAnswer writes a's frame, encoded straight into the buffer in one
+// pass (node/encode.go).
 func (w *streamWriter) writeAnswer(a *answer) error {
-	if a.routes == nil {
-		return w.write(&a.Frame)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	buf, err := appendAnswer(w.buf[:0], a)

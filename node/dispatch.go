@@ -16,13 +16,16 @@ import (
 // MaxTopicsPerQuery bounds the topics one get-routes or watch may name.
 const MaxTopicsPerQuery = 10_000
 
-// answer is a response as handle makes it: a frame, or, for a get-routes
-// answer, the frame's type and ID and the routes, which the stream's
-// writer encodes straight into its buffer (streamWriter.writeAnswer).
+// answer is a response as handle makes it: the frame's type and ID, and
+// an error, or the routes of a get-routes answer, or any other answer's
+// message, which the stream's writer encodes straight into its buffer
+// (streamWriter.writeAnswer, appendAnswer in node/encode.go). Frame.Body
+// is not used.
 type answer struct {
 	wire.Frame
 	routes *wire.Routes
 	set    *routeSet // routes' set, which the stream may reuse once written
+	body   any       // the message of an answer other than routes; nil for none
 }
 
 func errorAnswer(t wire.Type, id uint64, e *wire.Error) answer {
@@ -62,11 +65,7 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 	case *routeSet:
 		a.routes, a.set = body.out, body // encoded by the writer: node/encode.go
 	default:
-		b, err := wire.MarshalBody(body) // register and heartbeat answers without reflection
-		if err != nil {
-			return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeInternal, "encode response: %v", err))
-		}
-		a.Body = b
+		a.body = body // encoded by the writer too, without a buffer of its own
 	}
 	return a
 }
@@ -131,7 +130,11 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 		}
 		return n.register(cs, &r)
 	case wire.TypeUpdateTopics:
-		return decodeRun(f, func(u *wire.UpdateTopics) (any, error) { return n.updateTopics(cs, u) })
+		var u wire.UpdateTopics
+		if err := f.DecodeUpdateTopics(&u); err != nil { // decodeRun's work, without reflection
+			return nil, err
+		}
+		return n.updateTopics(cs, &u)
 	case wire.TypeHeartbeat:
 		var h wire.Heartbeat
 		if err := f.DecodeHeartbeat(&h); err != nil {

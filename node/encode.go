@@ -1,6 +1,8 @@
 package node
 
 import (
+	"errors"
+
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 )
@@ -71,15 +73,28 @@ func newRouteSet(n int) *routeSet {
 	}
 }
 
-// appendAnswer appends a's frame to dst, length prefix included. A
-// get-routes answer is encoded in one pass by wire.AppendRoutesFrame,
-// without the well-formedness check wire.AppendFrame makes of a body it is
-// given: every route the node sends is well-formed (the registry encodes
-// them; a route policy's output is re-encoded by the host). Any other
-// body, an encoded one, takes wire.AppendFrame and its check.
+// appendAnswer appends a's frame to dst, length prefix included, each
+// kind encoded in one pass straight into dst and without the
+// well-formedness check wire.AppendFrame makes of a body it is given: the
+// node encodes every body it sends. A get-routes answer takes
+// wire.AppendRoutesFrame (every route is well-formed: the registry
+// encodes them; a route policy's output is re-encoded by the host); any
+// other message wire.AppendResponse (the hand-written encoders of the
+// register and heartbeat answers, Marshal for the rest); an error answer
+// wire.AppendFrame. A message that cannot be encoded is answered with an
+// internal error, as a failed request is; a frame over wire.MaxFrameLen
+// is the error returned.
 func appendAnswer(dst []byte, a *answer) ([]byte, error) {
-	if a.routes != nil {
+	switch {
+	case a.routes != nil:
 		return wire.AppendRoutesFrame(dst, a.Type, a.ID, a.routes)
+	case a.Error != nil:
+		return wire.AppendFrame(dst, &a.Frame)
 	}
-	return wire.AppendFrame(dst, &a.Frame)
+	out, err := wire.AppendResponse(dst, a.Type, a.ID, a.body)
+	if err != nil && !errors.Is(err, wire.ErrFrameTooLarge) {
+		return wire.AppendFrame(dst, &wire.Frame{Type: a.Type, ID: a.ID,
+			Error: wire.Errorf(wire.CodeInternal, "encode response: %v", err)})
+	}
+	return out, err
 }

@@ -69,3 +69,67 @@ func TestStreamReusesRouteSet(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendAnswer: every kind of answer, encoded in one pass into the
+// stream's buffer, is the frame the node sent before, AppendFrame of the
+// message encoded by MarshalBody; a message that cannot be encoded is an
+// internal error answer, as it was when handle encoded it.
+func TestAppendAnswer(t *testing.T) {
+	tn := startNode(t, nil)
+	cs := &connState{peer: peer{Identity: pki.Identity{Role: pki.RoleOperator}}}
+	var watch *watcher
+	reg := registration("c1", "b1", 0, "10.0.0.1:1", "t1", "t2")
+	reg.HAAddr = "10.0.0.1:2"
+	call := func(ty wire.Type, id uint64, body any) answer {
+		t.Helper()
+		f, err := wire.NewRequest(ty, id, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := tn.handle(cs, f, nil, &watch)
+		if a.Error != nil {
+			t.Fatalf("%s: %v", ty, a.Error)
+		}
+		return a
+	}
+	registered := call(wire.TypeRegister, 300, reg)
+	ack := registered.body.(wire.RegisterAck)
+	answers := []answer{
+		registered,
+		call(wire.TypeHeartbeat, 1<<33, &wire.Heartbeat{Cluster: "c1", Addr: reg.Addr, Epoch: ack.Lease.Epoch, DataVersion: reg.DataVersion}),
+		call(wire.TypeUpdateTopics, 0, &wire.UpdateTopics{Cluster: "c1", Addr: reg.Addr, Epoch: ack.Lease.Epoch,
+			DataVersion: wire.DataVersion{Counter: 9}, Upsert: []wire.TopicConfig{{Name: "t3", ReadQueues: 4, WriteQueues: 4, Perm: 6}}}),
+		call(wire.TypeClusterInfo, 7, nil),
+		call(wire.TypeTopics, 8, &wire.TopicsQuery{Kind: wire.TopicsAll}),
+		call(wire.TypePing, 9, nil),
+		call(wire.TypeUnregister, 10, &wire.Unregister{Cluster: "c1", Addr: reg.Addr, Epoch: ack.Lease.Epoch}), // no body
+	}
+	for _, a := range answers {
+		var body []byte
+		if a.body != nil {
+			var err error
+			if body, err = wire.MarshalBody(a.body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := wire.AppendFrame([]byte{0xee}, &wire.Frame{Type: a.Type, ID: a.ID, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendAnswer([]byte{0xee}, &a)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s answer (%T):\n%x, %v\nAppendFrame:\n%x", a.Type, a.body, got, err, want)
+		}
+	}
+
+	bad := answer{Frame: wire.Frame{Type: wire.TypeKVGet, ID: 5}, body: make(chan int)}
+	got, err := appendAnswer(nil, &bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f wire.Frame
+	if err := wire.DecodeFrame(got[wire.FrameHeaderLen:], &f); err != nil || f.Type != wire.TypeKVGet || f.ID != 5 ||
+		f.Error == nil || f.Error.Code != wire.CodeInternal || len(f.Body) != 0 {
+		t.Errorf("unencodable answer: %+v, %v; want an internal error", f, err)
+	}
+}

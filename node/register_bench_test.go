@@ -52,10 +52,11 @@ func benchFrameBytes(b *testing.B, t wire.Type, body any) []byte {
 	return buf[wire.FrameHeaderLen:]
 }
 
-// benchHandle decodes each frame, handles it and encodes the answer, in
-// turn.
+// benchHandle decodes each frame, handles it and encodes the answer into
+// one buffer, as a stream's writer does, in turn.
 func benchHandle(b *testing.B, tn *testNode, cs *connState, frames [][]byte) {
 	var watch *watcher
+	var buf []byte
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -64,7 +65,8 @@ func benchHandle(b *testing.B, tn *testNode, cs *connState, frames [][]byte) {
 			b.Fatal(err)
 		}
 		resp := tn.handle(cs, &f, nil, &watch)
-		if _, err := appendAnswer(nil, &resp); err != nil || resp.Error != nil {
+		var err error
+		if buf, err = appendAnswer(buf[:0], &resp); err != nil || resp.Error != nil {
 			b.Fatal(err, resp.Error)
 		}
 		i++

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
 func unhex(tb testing.TB, s string) []byte {
@@ -423,6 +425,38 @@ func TestAppendFrameErrors(t *testing.T) {
 	}
 	if err := WriteFrame(io.Discard, &Frame{Type: TypePing, Body: []byte{0xff}}); err == nil {
 		t.Error("WriteFrame accepted a malformed body")
+	}
+}
+
+// TestAppendFrameChecksGivenBody: the one-pass encoders skip the
+// well-formedness check only for bodies they encode themselves. A body a
+// caller sets, on a NewRequest frame too, is still checked, and a
+// malformed raw item handed to AppendRequest or AppendResponse is refused
+// by the encoder.
+func TestAppendFrameChecksGivenBody(t *testing.T) {
+	f, err := NewRequest(TypeHeartbeat, 1, &Heartbeat{Cluster: "c", Addr: "a", Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AppendFrame(nil, f); err != nil {
+		t.Fatalf("NewRequest's frame: %v", err)
+	}
+	for _, body := range [][]byte{f.Body[:len(f.Body)-1], append(f.Body[:len(f.Body):len(f.Body)], 0x01), {0xff}} {
+		g := *f
+		g.Body = body
+		if out, err := AppendFrame([]byte{7}, &g); err == nil || !bytes.Equal(out, []byte{7}) {
+			t.Errorf("body %x set on a NewRequest frame: AppendFrame %x, %v", body, out, err)
+		}
+		if err := WriteFrame(io.Discard, &g); err == nil {
+			t.Errorf("body %x set on a NewRequest frame: WriteFrame accepted it", body)
+		}
+		for name, appendFn := range map[string]func([]byte, Type, uint64, any) ([]byte, error){
+			"AppendRequest": AppendRequest, "AppendResponse": AppendResponse,
+		} {
+			if out, err := appendFn([]byte{7}, TypeHeartbeat, 1, cbor.RawMessage(body)); err == nil || !bytes.Equal(out, []byte{7}) {
+				t.Errorf("raw body %x: %s %x, %v", body, name, out, err)
+			}
+		}
 	}
 }
 

@@ -142,7 +142,11 @@ func DecodeFrame(b []byte, f *Frame) error {
 	return nil
 }
 
-// AppendFrame appends f, length prefix included, to dst.
+// AppendFrame appends f, length prefix included, to dst. A body it is
+// given must be one well-formed CBOR item, which it checks, never putting
+// a malformed item on the wire; a body this package encodes need not be
+// checked, and AppendRequest, AppendResponse and AppendRoutesFrame encode
+// theirs straight into the frame without the check.
 func AppendFrame(dst []byte, f *Frame) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
@@ -249,11 +253,14 @@ func WriteFrame(w io.Writer, f *Frame) error {
 	return err
 }
 
-// NewRequest builds a request frame with body encoded; body may be nil.
+// NewRequest builds a request frame with body encoded by MarshalBody;
+// body may be nil. WriteFrame and AppendFrame check the body as they check
+// any Body: the Frame is the caller's to change. AppendRequest builds the
+// same frame's bytes in one pass without that check.
 func NewRequest(t Type, id uint64, body any) (*Frame, error) {
 	f := &Frame{Type: t, ID: id}
 	if body != nil {
-		b, err := Marshal(body)
+		b, err := MarshalBody(body)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", t, err)
 		}

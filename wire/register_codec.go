@@ -13,8 +13,10 @@ import (
 // order, shortest integers, empty optional fields left out, an absent list
 // as an empty array); each decoder reads the shape those encoders produce
 // and hands anything else to the general decoder, so the value and the
-// error are the same as Frame.DecodeBody's. TestRegisterCodec and
-// FuzzDecodeRegister compare both on the vectors and on mutations of them.
+// error are the same as Frame.DecodeBody's. TestRegisterCodec,
+// FuzzDecodeRegister and FuzzDecodeUpdateTopics compare both on the
+// vectors and on mutations of them. AppendRequest and AppendResponse
+// (request_encode.go) write the encoders' output straight into a frame.
 
 // MarshalCBOR encodes r with AppendRegister: Marshal and NewRequest take
 // it instead of reflection.
@@ -243,6 +245,19 @@ func (f *Frame) DecodeHeartbeat(h *Heartbeat) error {
 	}
 	*h = Heartbeat{}
 	return f.DecodeBody(h)
+}
+
+// DecodeUpdateTopics decodes an update-topics request body into u, as
+// Frame.DecodeBody does, reading the shape the deterministic encoder
+// produces by hand and anything else with the general decoder. The
+// upserted topics' names share one copy of the body, as DecodeRegister's
+// do; the removed names are strings of their own.
+func (f *Frame) DecodeUpdateTopics(u *UpdateTopics) error {
+	if len(f.Body) > 0 && decodeUpdateTopicsFast(f.Body, u) {
+		return nil
+	}
+	*u = UpdateTopics{}
+	return f.DecodeBody(u)
 }
 
 // keyedMap reads a map head and then its keys, each an unsigned integer
@@ -474,11 +489,56 @@ func decodeHeartbeatFast(body []byte, h *Heartbeat) bool {
 	return ok && len(b) == 0
 }
 
+func decodeUpdateTopicsFast(body []byte, u *UpdateTopics) bool {
+	*u = UpdateTopics{}
+	m := keyedMap{max: 6}
+	b, ok := m.open(body)
+	for ok && m.pairs > 0 {
+		var key uint64
+		if key, b, ok = m.next(b); !ok {
+			break
+		}
+		switch key {
+		case 1:
+			u.Cluster, b, ok = readString(b)
+		case 2:
+			u.Addr, b, ok = readString(b)
+		case 3:
+			u.Epoch, b, ok = readUint(b, math.MaxUint64)
+		case 4:
+			b, ok = decodeDataVersionFast(b, &u.DataVersion)
+		case 5:
+			b, ok = decodeTopicsFast(b, &u.Upsert)
+		case 6:
+			b, ok = decodeStringsFast(b, &u.Remove)
+		}
+	}
+	return ok && len(b) == 0
+}
+
+// decodeStringsFast reads an array of text strings, each a string of its
+// own.
+func decodeStringsFast(b []byte, out *[]string) ([]byte, bool) {
+	major, n, b, err := head(b)
+	// Each element takes at least one byte: a bound before allocating.
+	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b)) {
+		return nil, false
+	}
+	ss := make([]string, n)
+	ok := true
+	for i := 0; i < len(ss) && ok; i++ {
+		ss[i], b, ok = readString(b)
+	}
+	*out = ss
+	return b, ok
+}
+
 // MarshalBody is Marshal for a message body, taking the hand-written
 // encoders of this file directly: through Marshal, a MarshalCBOR result is
 // copied and checked for well-formedness once more, which costs a 3 KB
-// registration as much as encoding it. NewRequest and the node's answers
-// use it.
+// registration as much as encoding it. NewRequest uses it; AppendRequest
+// and AppendResponse encode the same bytes straight into a frame
+// (appendBody).
 func MarshalBody(v any) ([]byte, error) {
 	switch m := v.(type) {
 	case *Register:

@@ -118,6 +118,22 @@ func TestRegisterCodecEncode(t *testing.T) {
 		if b, err := MarshalBody(byValue); err != nil || !bytes.Equal(b, want) {
 			t.Fatalf("%s: MarshalBody by value %x, %v", name, b, err)
 		}
+		// The frames encoded in one pass, without AppendFrame's check of
+		// the body, are the frames AppendFrame makes of the same body.
+		frame, err := AppendFrame([]byte{0xee}, &Frame{Type: TypeHeartbeat, ID: 300, Body: want})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range []any{v, byValue} {
+			req, err := AppendRequest([]byte{0xee}, TypeHeartbeat, 300, body)
+			if err != nil || !bytes.Equal(req, frame) {
+				t.Fatalf("%s: AppendRequest(%T)\n%x, %v\nAppendFrame\n%x", name, body, req, err, frame)
+			}
+			resp, err := AppendResponse([]byte{0xee}, TypeHeartbeat, 300, body)
+			if err != nil || !bytes.Equal(resp, frame) {
+				t.Fatalf("%s: AppendResponse(%T)\n%x, %v\nAppendFrame\n%x", name, body, resp, err, frame)
+			}
+		}
 	}
 	vectors := 0
 	for _, lv := range loadVectors(t) {
@@ -355,4 +371,112 @@ func BenchmarkEncodeRegister(b *testing.B) {
 			buf = AppendRegister(buf[:0], r)
 		}
 	})
+}
+
+// updateTopicsInputs are update-topics bodies for the decoder tests: the
+// vectors, random updates, odd shapes of the remove list, and the
+// truncations and one-byte mutations of the small ones; the register
+// inputs too, whose keys 1 to 6 overlap.
+func updateTopicsInputs(t testing.TB) [][]byte {
+	var small [][]byte
+	for _, lv := range loadVectors(t) {
+		if lv.file.Type == "UpdateTopics" {
+			small = append(small, lv.cbor)
+		}
+	}
+	if len(small) == 0 {
+		t.Fatal("no UpdateTopics vectors")
+	}
+	small = append(small,
+		[]byte{0xa1, 0x06, 0x80},                         // empty remove list
+		[]byte{0xa1, 0x06, 0xf6},                         // null remove list
+		[]byte{0xa1, 0x06, 0x81, 0xf6},                   // null name
+		[]byte{0xa1, 0x06, 0x81, 0x01},                   // integer name
+		[]byte{0xa1, 0x06, 0x81, 0x62, 0xff, 0xfe},       // invalid UTF-8
+		[]byte{0xa1, 0x06, 0x82, 0x61, 0x61},             // one name short
+		[]byte{0xa1, 0x06, 0x9a, 0xff, 0xff, 0xff, 0xff}, // huge declared array
+		[]byte{0xa1, 0x06, 0x9f, 0x61, 0x61, 0xff},       // indefinite array
+		[]byte{0xa1, 0x05, 0x80},                         // empty upsert list
+		[]byte{0xa1, 0x07, 0x80},                         // unknown key
+		[]byte{0xa1, 0x03, 0x20},                         // negative epoch
+		[]byte{0xa2, 0x06, 0x80, 0x05, 0x80},             // keys out of order
+		[]byte{0xa2, 0x06, 0x80, 0x06, 0x80},             // duplicate key
+	)
+	var in [][]byte
+	in = append(in, small...)
+	for _, b := range small {
+		for k := range b {
+			in = append(in, b[:k])
+			for _, x := range []byte{0x00, 0x01, 0x05, 0x06, 0x18, 0x1f, 0x20, 0x3b, 0x61, 0x7f, 0x80, 0xa2, 0xf5, 0xff} {
+				m := bytes.Clone(b)
+				m[k] = x
+				in = append(in, m)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, r := range sampleRegisters() {
+		u := UpdateTopics{Cluster: r.Cluster, Addr: r.Addr, Epoch: r.HeartbeatTimeoutMs, DataVersion: r.DataVersion, Upsert: r.Topics}
+		for range rng.IntN(4) {
+			u.Remove = append(u.Remove, strings.Repeat("r", rng.IntN(300)))
+		}
+		in = append(in, mustMarshal(t, &u))
+	}
+	return append(in, registerInputs(t)...)
+}
+
+// TestDecodeUpdateTopics: the fast update-topics decoder gives what the
+// general decoder gives, value and error, on every input.
+func TestDecodeUpdateTopics(t *testing.T) {
+	fast := 0
+	for _, b := range updateTopicsInputs(t) {
+		fast += b2i(compareUpdateTopicsDecoders(t, b))
+	}
+	if fast < 100 {
+		t.Errorf("the fast path ran %d times", fast)
+	}
+}
+
+func compareUpdateTopicsDecoders(t testing.TB, b []byte) (fastPath bool) {
+	t.Helper()
+	f := &Frame{Type: TypeUpdateTopics, Body: b}
+	var want, got UpdateTopics
+	wantErr := f.DecodeBody(&want)
+	gotErr := f.DecodeUpdateTopics(&got)
+	sameResult(t, b, "DecodeUpdateTopics", got, want, gotErr, wantErr)
+	var u UpdateTopics
+	return len(b) > 0 && decodeUpdateTopicsFast(b, &u)
+}
+
+func FuzzDecodeUpdateTopics(f *testing.F) {
+	in := updateTopicsInputs(f)
+	for _, b := range in[:30] {
+		f.Add(b)
+	}
+	for _, b := range in[len(in)-200 : len(in)-195] {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { compareUpdateTopicsDecoders(t, b) })
+}
+
+// BenchmarkDecodeUpdateTopics decodes an update of ten topics, one
+// removed, by reflection and by hand.
+func BenchmarkDecodeUpdateTopics(b *testing.B) {
+	u := &UpdateTopics{Cluster: "BenchCluster", Addr: "10.1.0.1:10911", Epoch: 12345, DataVersion: DataVersion{Counter: 7},
+		Upsert: benchRegister().Topics[:10], Remove: []string{"bench_topic_0001_099"}}
+	f := &Frame{Type: TypeUpdateTopics, Body: mustMarshal(b, u)}
+	for name, decode := range map[string]func(*UpdateTopics) error{
+		"DecodeBody":         func(u *UpdateTopics) error { return f.DecodeBody(u) },
+		"DecodeUpdateTopics": f.DecodeUpdateTopics,
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var u UpdateTopics
+				if err := decode(&u); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

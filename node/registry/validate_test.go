@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -29,5 +30,54 @@ func TestQuickValidTopic(t *testing.T) {
 		if got, want := quickValidTopic(n), wire.ValidTopicName(n) == nil; got != want {
 			t.Errorf("quickValidTopic(%q) = %v, ValidTopicName says %v", n, got, want)
 		}
+	}
+}
+
+// TestRegisterRevalidatesChanged: Register skips its check only for a
+// registration Validate accepted and nobody changed since. Each field
+// Validate checks, changed to an invalid value after it accepted the
+// registration, and topics of another slice, are refused by Register as
+// if Validate had never run.
+func TestRegisterRevalidatesChanged(t *testing.T) {
+	valid := func() Registration {
+		return Registration{Cluster: "c1", BrokerName: "b1", Addr: "10.0.0.1:1", HAAddr: "10.0.0.1:2", Zone: "z",
+			DataVersion: wire.DataVersion{Counter: 1}, Topics: []wire.TopicConfig{{Name: "t1", ReadQueues: 1, WriteQueues: 1, Perm: 6}}}
+	}
+	changes := map[string]func(*Registration){
+		"cluster":           func(r *Registration) { r.Cluster = "" },
+		"broker name":       func(r *Registration) { r.BrokerName = "" },
+		"address":           func(r *Registration) { r.Addr = "no port" },
+		"HA address":        func(r *Registration) { r.HAAddr = "no port" },
+		"zone":              func(r *Registration) { r.Zone = "a\x00" },
+		"broker id":         func(r *Registration) { r.BrokerID = -1 },
+		"heartbeat timeout": func(r *Registration) { r.HeartbeatTimeout = -1 },
+		"topics":            func(r *Registration) { r.Topics = []wire.TopicConfig{{Name: "bad name"}} },
+		"more topics":       func(r *Registration) { r.Topics = append(r.Topics[:1:1], wire.TopicConfig{Name: "bad name"}) },
+	}
+	for name, change := range changes {
+		reg := valid()
+		if err := reg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		change(&reg)
+		r, _ := newTestRegistry(t)
+		if _, err := r.Register(reg); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s changed after Validate: Register gave %v, want ErrInvalid", name, err)
+		}
+		if err := reg.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Validate gave %v", name, err)
+		}
+		if _, err := r.Register(reg); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s refused by Validate: Register gave %v, want ErrInvalid", name, err)
+		}
+	}
+	r, _ := newTestRegistry(t)
+	reg := valid()
+	if err := reg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	reg.MayMove = func(string) error { return nil } // set by the node after Validate: not a checked field
+	if _, err := r.Register(reg); err != nil {
+		t.Errorf("validated registration: %v", err)
 	}
 }
