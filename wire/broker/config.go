@@ -98,8 +98,12 @@ type Config struct {
 	// --max-handshakes, --handshake-queue-timeout, 10 s by default), and
 	// says nothing meanwhile: a broker that gave up sooner would only
 	// join the back of the queue again, and the node's work on its first
-	// handshake would be lost. A node that is down is still found again as
-	// soon as it answers: the dial's retransmitted Initial reaches it.
+	// handshake would be lost. Only the first dial after a working
+	// connection (or the first of the session) is this patient: after a
+	// failed dial the node is more likely down than busy, and the next
+	// dials wait RequestTimeout, so a node back from an outage is found
+	// within a dial's first retransmissions instead of QUIC's backed-off
+	// later ones.
 	DialTimeout time.Duration
 	// Backoff schedules retries of failed requests and reconnects, per
 	// node. Default 200 ms to 30 s with full jitter; at most half the

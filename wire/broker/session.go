@@ -73,21 +73,24 @@ func (s *session) run() {
 	var conn *client.Conn
 	defer func() { s.finish(conn) }()
 	failures := 0
+	dialFails := 0 // consecutive failed dials
 	for s.runCtx.Err() == nil {
 		if conn == nil {
-			c, err := s.dial()
+			c, err := s.dial(dialFails == 0)
 			if err != nil {
 				if s.runCtx.Err() != nil {
 					return
 				}
 				s.failed("dial", err, failures)
 				failures++
+				dialFails++
 				if !s.sleep(nil, s.r.backoff.Delay(failures-1)) {
 					return
 				}
 				continue
 			}
 			conn = c
+			dialFails = 0
 		}
 		refused := s.serve(conn, &failures)
 		if s.runCtx.Err() != nil {
@@ -107,9 +110,22 @@ func (s *session) run() {
 	}
 }
 
-func (s *session) dial() (*client.Conn, error) {
+// dial connects to the node. A patient dial waits up to DialTimeout, as a
+// node queueing handshakes in a reconnect storm needs; after a failed dial
+// the next ones wait only RequestTimeout. A node that is down answers no
+// dial, and QUIC retransmits a dial's Initial with exponential backoff: a
+// dial that has waited 15 s for a node is resent seconds apart, so when the
+// node comes back it would be found seconds late, where a fresh short dial
+// finds it within its first retransmissions (node/simtest
+// TestNodeCrashAndRestart, 3 min outage: the last broker back 6.5 s after the
+// restart with patient redials, within 6 s with short ones).
+func (s *session) dial(patient bool) (*client.Conn, error) {
 	cfg := &s.r.cfg
-	ctx, cancel := context.WithTimeout(s.runCtx, cfg.DialTimeout)
+	timeout := cfg.DialTimeout
+	if !patient {
+		timeout = min(timeout, cfg.RequestTimeout)
+	}
+	ctx, cancel := context.WithTimeout(s.runCtx, timeout)
 	defer cancel()
 	c, err := client.Dial(ctx, s.addr, client.Config{TLS: cfg.TLS, RequestTimeout: cfg.RequestTimeout, Transport: cfg.Transport})
 	if err != nil {
