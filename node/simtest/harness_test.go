@@ -348,6 +348,9 @@ type simConfig struct {
 	// Node edits every node's configuration (timings stay at the
 	// defaults unless it changes them).
 	Node func(*node.Config)
+	// FirstClientFanout, when set, is client 0's routeclient Fanout (the
+	// others keep the default).
+	FirstClientFanout int
 }
 
 // sim is one deployment inside a synctest bubble. newSim registers a
@@ -630,16 +633,27 @@ type simClient struct {
 }
 
 func (s *sim) startClient(i int) *simClient {
-	return s.startClientOf(i, s.nodeAddrs(), clientRefresh)
+	fanout := 0
+	if i == 0 {
+		fanout = s.cfg.FirstClientFanout
+	}
+	return s.startClientFanout(i, s.nodeAddrs(), clientRefresh, fanout)
 }
 
 // startClientOf starts client i reading from the nodes at addrs.
 func (s *sim) startClientOf(i int, addrs []string, refresh time.Duration) *simClient {
+	return s.startClientFanout(i, addrs, refresh, 0)
+}
+
+// startClientFanout is startClientOf asking fanout nodes at once (0: the
+// default).
+func (s *sim) startClientFanout(i int, addrs []string, refresh time.Duration, fanout int) *simClient {
 	sc := &simClient{idx: i, conn: s.net.endpoint(netip.AddrPortFrom(clientIP(i), endpointPort))}
 	sc.tr = &quic.Transport{Conn: sc.conn}
 	c, err := routeclient.New(routeclient.Config{
 		Nodes:           nodes.Static(addrs...),
 		RefreshInterval: refresh,
+		Fanout:          fanout,
 		TLS:             s.tlsFor(pki.RoleClient, fmt.Sprintf("client-%d", i), nil),
 		Logger:          s.ev.logger("client", i),
 		Transport:       sc.tr,
