@@ -76,7 +76,13 @@ func TestWatchPushesChanges(t *testing.T) {
 	}
 	unregister(t, tn, "10.0.0.1:10911")
 	unregister(t, tn, "10.0.0.2:10911")
-	if u = next(t, ch); u.Topic != "orders" || !u.Gone || u.Version != 0 {
+	// The state between the two unregisters (b2 alone) is real and may be
+	// pushed first if the push runs between them; then "gone" follows.
+	u = next(t, ch)
+	if u.Topic == "orders" && !u.Gone && len(u.Route.Brokers) == 1 && u.Route.Brokers[0].Name == "b2" {
+		u = next(t, ch)
+	}
+	if u.Topic != "orders" || !u.Gone || u.Version != 0 {
 		t.Fatalf("update after every broker left: %+v", u)
 	}
 	// The pushed routes feed the cache: no query needed.
