@@ -29,27 +29,58 @@ type Pipe struct {
 	err    error
 	done   chan struct{}
 	events chan *wire.Frame
+	// onEvent, when set, is given each pushed frame on the read goroutine
+	// instead of events (OpenWatchPipe).
+	onEvent func(*wire.Frame)
 }
 
 // OpenPipe opens a new long-lived stream.
 func (c *Conn) OpenPipe(ctx context.Context) (*Pipe, error) {
+	return c.openPipe(ctx, nil)
+}
+
+// OpenWatchPipe opens a long-lived stream whose pushed frames (id 0) are
+// given to onEvent, one at a time, on the goroutine that reads the stream,
+// as soon as each is read: no channel and no second goroutine between the
+// stream and the watcher, which matters when thousands of watch streams
+// share a few cores. Events then delivers nothing (it is closed when the
+// pipe ends, so ranging over it waits for the last onEvent to return).
+//
+// While onEvent runs the stream is not read, responses to Call included:
+// it must not block, and must not Call on the same pipe. A slow onEvent
+// slows the node's pushes to this stream through QUIC flow control, as a
+// full Events buffer does.
+func (c *Conn) OpenWatchPipe(ctx context.Context, onEvent func(*wire.Frame)) (*Pipe, error) {
+	if onEvent == nil {
+		return nil, fmt.Errorf("OpenWatchPipe: onEvent is nil")
+	}
+	return c.openPipe(ctx, onEvent)
+}
+
+func (c *Conn) openPipe(ctx context.Context, onEvent func(*wire.Frame)) (*Pipe, error) {
 	s, err := c.qc.OpenStreamSync(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open stream to %s: %w", c.addr, err)
 	}
 	p := &Pipe{
-		s:      s,
-		conn:   c,
-		wait:   make(map[uint64]chan *wire.Frame),
-		done:   make(chan struct{}),
-		events: make(chan *wire.Frame, EventBuffer),
+		s:       s,
+		conn:    c,
+		wait:    make(map[uint64]chan *wire.Frame),
+		done:    make(chan struct{}),
+		onEvent: onEvent,
+	}
+	if onEvent == nil {
+		p.events = make(chan *wire.Frame, EventBuffer)
+	} else {
+		p.events = make(chan *wire.Frame)
 	}
 	go p.readLoop()
 	return p, nil
 }
 
 // Events delivers frames the node pushes (id 0), such as route events on a
-// watch. It is closed when the pipe ends.
+// watch (for a pipe from OpenWatchPipe, none: they go to its onEvent). It
+// is closed when the pipe ends, after the last event was handed over.
 func (p *Pipe) Events() <-chan *wire.Frame { return p.events }
 
 // Done is closed when the pipe ends; Err then says why.
@@ -152,6 +183,10 @@ func (p *Pipe) readLoop() {
 			return
 		}
 		if f.ID == 0 {
+			if p.onEvent != nil {
+				p.onEvent(&f)
+				continue
+			}
 			select {
 			case p.events <- &f:
 			case <-p.done:
