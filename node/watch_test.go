@@ -26,6 +26,8 @@ type watchClient struct {
 	have     map[string]uint64
 	watching map[string]bool
 	done     chan struct{}
+	direct   bool // events go to event on the pipe's read goroutine
+	strays   int  // events a direct pipe delivered on Events instead; under mu
 }
 
 func newWatchClient(t *testing.T, c *client.Conn) *watchClient {
@@ -38,7 +40,7 @@ func newWatchClient(t *testing.T, c *client.Conn) *watchClient {
 // through its Events channel.
 func openWatchClient(t *testing.T, c *client.Conn, direct bool) *watchClient {
 	t.Helper()
-	wc := &watchClient{have: map[string]uint64{}, watching: map[string]bool{}, done: make(chan struct{})}
+	wc := &watchClient{have: map[string]uint64{}, watching: map[string]bool{}, done: make(chan struct{}), direct: direct}
 	var err error
 	if direct {
 		wc.p, err = c.OpenWatchPipe(ctxT(t), wc.event)
@@ -56,6 +58,11 @@ func openWatchClient(t *testing.T, c *client.Conn, direct bool) *watchClient {
 func (wc *watchClient) read() {
 	defer close(wc.done)
 	for f := range wc.p.Events() { // none for a direct pipe: it ends with the pipe
+		if wc.direct {
+			wc.mu.Lock()
+			wc.strays++
+			wc.mu.Unlock()
+		}
 		wc.event(f)
 	}
 }
@@ -250,6 +257,12 @@ func TestWatchChurnWhileRoutesChange(t *testing.T) {
 			wc.mu.Unlock()
 			t.Fatalf("watcher %d: %d watched topics never got their final version, e.g. %s: has %016x, want %016x (stream error: %v)",
 				i, len(behind), behind[0], got, want[behind[0]], wc.p.Err())
+		}
+		wc.mu.Lock()
+		strays := wc.strays
+		wc.mu.Unlock()
+		if strays > 0 {
+			t.Errorf("watcher %d reads its pipe directly, but %d events came on its Events channel", i, strays)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -46,7 +47,9 @@ func (c *Conn) OpenPipe(ctx context.Context) (*Pipe, error) {
 // share a few cores. Events then delivers nothing (it is closed when the
 // pipe ends, so ranging over it waits for the last onEvent to return).
 //
-// While onEvent runs the stream is not read, responses to Call included:
+// The frame and its body are onEvent's only until it returns: they share
+// the pipe's read buffer, so onEvent copies what it keeps. While onEvent
+// runs the stream is not read, responses to Call included:
 // it must not block, and must not Call on the same pipe. A slow onEvent
 // slows the node's pushes to this stream through QUIC flow control, as a
 // full Events buffer does.
@@ -176,17 +179,36 @@ func (p *Pipe) unregister(id uint64) {
 
 func (p *Pipe) readLoop() {
 	defer close(p.events)
+	// One buffer for the stream's bytes (frameReader): one Read usually
+	// brings a frame's length prefix and body together. A frame handed to
+	// onEvent shares it (onEvent returns before the next read); anything
+	// kept beyond that (a response, an event queued on events) is decoded
+	// from a copy of its own.
+	var fr frameReader
+	var ev wire.Frame // the frame given to onEvent, reused
 	for {
-		f, err := wire.ReadFrame(p.s, p.conn.cfg.MaxResponseLen)
+		b, err := fr.next(p.s, p.conn.cfg.MaxResponseLen)
 		if err != nil {
 			p.fail(err)
 			return
 		}
-		if f.ID == 0 {
-			if p.onEvent != nil {
-				p.onEvent(&f)
+		var f wire.Frame
+		if p.onEvent != nil {
+			ev = wire.Frame{} // DecodeFrame leaves fields the frame omits as they were
+			if err := wire.DecodeFrame(b, &ev); err != nil {
+				p.fail(err)
+				return
+			}
+			if ev.ID == 0 {
+				p.onEvent(&ev)
 				continue
 			}
+		}
+		if err := wire.DecodeFrame(bytes.Clone(b), &f); err != nil {
+			p.fail(err)
+			return
+		}
+		if f.ID == 0 {
 			select {
 			case p.events <- &f:
 			case <-p.done:
