@@ -26,35 +26,59 @@ type watchClient struct {
 	have     map[string]uint64
 	watching map[string]bool
 	done     chan struct{}
+	direct   bool // events go to event on the pipe's read goroutine
+	strays   int  // events a direct pipe delivered on Events instead; under mu
 }
 
 func newWatchClient(t *testing.T, c *client.Conn) *watchClient {
 	t.Helper()
-	p, err := c.OpenPipe(ctxT(t))
+	return openWatchClient(t, c, false)
+}
+
+// openWatchClient is newWatchClient; direct has the events given to the
+// watcher on the pipe's read goroutine (client.OpenWatchPipe) instead of
+// through its Events channel.
+func openWatchClient(t *testing.T, c *client.Conn, direct bool) *watchClient {
+	t.Helper()
+	wc := &watchClient{have: map[string]uint64{}, watching: map[string]bool{}, done: make(chan struct{}), direct: direct}
+	var err error
+	if direct {
+		wc.p, err = c.OpenWatchPipe(ctxT(t), wc.event)
+	} else {
+		wc.p, err = c.OpenPipe(ctxT(t))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
-	wc := &watchClient{p: p, have: map[string]uint64{}, watching: map[string]bool{}, done: make(chan struct{})}
+	t.Cleanup(func() { wc.p.Close() })
 	go wc.read()
 	return wc
 }
 
 func (wc *watchClient) read() {
 	defer close(wc.done)
-	for f := range wc.p.Events() {
-		var ev wire.RouteEvent
-		if f.DecodeBody(&ev) != nil {
-			continue
+	for f := range wc.p.Events() { // none for a direct pipe: it ends with the pipe
+		if wc.direct {
+			wc.mu.Lock()
+			wc.strays++
+			wc.mu.Unlock()
 		}
-		wc.mu.Lock()
-		if ev.Result.Status == wire.StatusNotFound {
-			wc.have[ev.Result.Topic] = 0
-		} else {
-			wc.have[ev.Result.Topic] = ev.Result.Version
-		}
-		wc.mu.Unlock()
+		wc.event(f)
 	}
+}
+
+func (wc *watchClient) event(f *wire.Frame) {
+	var ev wire.RouteEvent
+	if f.DecodeBody(&ev) != nil {
+		return
+	}
+	wc.mu.Lock()
+	if ev.Result.Status == wire.StatusNotFound {
+		wc.have[ev.Result.Topic] = 0
+	} else {
+		wc.have[ev.Result.Topic] = ev.Result.Version
+	}
+	wc.mu.Unlock()
 }
 
 func (wc *watchClient) watch(ctx context.Context, topics []string) error {
@@ -137,8 +161,8 @@ func TestWatchChurnWhileRoutesChange(t *testing.T) {
 
 	conn := tn.dial(pki.RoleClient)
 	wcs := make([]*watchClient, watchers)
-	for i := range wcs {
-		wcs[i] = newWatchClient(t, conn)
+	for i := range wcs { // half read their streams directly (client.OpenWatchPipe)
+		wcs[i] = openWatchClient(t, conn, i%2 == 1)
 	}
 
 	stopRoutes := make(chan struct{})
@@ -233,6 +257,12 @@ func TestWatchChurnWhileRoutesChange(t *testing.T) {
 			wc.mu.Unlock()
 			t.Fatalf("watcher %d: %d watched topics never got their final version, e.g. %s: has %016x, want %016x (stream error: %v)",
 				i, len(behind), behind[0], got, want[behind[0]], wc.p.Err())
+		}
+		wc.mu.Lock()
+		strays := wc.strays
+		wc.mu.Unlock()
+		if strays > 0 {
+			t.Errorf("watcher %d reads its pipe directly, but %d events came on its Events channel", i, strays)
 		}
 	}
 }

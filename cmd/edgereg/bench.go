@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ type benchFlags struct {
 	policy            string
 	zone              string
 	cpuProfile        string
+	execTrace         string
 	remotingAddr      string
 	perf              perfFlags // refresh and watch (bench_perf.go)
 }
@@ -87,8 +89,9 @@ time per operation. Workloads:
   heartbeat  --brokers brokers heartbeating on their session streams
   watch      --watchers streams watch --watch-topics topics whose routes change
              --change-rate times a second; reports change-to-delivery latency (from
-             just before the changing request is sent to the reader holding the
-             event frame) and deliveries/s (ops are deliveries)
+             just before the changing request is sent to the moment the stream's read
+             goroutine has read the event frame, before its body is decoded), the same
+             to the last watcher of each change, and deliveries/s (ops are deliveries)
   storm      --brokers brokers connect and register at once; reports time to all registered
   remoting-route  the route workload in RocketMQ remoting (GET_ROUTEINFO_BY_TOPIC): to the
              node's remoting listener, then through a gateway's cache in front of it
@@ -124,6 +127,7 @@ process (so its CPU can be measured); --spawn=false uses --nodes instead, with
 	f.Int64Var(&bf.maxOps, "max-ops", 50_000_000, "stop a workload after this many operations")
 	f.StringVar(&bf.policy, "policy", "", "route workload: push this module as the route policy first")
 	f.StringVar(&bf.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
+	f.StringVar(&bf.execTrace, "trace", "", "write the load generator's own execution trace to this file (go tool trace)")
 	f.StringVar(&bf.zone, "zone", "", "route workload: the zone clients send (groups alternate zone-0 and zone-1)")
 	f.StringVar(&bf.remotingAddr, "remoting-addr", "", "remoting-route with --spawn=false: the node's remoting listener, host:port")
 	addPerfFlags(f, &bf.perf)
@@ -141,6 +145,17 @@ func runBench(cmd *cobra.Command, g *globals, bf *benchFlags, workloads []string
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if bf.execTrace != "" {
+		f, err := os.Create(bf.execTrace)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	var results []benchResult
 	for _, w := range workloads {

@@ -78,12 +78,17 @@ func (c *watchClock) start(topic, slot int, t time.Time) {
 // watcher of each change and how long the change took to be acknowledged.
 //
 // A latency runs from just before the update-topics request is sent (so it
-// includes the request's way to the node) to the moment the receiving
-// goroutine has the event frame, before it decodes the body. The
-// receivers decode each distinct event body once and remember what it
-// said (the node sends every watcher of a topic version the same bytes):
-// client and node share the machine, and decoding a thousand copies of one
-// event would measure the load generator, not the node's fan-out.
+// includes the request's way to the node) to the moment the stream's read
+// goroutine has read the event frame, before its body is decoded: each
+// watch stream is read by its own goroutine, which hands the frame to the
+// watcher's check directly (client.OpenWatchPipe), with no channel or
+// second goroutine in between to add its wake-up to the latency. Every
+// delivery is checked (its topic and the change its route shows, hence
+// its version), but each distinct event body is decoded once and what it
+// said remembered (the node sends every watcher of a topic version the
+// same bytes): client and node share the machine, and decoding a thousand
+// copies of one event would measure the load generator, not the node's
+// fan-out.
 func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf *benchFlags) (benchResult, error) {
 	pf := bf.perf
 	if pf.watchers < 1 || pf.watchTopics < 1 || pf.changeRate <= 0 || pf.watchersPer < 1 {
@@ -111,16 +116,6 @@ func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf
 		return benchResult{}, err
 	}
 	defer closeAll(conns)
-	pipes, err := openWatches(ctx, conns, pf, topics)
-	if err != nil {
-		return benchResult{}, err
-	}
-	defer func() {
-		for _, p := range pipes {
-			p.Close()
-		}
-	}()
-
 	// A thousand reader goroutines whose stacks grow for every event after
 	// each collection shrank them took a sixth of the load generator's CPU
 	// at the default GOGC; this process's heap is small, so collect less.
@@ -129,15 +124,17 @@ func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf
 	events := &eventCache{clock: clock, m: make(map[string]eventKey)}
 	var measuring atomic.Bool
 	var deliveries, errs atomic.Int64
-	lat := make([][]time.Duration, len(pipes))
-	var wg sync.WaitGroup
-	for i, p := range pipes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lat[i] = receiveEvents(p, clock, events, &measuring, &deliveries, &errs)
-		}()
+	pipes, rcvs, err := openWatches(ctx, conns, pf, topics, func() *watchReceiver {
+		return &watchReceiver{clock: clock, events: events, measuring: &measuring, deliveries: &deliveries, errs: &errs}
+	})
+	if err != nil {
+		return benchResult{}, err
 	}
+	defer func() {
+		for _, p := range pipes {
+			p.Close()
+		}
+	}()
 
 	var changes []watchChange
 	var acks []time.Duration
@@ -191,10 +188,13 @@ func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf
 	elapsed := time.Since(start)
 	cpu1 := procCPU(tgt.pid)
 	stopProgress()
-	for _, p := range pipes {
+	lat := make([][]time.Duration, len(pipes))
+	for i, p := range pipes {
 		p.Close()
+		for range p.Events() { // closed once its last onEvent returned
+		}
+		lat[i] = rcvs[i].lat
 	}
-	wg.Wait()
 
 	res := summarize("watch", lat, deliveries.Load(), errs.Load(), elapsed, cpu1-cpu0)
 	lastP50, lastP99, incomplete := lastDelivery(clock, changes, len(pipes))
@@ -209,65 +209,77 @@ func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf
 	return res, nil
 }
 
-// openWatches opens the watch streams, spread over conns, and waits for
-// each one's initial push of every topic.
-func openWatches(ctx context.Context, conns []*client.Conn, pf perfFlags, topics []string) ([]*client.Pipe, error) {
+// openWatches opens the watch streams, spread over conns, each with a
+// receiver from newReceiver that reads it on the stream's own read
+// goroutine, and waits for each one's initial push of every topic.
+func openWatches(ctx context.Context, conns []*client.Conn, pf perfFlags, topics []string, newReceiver func() *watchReceiver) ([]*client.Pipe, []*watchReceiver, error) {
 	q := &wire.Watch{Topics: make([]wire.TopicVersion, len(topics))}
 	for i, t := range topics {
 		q.Topics[i].Topic = t
 	}
 	pipes := make([]*client.Pipe, 0, pf.watchers)
-	fail := func(err error) ([]*client.Pipe, error) {
+	rcvs := make([]*watchReceiver, 0, pf.watchers)
+	fail := func(err error) ([]*client.Pipe, []*watchReceiver, error) {
 		for _, p := range pipes {
 			p.Close()
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range pf.watchers {
-		p, err := conns[i/pf.watchersPer].OpenPipe(ctx)
+		r := newReceiver()
+		p, err := conns[i/pf.watchersPer].OpenWatchPipe(ctx, r.receive)
 		if err != nil {
 			return fail(err)
 		}
 		pipes = append(pipes, p)
+		rcvs = append(rcvs, r)
 		if err := p.Call(ctx, wire.TypeWatch, q, &wire.WatchAck{}); err != nil {
 			return fail(fmt.Errorf("watch: %w", err))
 		}
 	}
-	for _, p := range pipes {
-		for range topics {
+	for i, p := range pipes {
+		for rcvs[i].initial.Load() < int64(len(topics)) {
 			select {
-			case <-p.Events():
 			case <-p.Done():
 				return fail(fmt.Errorf("watch stream ended: %w", p.Err()))
 			case <-ctx.Done():
 				return fail(ctx.Err())
+			case <-time.After(time.Millisecond):
 			}
 		}
 	}
-	return pipes, nil
+	return pipes, rcvs, nil
 }
 
-// receiveEvents reads one watch stream's pushes until it ends, timing each
-// against the change it shows.
-func receiveEvents(p *client.Pipe, clock *watchClock, events *eventCache, measuring *atomic.Bool, deliveries, errs *atomic.Int64) []time.Duration {
-	var lat []time.Duration
-	for f := range p.Events() {
-		now := time.Now()
-		k, err := events.lookup(f.Body)
-		if err != nil {
-			errs.Add(1)
-			continue
-		}
-		if !k.change {
-			continue // the initial route
-		}
-		d, seen := clock.delivered(k.topic, k.slot, now)
-		if seen && measuring.Load() {
-			deliveries.Add(1)
-			lat = append(lat, d)
-		}
+// watchReceiver checks and times one watch stream's pushes. Its receive
+// runs on the stream's read goroutine (client.OpenWatchPipe), so a
+// delivery's time is taken as soon as its frame is read, with no hand-off
+// to another goroutine in between.
+type watchReceiver struct {
+	clock            *watchClock
+	events           *eventCache
+	measuring        *atomic.Bool
+	deliveries, errs *atomic.Int64
+	initial          atomic.Int64    // initial routes seen
+	lat              []time.Duration // read once the pipe's events are closed
+}
+
+func (r *watchReceiver) receive(f *wire.Frame) {
+	now := time.Now()
+	k, err := r.events.lookup(f.Body)
+	if err != nil {
+		r.errs.Add(1)
+		return
 	}
-	return lat
+	if !k.change {
+		r.initial.Add(1)
+		return
+	}
+	d, seen := r.clock.delivered(k.topic, k.slot, now)
+	if seen && r.measuring.Load() {
+		r.deliveries.Add(1)
+		r.lat = append(r.lat, d)
+	}
 }
 
 // eventKey is what a route event says: the change (topic, slot) it shows,

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -29,27 +30,60 @@ type Pipe struct {
 	err    error
 	done   chan struct{}
 	events chan *wire.Frame
+	// onEvent, when set, is given each pushed frame on the read goroutine
+	// instead of events (OpenWatchPipe).
+	onEvent func(*wire.Frame)
 }
 
 // OpenPipe opens a new long-lived stream.
 func (c *Conn) OpenPipe(ctx context.Context) (*Pipe, error) {
+	return c.openPipe(ctx, nil)
+}
+
+// OpenWatchPipe opens a long-lived stream whose pushed frames (id 0) are
+// given to onEvent, one at a time, on the goroutine that reads the stream,
+// as soon as each is read: no channel and no second goroutine between the
+// stream and the watcher, which matters when thousands of watch streams
+// share a few cores. Events then delivers nothing (it is closed when the
+// pipe ends, so ranging over it waits for the last onEvent to return).
+//
+// The frame and its body are onEvent's only until it returns: they share
+// the pipe's read buffer, so onEvent copies what it keeps. While onEvent
+// runs the stream is not read, responses to Call included:
+// it must not block, and must not Call on the same pipe. A slow onEvent
+// slows the node's pushes to this stream through QUIC flow control, as a
+// full Events buffer does.
+func (c *Conn) OpenWatchPipe(ctx context.Context, onEvent func(*wire.Frame)) (*Pipe, error) {
+	if onEvent == nil {
+		return nil, fmt.Errorf("OpenWatchPipe: onEvent is nil")
+	}
+	return c.openPipe(ctx, onEvent)
+}
+
+func (c *Conn) openPipe(ctx context.Context, onEvent func(*wire.Frame)) (*Pipe, error) {
 	s, err := c.qc.OpenStreamSync(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open stream to %s: %w", c.addr, err)
 	}
 	p := &Pipe{
-		s:      s,
-		conn:   c,
-		wait:   make(map[uint64]chan *wire.Frame),
-		done:   make(chan struct{}),
-		events: make(chan *wire.Frame, EventBuffer),
+		s:       s,
+		conn:    c,
+		wait:    make(map[uint64]chan *wire.Frame),
+		done:    make(chan struct{}),
+		onEvent: onEvent,
+	}
+	if onEvent == nil {
+		p.events = make(chan *wire.Frame, EventBuffer)
+	} else {
+		p.events = make(chan *wire.Frame)
 	}
 	go p.readLoop()
 	return p, nil
 }
 
 // Events delivers frames the node pushes (id 0), such as route events on a
-// watch. It is closed when the pipe ends.
+// watch (for a pipe from OpenWatchPipe, none: they go to its onEvent). It
+// is closed when the pipe ends, after the last event was handed over.
 func (p *Pipe) Events() <-chan *wire.Frame { return p.events }
 
 // Done is closed when the pipe ends; Err then says why.
@@ -145,9 +179,32 @@ func (p *Pipe) unregister(id uint64) {
 
 func (p *Pipe) readLoop() {
 	defer close(p.events)
+	// One buffer for the stream's bytes (frameReader): one Read usually
+	// brings a frame's length prefix and body together. A frame handed to
+	// onEvent shares it (onEvent returns before the next read); anything
+	// kept beyond that (a response, an event queued on events) is decoded
+	// from a copy of its own.
+	var fr frameReader
+	var ev wire.Frame // the frame given to onEvent, reused
 	for {
-		f, err := wire.ReadFrame(p.s, p.conn.cfg.MaxResponseLen)
+		b, err := fr.next(p.s, p.conn.cfg.MaxResponseLen)
 		if err != nil {
+			p.fail(err)
+			return
+		}
+		var f wire.Frame
+		if p.onEvent != nil {
+			ev = wire.Frame{} // DecodeFrame leaves fields the frame omits as they were
+			if err := wire.DecodeFrame(b, &ev); err != nil {
+				p.fail(err)
+				return
+			}
+			if ev.ID == 0 {
+				p.onEvent(&ev)
+				continue
+			}
+		}
+		if err := wire.DecodeFrame(bytes.Clone(b), &f); err != nil {
 			p.fail(err)
 			return
 		}
