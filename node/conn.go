@@ -154,8 +154,9 @@ func (n *Node) streamServer(cs *connState, s *quic.Stream) {
 	var idle *time.Timer
 	wd := newReadWatchdog()
 	defer wd.stop()
+	var kept streamScratch // what one stream leaves the next (serveStream)
 	for {
-		n.serveStream(cs, s, wd)
+		n.serveStream(cs, s, wd, &kept)
 		cs, s = nil, nil // hold nothing of the last stream while idle
 		if p.idle.Add(1) > maxIdleStreamServers {
 			p.idle.Add(-1)
@@ -214,6 +215,28 @@ type streamWriter struct {
 	// spare is the stream's last get-routes answer, emptied, for its
 	// next read (node/encode.go). Only the request loop uses it.
 	spare *routeSet
+}
+
+// streamScratch is what a stream server keeps from one stream for the
+// next: the write buffer and the emptied get-routes answer its last stream
+// ended with. With a stream per request, each stream would otherwise grow
+// a new buffer and build a new answer for its one request.
+type streamScratch struct {
+	buf   []byte
+	spare *routeSet
+}
+
+// takeFrom keeps w's buffer and spare answer. Only a stream that never
+// watched gives them up: a watch stream's writer is shared with its
+// connection's pusher (watch.go), which may still hold it.
+func (k *streamScratch) takeFrom(w *streamWriter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cap(w.buf) <= maxKeptWriteBuf {
+		k.buf = w.buf[:0]
+	}
+	k.spare = w.spare
+	w.buf, w.spare = nil, nil
 }
 
 // maxKeptWriteBuf bounds the encode buffer a stream keeps between frames.
@@ -280,16 +303,20 @@ func (w *streamWriter) writeLocked(buf []byte) error {
 
 // serveStream answers the frames of one stream in order until the peer
 // finishes it, breaks the protocol, or goes quiet for too long.
-func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog) {
+func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept *streamScratch) {
 	n.stats.streams.Add(1)
 	defer n.stats.streams.Add(-1)
 	wd.watch(s)
 	defer wd.release()
 	w := &streamWriter{s: s, timeout: n.cfg.WriteTimeout, onTimeout: n.stats.timeouts.Inc}
+	w.buf, w.spare = kept.buf, kept.spare
+	*kept = streamScratch{}
 	var watch *watcher
 	defer func() {
 		if watch != nil {
 			watch.close()
+		} else {
+			kept.takeFrom(w)
 		}
 		s.Close()
 	}()
