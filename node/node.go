@@ -60,7 +60,8 @@ type Node struct {
 	tr       *quic.Transport
 	ln       *quic.Listener
 	workers  chan struct{}
-	servers  *streamServers // idle goroutines that serve the next stream (conn.go)
+	servers  *streamServers  // idle goroutines that serve the next stream (conn.go)
+	filtered *filteredGroups // the groups of policy-filtered routes (info.go)
 	inFlight *byteBudget
 	closing  atomic.Bool
 	conns    sync.Map // *quic.Conn -> struct{}
@@ -97,6 +98,7 @@ func New(cfg Config) (*Node, error) {
 		inFlight: newByteBudget(int64(cfg.MaxBytesInFlight)),
 		stop:     make(chan struct{}),
 		servers:  newStreamServers(),
+		filtered: newFilteredGroups(),
 	}
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
 	n.warn = newWarnings(cfg.Logger)
