@@ -41,6 +41,8 @@ test:
 	$(GO) test -race -timeout 15m ./...
 	$(GO) test -tags rocketmq -count=1 -timeout 5m ./node/remotingtest ./node/gatewaytest
 	cd $(DEPLOY) && $(GO) vet ./... && $(GO) test -timeout 10m ./...
+	# Every benchmark once, so one that stops working fails the build.
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./...
 
 image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/edgereg-linux-$(IMAGE_ARCH) ./cmd/edgereg
@@ -48,7 +50,7 @@ image:
 		--version $(VERSION) --commit $(COMMIT) --arch $(IMAGE_ARCH) --out $(CURDIR)/$(IMAGE)
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... > bench.txt; status=$$?; cat bench.txt; exit $$status
 
 fuzz:
 	@for pkg in $(FUZZ_PKGS); do \

@@ -140,10 +140,10 @@ func BenchmarkExpiryScan(b *testing.B) {
 				b.StopTimer()
 				for i := range 10 {
 					rg := reg("c2", fmt.Sprintf("short%d", i), 0, fmt.Sprintf("10.200.0.%d:1", i), "t")
-					rg.HeartbeatTimeout = time.Millisecond
+					rg.HeartbeatTimeout = DefaultMinThreshold // the shortest a broker may ask for
 					mustRegister(b, r, rg)
 				}
-				clk.Advance(time.Millisecond)
+				clk.Advance(DefaultMinThreshold + time.Millisecond)
 				b.StartTimer()
 				if got := r.ExpireDue(); len(got) != 10 {
 					b.Fatalf("expired %d, want 10", len(got))
