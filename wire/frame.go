@@ -230,17 +230,7 @@ func appendFrameMap(dst []byte, f *Frame) []byte {
 // appendUint appends a CBOR unsigned integer (major type 0) in its
 // shortest form.
 func appendUint(dst []byte, v uint64) []byte {
-	switch {
-	case v < 24:
-		return append(dst, byte(v))
-	case v <= 0xff:
-		return append(dst, 0x18, byte(v))
-	case v <= 0xffff:
-		return binary.BigEndian.AppendUint16(append(dst, 0x19), uint16(v))
-	case v <= 0xffffffff:
-		return binary.BigEndian.AppendUint32(append(dst, 0x1a), uint32(v))
-	}
-	return binary.BigEndian.AppendUint64(append(dst, 0x1b), v)
+	return appendHead(dst, 0, v)
 }
 
 // WriteFrame writes f as one length-prefixed frame with a single Write.

@@ -1,6 +1,6 @@
 package wire
 
-import "encoding/binary"
+import "math"
 
 // The hand-written frame decoder. Every request and response passes
 // DecodeFrame, and the reflection decoder spends most of its time on
@@ -57,11 +57,11 @@ func decodeFrameFast(b []byte, f *Frame) bool {
 		b = b[1:]
 		switch key {
 		case 1:
-			if typ, b, ok = fastUint(b); !ok || typ > 0xffff {
+			if typ, b, ok = readUint(b, 0xffff); !ok {
 				return false
 			}
 		case 2:
-			if id, b, ok = fastUint(b); !ok {
+			if id, b, ok = readUint(b, math.MaxUint64); !ok {
 				return false
 			}
 		case 3:
@@ -90,34 +90,6 @@ func decodeFrameFast(b []byte, f *Frame) bool {
 	return true
 }
 
-// fastUint reads an unsigned integer (major type 0) in any of its widths.
-func fastUint(b []byte) (uint64, []byte, bool) {
-	if len(b) == 0 || b[0]>>5 != 0 {
-		return 0, nil, false
-	}
-	v, rest, ok := fastArg(b)
-	return v, rest, ok
-}
-
-// fastArg splits off an item's head, as head does, and returns its
-// argument; it refuses reserved and indefinite forms.
-func fastArg(b []byte) (uint64, []byte, bool) {
-	ai := b[0] & 0x1f
-	switch {
-	case ai < 24:
-		return uint64(ai), b[1:], true
-	case ai == 24 && len(b) >= 2:
-		return uint64(b[1]), b[2:], true
-	case ai == 25 && len(b) >= 3:
-		return uint64(binary.BigEndian.Uint16(b[1:])), b[3:], true
-	case ai == 26 && len(b) >= 5:
-		return uint64(binary.BigEndian.Uint32(b[1:])), b[5:], true
-	case ai == 27 && len(b) >= 9:
-		return binary.BigEndian.Uint64(b[1:]), b[9:], true
-	}
-	return 0, nil, false
-}
-
 // skipRaw skips one data item inside a container nested depth deep and
 // returns what follows it; ok is false for anything the CBOR library's
 // well-formedness check might refuse or treat otherwise (see
@@ -140,8 +112,8 @@ func skipRaw(b []byte, depth int) (rest []byte, ok bool) {
 		}
 		return nil, false // other simple values, reserved forms, break
 	}
-	arg, b, ok := fastArg(b)
-	if !ok {
+	_, arg, b, err := head(b)
+	if err != nil {
 		return nil, false
 	}
 	switch major {

@@ -268,9 +268,9 @@ func (d *routesDecoder) groups(b []byte, reuse []GroupFreshness) ([]GroupFreshne
 			case 1:
 				g.BrokerName, b, ok = d.str(b, old)
 			case 2:
-				g.AgeMs, b, ok = int64Item(b)
+				g.AgeMs, b, ok = readInt64(b)
 			case 3:
-				g.DeadlineInMs, b, ok = int64Item(b)
+				g.DeadlineInMs, b, ok = readInt64(b)
 			}
 			if !ok {
 				return nil, nil, false
@@ -298,7 +298,7 @@ func (d *routesDecoder) nodeState(b []byte, ns *NodeState, oldID string) ([]byte
 		case 1:
 			ns.NodeID, b, ok = d.str(b, oldID)
 		case 2:
-			ns.StartedMs, b, ok = int64Item(b)
+			ns.StartedMs, b, ok = readInt64(b)
 		case 3:
 			if len(b) == 0 || b[0] != 0xf4 && b[0] != 0xf5 {
 				return nil, false
@@ -310,20 +310,4 @@ func (d *routesDecoder) nodeState(b []byte, ns *NodeState, oldID string) ([]byte
 		}
 	}
 	return b, true
-}
-
-// int64Item decodes an integer that fits an int64 (the general decoder's
-// overflow errors are left to it).
-func int64Item(b []byte) (int64, []byte, bool) {
-	major, arg, rest, err := head(b)
-	if err != nil || arg > math.MaxInt64 {
-		return 0, nil, false
-	}
-	switch major {
-	case 0:
-		return int64(arg), rest, true
-	case 1:
-		return -1 - int64(arg), rest, true
-	}
-	return 0, nil, false
 }
