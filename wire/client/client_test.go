@@ -16,14 +16,22 @@ import (
 // a client's writes fill QUIC flow control and block.
 func deafPeer(t *testing.T) (addr string, conf *tls.Config) {
 	t.Helper()
-	dir := t.TempDir()
+	return testPeer(t, nil)
+}
+
+// testPeer is a QUIC server on loopback with a local CA that hands every
+// stream it accepts to serve (none: the stream is accepted and left
+// alone), and a client TLS config it accepts; both end with the test.
+func testPeer(tb testing.TB, serve func(*quic.Stream)) (addr string, conf *tls.Config) {
+	tb.Helper()
+	dir := tb.TempDir()
 	local, err := pki.EnsureLocal(dir, nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ln, err := quic.ListenAddr("127.0.0.1:0", pki.ServerConfig(local.Node, local.CAPool, false), nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -36,17 +44,21 @@ func deafPeer(t *testing.T) (addr string, conf *tls.Config) {
 			}
 			go func() {
 				for {
-					if _, err := qc.AcceptStream(ctx); err != nil {
+					s, err := qc.AcceptStream(ctx)
+					if err != nil {
 						return
+					}
+					if serve != nil {
+						go serve(s)
 					}
 				}
 			}()
 		}
 	}()
-	t.Cleanup(func() { cancel(); ln.Close(); <-done })
+	tb.Cleanup(func() { cancel(); ln.Close(); <-done })
 	cert, pool, err := pki.LocalOperator(dir)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return ln.Addr().String(), pki.ClientConfig(&cert, pool, "")
 }

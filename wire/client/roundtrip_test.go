@@ -12,7 +12,6 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/edgereg/edgereg/wire"
-	"github.com/edgereg/edgereg/wire/pki"
 )
 
 // routesPeer is a QUIC server on loopback that answers every frame on
@@ -21,42 +20,8 @@ import (
 // without the node, for round-trip tests and benchmarks of the client.
 func routesPeer(tb testing.TB, answer *wire.Routes) (addr string, conf *tls.Config) {
 	tb.Helper()
-	dir := tb.TempDir()
-	local, err := pki.EnsureLocal(dir, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := quic.ListenAddr("127.0.0.1:0", pki.ServerConfig(local.Node, local.CAPool, false), nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	body := wire.AppendRoutes(nil, answer)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			qc, err := ln.Accept(ctx)
-			if err != nil {
-				return
-			}
-			go func() {
-				for {
-					s, err := qc.AcceptStream(ctx)
-					if err != nil {
-						return
-					}
-					go answerStream(s, body)
-				}
-			}()
-		}
-	}()
-	tb.Cleanup(func() { cancel(); ln.Close(); <-done })
-	cert, pool, err := pki.LocalOperator(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return ln.Addr().String(), pki.ClientConfig(&cert, pool, "")
+	return testPeer(tb, func(s *quic.Stream) { answerStream(s, body) })
 }
 
 func answerStream(s *quic.Stream, body []byte) {
