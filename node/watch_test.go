@@ -279,6 +279,24 @@ func dedupe(ss []string) []string {
 	return out
 }
 
+// registerQueues registers group g1 with topic at queues read queues (its
+// data version, so each count is a new registration) straight into the
+// node's registry, and returns the topic's route version.
+func registerQueues(t *testing.T, tn *testNode, topic string, queues uint32) uint64 {
+	t.Helper()
+	r := registration("c1", "g1", 0, "10.0.0.1:10911", topic)
+	r.Topics[0].ReadQueues = queues
+	r.DataVersion.Counter = uint64(queues)
+	if _, err := tn.reg.Register(toRegistration(r)); err != nil {
+		t.Fatal(err)
+	}
+	e, err := tn.reg.Route(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Version
+}
+
 // TestWatchEventEncodedOncePerVersion checks issue 13's watch goal: with no
 // route policy, many watchers of one topic share one encoded event per
 // version.
@@ -288,19 +306,7 @@ func TestWatchEventEncodedOncePerVersion(t *testing.T) {
 	// than sharedEventTTL, after which the event is encoded afresh.
 	tn := startNode(t, func(c *Config) { c.Clock = &testClock{now: time.Now()} })
 	ctx := ctxT(t)
-	register := func(queues uint32) uint64 {
-		r := registration("c1", "g1", 0, "10.0.0.1:10911", "shared")
-		r.Topics[0].ReadQueues = queues
-		r.DataVersion.Counter = uint64(queues)
-		if _, err := tn.reg.Register(toRegistration(r)); err != nil {
-			t.Fatal(err)
-		}
-		e, err := tn.reg.Route("shared")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.Version
-	}
+	register := func(queues uint32) uint64 { return registerQueues(t, tn, "shared", queues) }
 	want := register(1)
 	conn := tn.dial(pki.RoleClient)
 	wcs := make([]*watchClient, watchers)
@@ -425,19 +431,7 @@ func TestWatchPanicEndsOnlyThatStream(t *testing.T) {
 	t.Cleanup(func() { testHookFlush = nil })
 	tn := startNode(t, nil)
 	ctx := ctxT(t)
-	register := func(queues uint32) uint64 {
-		r := registration("c1", "g1", 0, "10.0.0.1:10911", "boom")
-		r.Topics[0].ReadQueues = queues
-		r.DataVersion.Counter = uint64(queues)
-		if _, err := tn.reg.Register(toRegistration(r)); err != nil {
-			t.Fatal(err)
-		}
-		e, err := tn.reg.Route("boom")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.Version
-	}
+	register := func(queues uint32) uint64 { return registerQueues(t, tn, "boom", queues) }
 	v1 := register(1)
 	conn := tn.dial(pki.RoleClient)
 	good := newWatchClient(t, conn)
