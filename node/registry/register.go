@@ -38,53 +38,12 @@ type Registration struct {
 	// it is. It is called with the registry's locks held: it must be fast
 	// and must not call back into the Registry.
 	MayMove func(fromGroup string) error
-
-	// validated is what Validate last accepted.
-	validated validMark
 }
 
 // Validate reports the first invalid field of a registration; the error
 // wraps ErrInvalid. Register validates too; callers that must check
-// validity before authorizing call it first, and Register does not check
-// again a registration Validate accepted and that has not changed since
-// (its fields, or its topics for another slice; the names in the same
-// slice are not compared: do not change them in place).
+// validity before authorizing call it first.
 func (reg *Registration) Validate() error {
-	reg.validated = validMark{}
-	if err := validateRegistration(reg); err != nil {
-		return err
-	}
-	reg.validated = reg.mark()
-	return nil
-}
-
-// validMark records the fields of a registration Validate accepted, its
-// topics by their slice: a node validates a registration before it
-// authorizes it, and checking a hundred topic names twice was about 2 %
-// of its CPU per registration.
-type validMark struct {
-	ok                                      bool
-	cluster, brokerName, addr, haAddr, zone string
-	brokerID                                int64
-	heartbeatTimeout                        time.Duration
-	topics                                  *wire.TopicConfig
-	nTopics                                 int
-}
-
-func (reg *Registration) mark() validMark {
-	m := validMark{ok: true, cluster: reg.Cluster, brokerName: reg.BrokerName, addr: reg.Addr, haAddr: reg.HAAddr,
-		zone: reg.Zone, brokerID: reg.BrokerID, heartbeatTimeout: reg.HeartbeatTimeout, nTopics: len(reg.Topics)}
-	if len(reg.Topics) > 0 {
-		m.topics = &reg.Topics[0]
-	}
-	return m
-}
-
-// validate is Validate, skipped for a registration it accepted unchanged.
-func (reg *Registration) validate() error {
-	if reg.validated.ok && reg.validated == reg.mark() {
-		return nil
-	}
 	return validateRegistration(reg)
 }
 
@@ -118,7 +77,7 @@ type RegisterResult struct {
 // Register records a full registration and starts or renews the broker's
 // lease with a new epoch.
 func (r *Registry) Register(reg Registration) (RegisterResult, error) {
-	if err := reg.validate(); err != nil {
+	if err := validateRegistration(&reg); err != nil {
 		return RegisterResult{}, fmt.Errorf("register %s: %w", reg.Addr, err)
 	}
 	r.mu.Lock()

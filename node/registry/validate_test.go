@@ -33,11 +33,10 @@ func TestQuickValidTopic(t *testing.T) {
 	}
 }
 
-// TestRegisterRevalidatesChanged: Register skips its check only for a
-// registration Validate accepted and nobody changed since. Each field
-// Validate checks, changed to an invalid value after it accepted the
-// registration, and topics of another slice, are refused by Register as
-// if Validate had never run.
+// TestRegisterRevalidatesChanged: Register checks a registration itself,
+// whatever Validate said of it before. Each field Validate checks, changed
+// to an invalid value after it accepted the registration, and topics of
+// another slice, are refused by Register as if Validate had never run.
 func TestRegisterRevalidatesChanged(t *testing.T) {
 	valid := func() Registration {
 		return Registration{Cluster: "c1", BrokerName: "b1", Addr: "10.0.0.1:1", HAAddr: "10.0.0.1:2", Zone: "z",
@@ -53,6 +52,7 @@ func TestRegisterRevalidatesChanged(t *testing.T) {
 		"heartbeat timeout": func(r *Registration) { r.HeartbeatTimeout = -1 },
 		"topics":            func(r *Registration) { r.Topics = []wire.TopicConfig{{Name: "bad name"}} },
 		"more topics":       func(r *Registration) { r.Topics = append(r.Topics[:1:1], wire.TopicConfig{Name: "bad name"}) },
+		"topic in place":    func(r *Registration) { r.Topics[0].Name = "bad name" },
 	}
 	for name, change := range changes {
 		reg := valid()
