@@ -104,9 +104,16 @@ type admission struct {
 
 	gate *handshakeGate
 
-	onRefuse  func(reason string, a *admitted, p *peer)
-	onReplace func(victim *admitted)
-	onFailure func(a *admitted, cause error)
+	// Stalled handshakes (slotExpired) in the stall window that began at
+	// stallsSince, and in the window before it.
+	stalls, prevStalls int
+	stallsSince        time.Time
+
+	onValidate func() // a new peer is asked for a Retry
+	onStall    func() // a handshake stalled (with mu held)
+	onRefuse   func(reason string, a *admitted, p *peer)
+	onReplace  func(victim *admitted)
+	onFailure  func(a *admitted, cause error)
 }
 
 // admitted is one connection that passed the first step.
@@ -241,17 +248,85 @@ func (ad *admission) admit(ctx context.Context, info *quic.ClientInfo) (context.
 	return context.WithValue(ctx, admittedKey{}, a), nil
 }
 
-// verifySource is quic.Transport.VerifySourceAddress: once handshakes
-// pile up (as many as one host may run, or a quarter of MaxConns), a new
-// peer must first prove its source address with a Retry (one round trip
-// more). A peer that never receives what the node sends (a spoofed
-// address, a stalled handshake) then cannot take a connection slot for
-// the handshake timeout, so a flood of Initials cannot fill MaxConns and
-// lock brokers out. Below the threshold nothing changes.
+// verifySource is quic.Transport.VerifySourceAddress: it decides when a
+// new peer must first prove its source address with a Retry (one round
+// trip more). A peer that never receives what the node sends (a spoofed
+// address) cannot pass one, so it cannot take a connection slot for the
+// handshake idle timeout, and a flood of Initials cannot fill MaxConns
+// and lock brokers out.
+//
+// A Retry is not free for honest peers: quic-go queues at most 8 Retries
+// to send and drops the Initials beyond them, so in a storm most peers
+// lose their first Initial and wait out a retransmission timer that
+// doubles each time. Peers are therefore asked for one only when
+// in-progress handshakes reach half of MaxConns (spoofers can take at
+// most half the slots before that), or, once handshakes have been seen
+// stalling (stalling), as soon as as many are in progress as one host may
+// run or a quarter of MaxConns. An honest storm, whose handshakes finish
+// once they get their turn, is not slowed.
 func (ad *admission) verifySource(net.Addr) bool {
 	ad.mu.Lock()
+	ask := ad.handshakes >= ad.validationThreshold(time.Now())
+	ad.mu.Unlock()
+	if ask && ad.onValidate != nil {
+		ad.onValidate()
+	}
+	return ask
+}
+
+// validationThreshold is the number of handshakes in progress from which
+// a new peer must answer a Retry. With ad.mu held.
+func (ad *admission) validationThreshold(now time.Time) int {
+	if ad.stalling(now) {
+		return max(min(ad.handshakesPerHost, ad.max/4), 1)
+	}
+	return max(ad.max/2, 1)
+}
+
+// Handshake stalls seen within a stall window or the one before it make
+// the node ask for Retries early (validationThreshold). 16 is more than
+// honest brokers on lossy links produce at once, and a fraction of what a
+// flood of spoofed Initials does within seconds.
+const (
+	stallWindow   = 30 * time.Second
+	stallEvidence = 16
+)
+
+// slotExpired runs when a handshake slot's hold timer frees the slot.
+// A handshake still in progress by then has stalled: its peer has not
+// answered for handshakeSlotHold, which is what a peer that never
+// receives the node's packets (a spoofed address) looks like.
+func (ad *admission) slotExpired(a *admitted) {
+	ad.mu.Lock()
 	defer ad.mu.Unlock()
-	return ad.handshakes >= max(min(ad.handshakesPerHost, ad.max/4), 1)
+	if !a.established && !a.released {
+		ad.noteStall(time.Now())
+		if ad.onStall != nil {
+			ad.onStall() // a counter; never calls back into admission
+		}
+	}
+}
+
+// noteStall counts one stalled handshake. With ad.mu held.
+func (ad *admission) noteStall(now time.Time) {
+	ad.rollStalls(now)
+	ad.stalls++
+}
+
+// stalling reports whether at least stallEvidence handshakes stalled in
+// this stall window and the one before. With ad.mu held.
+func (ad *admission) stalling(now time.Time) bool {
+	ad.rollStalls(now)
+	return ad.stalls+ad.prevStalls >= stallEvidence
+}
+
+func (ad *admission) rollStalls(now time.Time) {
+	switch since := now.Sub(ad.stallsSince); {
+	case since >= 2*stallWindow:
+		ad.stalls, ad.prevStalls, ad.stallsSince = 0, 0, now
+	case since >= stallWindow:
+		ad.stalls, ad.prevStalls, ad.stallsSince = 0, ad.stalls, ad.stallsSince.Add(stallWindow)
+	}
 }
 
 func hostOfAddr(addr net.Addr) string {
@@ -314,7 +389,11 @@ func (ad *admission) doneHandshaking(a *admitted) {
 // its client has most likely given up by then.
 func (ad *admission) enterHandshake(ctx context.Context) error {
 	a, _ := ctx.Value(admittedKey{}).(*admitted)
-	slot, err := ad.gate.enter(ctx)
+	var expired func()
+	if a != nil {
+		expired = func() { ad.slotExpired(a) }
+	}
+	slot, err := ad.gate.enter(ctx, expired)
 	if err != nil {
 		if a != nil && errors.Is(err, errHandshakeQueueTimeout) {
 			ad.refuse(refusedQueue, a, nil)
@@ -547,8 +626,9 @@ func newHandshakeGate(slots int, wait, hold time.Duration) *handshakeGate {
 }
 
 // enter takes a slot, waiting at most g.wait. The slot is given back by
-// its release, or by the hold timer.
-func (g *handshakeGate) enter(ctx context.Context) (*gateSlot, error) {
+// its release, or by the hold timer, which then calls expired (if not
+// nil).
+func (g *handshakeGate) enter(ctx context.Context, expired func()) (*gateSlot, error) {
 	select {
 	case g.slots <- struct{}{}:
 	default:
@@ -566,19 +646,29 @@ func (g *handshakeGate) enter(ctx context.Context) (*gateSlot, error) {
 			return nil, errGateClosed
 		}
 	}
-	s := &gateSlot{g: g}
-	s.hold = time.AfterFunc(g.hold, s.free)
+	s := &gateSlot{g: g, expired: expired}
+	s.hold = time.AfterFunc(g.hold, s.expire)
 	return s, nil
 }
 
 // gateSlot is one handshake's slot in the gate.
 type gateSlot struct {
-	g    *handshakeGate
-	once sync.Once
-	hold *time.Timer
+	g       *handshakeGate
+	once    sync.Once
+	hold    *time.Timer
+	expired func()
 }
 
 func (s *gateSlot) free() { s.once.Do(func() { <-s.g.slots }) }
+
+// expire is the hold timer's: it frees the slot and says so. It runs on
+// the timer's goroutine, never with admission.mu held.
+func (s *gateSlot) expire() {
+	s.free()
+	if s.expired != nil {
+		s.expired()
+	}
+}
 
 // release gives the slot back; safe to call more than once.
 func (s *gateSlot) release() {

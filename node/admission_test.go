@@ -484,3 +484,97 @@ func TestSilentHandshakesDoNotFillTheNode(t *testing.T) {
 		t.Fatalf("broker ping: %v", err)
 	}
 }
+
+// TestHonestStormIsNotAskedForRetry: a fleet reconnecting at once (every
+// broker after a node restart) has thousands of handshakes in progress,
+// most waiting for a handshake slot. The node used to ask every peer past
+// the 128th in progress to validate its address with a Retry, and quic-go
+// queues at most 8 Retries to send and drops the Initials beyond them:
+// those brokers waited out their Initial retransmission timers, doubling,
+// and a 2,000-broker storm took 15 s instead of 2.3 s. Honest storms are
+// validated only when in-progress handshakes reach half of MaxConns.
+func TestHonestStormIsNotAskedForRetry(t *testing.T) {
+	ad := newAdmission(Config{MaxConns: 10_000, MaxHandshakesPerHost: 128, MaxHandshakes: 512, HandshakeQueueTimeout: time.Second})
+	ad.handshakes = 4_999
+	if ad.verifySource(nil) {
+		t.Fatalf("%d honest handshakes in progress, MaxConns %d: a Retry was asked, want none below half of MaxConns", ad.handshakes, ad.max)
+	}
+	ad.handshakes = 5_000
+	if !ad.verifySource(nil) {
+		t.Fatalf("%d handshakes in progress, MaxConns %d: want a Retry", ad.handshakes, ad.max)
+	}
+
+	// Once handshakes stall (spoofed addresses never answer), Retries
+	// start where they did before: at 128 in progress (one host's worth).
+	now := time.Now()
+	ad.handshakes = 128
+	for range stallEvidence - 1 {
+		ad.noteStall(now)
+	}
+	if got := ad.validationThreshold(now); got != 5_000 {
+		t.Fatalf("%d stalls: threshold %d, want 5000 (not yet evidence)", stallEvidence-1, got)
+	}
+	ad.noteStall(now)
+	if !ad.verifySource(nil) {
+		t.Fatalf("%d stalls, 128 handshakes in progress: want a Retry", stallEvidence)
+	}
+	// The evidence lasts one more window, then ages out.
+	if got := ad.validationThreshold(now.Add(stallWindow + time.Second)); got != 128 {
+		t.Fatalf("a window later: threshold %d, want 128", got)
+	}
+	if got := ad.validationThreshold(now.Add(2*stallWindow + 2*time.Second)); got != 5_000 {
+		t.Fatalf("two windows later: threshold %d, want 5000", got)
+	}
+}
+
+// TestStalledHandshakesTurnOnRetries: peers that never answer (deafConn)
+// get handshake slots while few handshakes are in progress; when their
+// slots' hold runs out, the node counts them as stalled and asks the next
+// peers for a Retry, which an honest broker answers.
+func TestStalledHandshakesTurnOnRetries(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxConns = 64 })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for range stallEvidence + 4 {
+		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc := &deafConn{PacketConn: udp, closed: make(chan struct{})}
+		tr := &quic.Transport{Conn: dc}
+		wg.Go(func() {
+			defer tr.Close()
+			defer dc.Close()
+			conf := tn.tlsFor(pki.RoleClient, "silent")
+			conf.NextProtos = []string{wire.ALPN}
+			_, _ = tr.Dial(ctx, tn.Addr(), conf, &quic.Config{})
+		})
+	}
+	// The slots' hold (handshakeSlotHold) runs out; poll, bounded.
+	deadline := time.Now().Add(10 * time.Second)
+	for metricValue(t, tn, "edgereg_handshake_stalls_total") < stallEvidence && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := metricValue(t, tn, "edgereg_handshake_stalls_total"); got < stallEvidence {
+		t.Fatalf("stalled handshakes counted: %v, want >= %d", got, stallEvidence)
+	}
+	if got := metricValue(t, tn, "edgereg_address_validations_total"); got != 0 {
+		t.Fatalf("Retries asked before the stalls: %v, want 0 (%d handshakes in progress, MaxConns 64)", got, stallEvidence+4)
+	}
+	bctx, bcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer bcancel()
+	b, err := client.Dial(bctx, tn.Addr().String(), client.Config{TLS: tn.tlsFor(pki.RoleBroker, "broker")})
+	if err != nil {
+		t.Fatalf("a broker after the stalls: %v", err)
+	}
+	defer b.Close()
+	if _, err := b.Ping(bctx); err != nil {
+		t.Fatalf("broker ping: %v", err)
+	}
+	if got := metricValue(t, tn, "edgereg_address_validations_total"); got < 1 {
+		t.Fatalf("Retries asked after %d stalls: %v, want the broker asked for one", stallEvidence, got)
+	}
+}

@@ -250,12 +250,14 @@ func startTarget(g *globals, bf *benchFlags, extraNodeArgs ...string) (*benchTar
 	// Every simulated broker and client dials from this one address, where a
 	// real fleet comes from many: the per-address limits follow the load
 	// asked for, or a storm would measure the node refusing one address.
+	// --max-conns is twice the load, as the README advises sizing it for a
+	// fleet, so all of it connecting at once is not asked for Retries.
 	conns := bf.brokers + bf.conns + 16
 	args := append([]string{"node", "--data", dir, "--addr", addr, "--admin-addr", "off", "--warm-up", "-1s",
 		"--max-conns-per-host", strconv.Itoa(max(conns, 64)),
 		"--max-broker-conns-per-host", strconv.Itoa(max(conns, node.DefaultMaxBrokerConnsPerHost)),
 		"--max-handshakes-per-host", strconv.Itoa(max(conns, node.DefaultMaxHandshakesPerHost)),
-		"--max-conns", strconv.Itoa(max(conns, node.DefaultMaxConns)), "--log-format", "json", "--log-level", "warn"}, extraNodeArgs...)
+		"--max-conns", strconv.Itoa(max(2*conns, node.DefaultMaxConns)), "--log-format", "json", "--log-level", "warn"}, extraNodeArgs...)
 	child := exec.Command(self, args...)
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
