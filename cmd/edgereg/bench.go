@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -546,6 +547,12 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // times until all are registered.
 func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResult, error) {
 	regs := benchBrokers(bf.brokers, bf.brokerTopics, bf.queues)
+	// The load generator holds every broker's registration (a million
+	// topic configs for 10,000 brokers) and churns through a TLS
+	// handshake's garbage per broker: at the default GOGC, marking that
+	// heap again and again took a sixth of its CPU, which the node on the
+	// same cores then lacks. Collect less; the node keeps its default.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	lat := make([]time.Duration, len(regs))
 	var errs atomic.Int64
 	redials := &stormRedials{}
