@@ -33,6 +33,7 @@ const (
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultMaxWatchesPerConn = 10_000
 	DefaultMaxBytesInFlight  = 256 << 20
+	DefaultUDPReceiveBuffer  = 32 << 20
 )
 
 // Default admission limits (see Config).
@@ -148,6 +149,14 @@ type Config struct {
 	// budget within the read timeout is cut off as a slow sender. At least
 	// the largest frame size limit. Default 256 MiB.
 	MaxBytesInFlight int
+	// UDPReceiveBuffer is the receive buffer asked for the node's UDP
+	// socket (SO_RCVBUFFORCE where the process may, else SO_RCVBUF up to
+	// net.core.rmem_max). The kernel holds a storm's Initials there while
+	// the node works through handshakes; at quic-go's 7 MiB, 10,000
+	// brokers dialling at once overflowed it, and every dropped Initial
+	// cost its broker a doubling retransmission timer. Kernel memory is
+	// used only as datagrams wait. Default 32 MiB.
+	UDPReceiveBuffer int
 	// Workers bounds requests handled at once. Default 8 per CPU.
 	Workers int
 	// BrokerWorkers is a pool of its own for the requests of brokers and
@@ -251,6 +260,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
 	setDefault(&c.MaxBytesInFlight, DefaultMaxBytesInFlight)
+	setDefault(&c.UDPReceiveBuffer, DefaultUDPReceiveBuffer)
 	setDefault(&c.PolicyCallTimeout, 20*time.Millisecond)
 	setDefault(&c.PolicyCacheDir, filepath.Join(c.DataDir, "wasm-cache"))
 	setDefault(&c.MaxPolicyUploadsPerMinute, DefaultMaxPolicyUploadsPerMinute)
@@ -344,6 +354,7 @@ func (c Config) Validate() error {
 		{"--max-handshakes", c.MaxHandshakes},
 		{"--max-request-size", c.MaxRequestLen}, {"--max-broker-frame-size", c.MaxBrokerFrameLen},
 		{"--max-watches-per-conn", c.MaxWatchesPerConn}, {"--max-bytes-in-flight", c.MaxBytesInFlight},
+		{"--udp-receive-buffer", c.UDPReceiveBuffer},
 		{"--max-policy-uploads-per-minute", c.MaxPolicyUploadsPerMinute},
 	}
 	for _, l := range limits {

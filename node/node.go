@@ -296,6 +296,10 @@ func (n *Node) socket() (net.PacketConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Addr, err)
 	}
+	if got, err := setReceiveBuffer(udp, n.cfg.UDPReceiveBuffer); err != nil || got < n.cfg.UDPReceiveBuffer {
+		n.log.Warn("UDP receive buffer smaller than asked: a connection storm may drop Initials; raise net.core.rmem_max or grant CAP_NET_ADMIN",
+			"asked", n.cfg.UDPReceiveBuffer, "got", got, "err", errString(err))
+	}
 	return udp, nil
 }
 
