@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,8 +19,10 @@ import (
 // The registry calls watchHub.changed, with no lock of its own held, after
 // every change. The hub notes the changed topics and, on a goroutine of
 // its own (so that the request that changed them is answered first),
-// looks up who watches them and marks them: it adds the topics to each watcher's pending set and queues the
-// watcher on its connection's pusher, one goroutine per connection, which
+// looks up who watches them and marks them: it adds the topics to each
+// watcher's pending set and then queues the watchers on their connections'
+// pushers, each pusher once with all of its own (one lock and one wake-up
+// per connection), one goroutine per connection, which
 // flushes the queued watchers one after another, a turn of at most
 // pushTurn topics each: for each pending topic it reads the route current
 // at that moment and writes it to the watcher's stream. Written back to back, the events of one connection's watchers
@@ -91,6 +94,10 @@ type watchHub struct {
 	fanMu     sync.Mutex
 	fanTopics map[string]struct{}
 	fanning   bool
+	// marking and touched are the fan-out goroutine's own (mark): the
+	// watchers of a topic being marked, and the pushers given some.
+	marking []*watcher
+	touched []*connPusher
 
 	encodes  atomic.Uint64 // shared events encoded, for tests
 	handOffs atomic.Uint64 // watchers handed to catchUp, for tests
@@ -176,20 +183,29 @@ func (h *watchHub) fanOut() {
 	}
 }
 
-// mark marks the watchers of topics, outside the hub's lock; their
-// connections' pushers read and push the new routes.
+// mark marks the watchers of topics, outside the hub's lock, and then
+// queues them on their connections' pushers, each pusher once with all of
+// its watchers: one lock and one wake-up per connection, not per watcher,
+// and a pusher woken once finds its connection's watchers all queued, so
+// it writes their events back to back (into shared packets) instead of a
+// few at a time while the marking goes on. Only the fan-out goroutine
+// calls it (one at a time: watchHub.fanning), which is what lets it reuse
+// h.marking and each pusher's marked.
 func (h *watchHub) mark(topics []string) {
 	if len(topics) == 1 { // the common case: one slice of watchers, no map
 		h.mu.Lock()
 		subs := h.byTopic[topics[0]]
-		ws := make([]*watcher, 0, len(subs))
+		ws := h.marking[:0]
 		for w := range subs {
 			ws = append(ws, w)
 		}
 		h.mu.Unlock()
 		for _, w := range ws {
-			w.mark(topics)
+			h.collect(w, topics)
 		}
+		clear(ws)
+		h.marking = ws[:0]
+		h.queueCollected()
 		return
 	}
 	h.mu.Lock()
@@ -201,8 +217,33 @@ func (h *watchHub) mark(topics []string) {
 	}
 	h.mu.Unlock()
 	for w, ts := range marks {
-		w.mark(ts)
+		h.collect(w, ts)
 	}
+	h.queueCollected()
+}
+
+// collect marks w's topics and, unless its catch-up goroutine has it,
+// keeps it for its pusher (queueCollected).
+func (h *watchHub) collect(w *watcher, topics []string) {
+	if !w.markPending(topics) {
+		return
+	}
+	cp := w.cp
+	if len(cp.marked) == 0 {
+		h.touched = append(h.touched, cp)
+	}
+	cp.marked = append(cp.marked, w)
+}
+
+// queueCollected queues the watchers collect kept, each pusher's at once.
+func (h *watchHub) queueCollected() {
+	for i, cp := range h.touched {
+		cp.enqueueAll(cp.marked)
+		clear(cp.marked)
+		cp.marked = cp.marked[:0]
+		h.touched[i] = nil
+	}
+	h.touched = h.touched[:0]
 }
 
 // markAll makes every watcher look at every topic it watches again.
@@ -370,6 +411,9 @@ type connPusher struct {
 	wake  chan struct{}
 	done  chan struct{}
 	users int // watch streams on the connection; under watchHub.mu
+	// marked is the fan-out goroutine's own: the watchers it marked for
+	// this pusher and has yet to queue (watchHub.mark).
+	marked []*watcher
 }
 
 // pushTurn is how many pending topics of one watcher the pusher looks at
@@ -393,9 +437,26 @@ func (cp *connPusher) enqueue(wt *watcher) {
 		cp.queue = append(cp.queue, wt)
 	}
 	cp.mu.Unlock()
+	cp.wakeUp()
+}
+
+// enqueueAll is enqueue of each of ws, with one lock and one wake-up.
+func (cp *connPusher) enqueueAll(ws []*watcher) {
+	cp.mu.Lock()
+	for _, wt := range ws {
+		if !wt.queued {
+			wt.queued = true
+			cp.queue = append(cp.queue, wt)
+		}
+	}
+	cp.mu.Unlock()
+	cp.wakeUp()
+}
+
+func (cp *connPusher) wakeUp() {
 	select {
 	case cp.wake <- struct{}{}:
-	default: // a wake-up is pending already; it sees this watcher too
+	default: // a wake-up is pending already; it sees these watchers too
 	}
 }
 
@@ -538,15 +599,22 @@ func (cs *connState) addWatches(delta, limit int) error {
 
 // mark makes the watcher's flusher look at topics again. It never blocks.
 func (wt *watcher) mark(topics []string) {
+	if wt.markPending(topics) {
+		wt.cp.enqueue(wt)
+	}
+}
+
+// markPending adds topics to the pending set and reports whether the
+// watcher is to be queued on its pusher: not while catchUp has it, which
+// sees these topics before it hands the watcher back.
+func (wt *watcher) markPending(topics []string) bool {
 	wt.pendMu.Lock()
 	for _, t := range topics {
 		wt.pending[t] = struct{}{}
 	}
 	slow := wt.slow
 	wt.pendMu.Unlock()
-	if !slow { // else catchUp sees these before it hands the watcher back
-		wt.cp.enqueue(wt)
-	}
+	return !slow
 }
 
 // closed reports whether close has begun.
@@ -738,10 +806,17 @@ func (wt *watcher) delivered(topic string, version uint64) {
 // version have.
 func (wt *watcher) event(topic string, have uint64, force bool, attrs wire.ClientAttrs) (frame []byte, version uint64, ok bool) {
 	n := wt.n
-	res := n.routeResult(wire.TopicVersion{Topic: topic, Version: have}, wt.cs.peer.ip, attrs)
+	// One registry lookup serves the read and the question whether the
+	// result is the registry's own route (routeRead returns the route it
+	// answered unfiltered, nil otherwise): asking the registry again
+	// cost a second read lock per delivery, and could see a newer
+	// version than the one read.
+	e, _ := n.reg.Route(topic)
+	res, own := n.routeRead(context.Background(), wire.TopicVersion{Topic: topic, Version: have}, e, wt.cs.peer.ip, attrs)
 	if force && res.Status == wire.StatusNotModified {
-		res = n.routeResult(wire.TopicVersion{Topic: topic}, wt.cs.peer.ip, attrs)
+		res, own = n.routeRead(context.Background(), wire.TopicVersion{Topic: topic}, e, wt.cs.peer.ip, attrs)
 	}
+	n.stats.routeReads[res.Status].Inc()
 	switch res.Status {
 	case wire.StatusNotModified:
 		return nil, 0, false
@@ -757,7 +832,7 @@ func (wt *watcher) event(topic string, have uint64, force bool, attrs wire.Clien
 		}
 	}
 	var err error
-	if res.Status == wire.StatusOK && wt.unfiltered(&res) {
+	if res.Status == wire.StatusOK && own != nil {
 		frame, err = n.watches.sharedFrame(&res, n.cfg.Clock.Now(), n.encodeRouteEvent)
 	} else {
 		frame, err = n.encodeRouteEvent(&res)
@@ -767,15 +842,6 @@ func (wt *watcher) event(topic string, have uint64, force bool, attrs wire.Clien
 		return nil, 0, false
 	}
 	return frame, res.Version, true
-}
-
-// unfiltered reports whether res carries the registry's own route of that
-// version, the same bytes for every watcher. A route policy that changes a
-// route gives it another version (a hash of the bytes it returns), so the
-// versions alone tell.
-func (wt *watcher) unfiltered(res *wire.RouteResult) bool {
-	e, err := wt.n.reg.Route(res.Topic)
-	return err == nil && e.Version == res.Version
 }
 
 // close stops pushing and drops every subscription of the stream.
