@@ -745,3 +745,81 @@ func TestStalledWatcherOnSameConnHoldsUpNobody(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchIndexByPusherEmpties: the hub keeps each topic's watchers by
+// their connection's pusher. Watchers on two connections, watching
+// overlapping topics, all get a change of each; once they unwatch or
+// close, nothing of them is left in the index, the shared events or the
+// pushers.
+func TestWatchIndexByPusherEmpties(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	// One broker per topic: a broker's registration names all its topics.
+	addrs := map[string]string{"ix-a": "10.0.0.1:10911", "ix-b": "10.0.0.2:10911"}
+	register := func(topic string, queues uint32) uint64 {
+		t.Helper()
+		r := registration("c1", "g-"+topic, 0, addrs[topic], topic)
+		r.Topics[0].ReadQueues = queues
+		r.DataVersion.Counter = uint64(queues)
+		if _, err := tn.reg.Register(toRegistration(r)); err != nil {
+			t.Fatal(err)
+		}
+		e, err := tn.reg.Route(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Version
+	}
+	want := map[string]uint64{"ix-a": register("ix-a", 1), "ix-b": register("ix-b", 1)}
+	conns := []*client.Conn{tn.dial(pki.RoleClient), tn.dial(pki.RoleClient)}
+	var wcs []*watchClient
+	for i := range 6 {
+		wc := openWatchClient(t, conns[i%2], i%3 == 0)
+		topics := [][]string{{"ix-a"}, {"ix-b"}, {"ix-a", "ix-b"}}[i%3]
+		if err := wc.watch(ctx, topics); err != nil {
+			t.Fatal(err)
+		}
+		wcs = append(wcs, wc)
+	}
+	if n := tn.watches.subscriptions(); n != 8 {
+		t.Fatalf("subscriptions = %d, want 8", n)
+	}
+	waitFor := func(what string, done func() bool) {
+		t.Helper()
+		for !done() {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: %v", what, ctx.Err())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for _, topic := range []string{"ix-a", "ix-b"} {
+		want[topic] = register(topic, 2)
+		for i, wc := range wcs {
+			waitFor(fmt.Sprintf("watcher %d gets %s's change", i, topic), func() bool { return len(wc.behind(want)) == 0 })
+		}
+	}
+	// Half unwatch what they watch, the others close their streams.
+	for i, wc := range wcs {
+		if i%2 == 0 {
+			if err := wc.unwatch(ctx, []string{"ix-a", "ix-b"}); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			wc.p.Close()
+		}
+	}
+	waitFor("the index empties", func() bool {
+		tn.watches.mu.Lock()
+		defer tn.watches.mu.Unlock()
+		return len(tn.watches.byTopic) == 0 && len(tn.watches.events) == 0
+	})
+	for _, wc := range wcs {
+		wc.p.Close()
+	}
+	waitFor("the pushers stop", func() bool {
+		tn.watches.mu.Lock()
+		defer tn.watches.mu.Unlock()
+		return len(tn.watches.pushers) == 0 && tn.watches.count == 0
+	})
+}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -27,17 +30,18 @@ type watchChange struct {
 }
 
 // watchClock records, per (topic, slot), when the change was sent and when
-// its last delivery arrived (Unix nanoseconds), and how many arrived.
+// its first and last deliveries arrived (Unix nanoseconds), and how many
+// arrived.
 type watchClock struct {
-	index      map[string]int // topic name -> number; read-only
-	sent, last []atomic.Int64
-	got        []atomic.Int64
+	index             map[string]int // topic name -> number; read-only
+	sent, first, last []atomic.Int64
+	got               []atomic.Int64
 }
 
 func newWatchClock(topics []string) *watchClock {
 	n := len(topics) * watchSlots
 	c := &watchClock{index: make(map[string]int, len(topics)),
-		sent: make([]atomic.Int64, n), last: make([]atomic.Int64, n), got: make([]atomic.Int64, n)}
+		sent: make([]atomic.Int64, n), first: make([]atomic.Int64, n), last: make([]atomic.Int64, n), got: make([]atomic.Int64, n)}
 	for i, t := range topics {
 		c.index[t] = i
 	}
@@ -59,12 +63,19 @@ func (c *watchClock) delivered(topic, slot int, now time.Time) (time.Duration, b
 			break
 		}
 	}
+	for {
+		old := c.first[i].Load()
+		if (old != 0 && old <= ns) || c.first[i].CompareAndSwap(old, ns) {
+			break
+		}
+	}
 	c.got[i].Add(1)
 	return time.Duration(ns - sent), true
 }
 
 func (c *watchClock) start(topic, slot int, t time.Time) {
 	i := topic*watchSlots + slot
+	c.first[i].Store(0)
 	c.last[i].Store(0)
 	c.got[i].Store(0)
 	c.sent[i].Store(t.UnixNano())
@@ -121,11 +132,12 @@ func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf
 	// at the default GOGC; this process's heap is small, so collect less.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	clock := newWatchClock(topics)
-	events := &eventCache{clock: clock, m: make(map[string]eventKey)}
+	events := &eventCache{clock: clock}
 	var measuring atomic.Bool
 	var deliveries, errs atomic.Int64
 	pipes, rcvs, err := openWatches(ctx, conns, pf, topics, func() *watchReceiver {
-		return &watchReceiver{clock: clock, events: events, measuring: &measuring, deliveries: &deliveries, errs: &errs}
+		return &watchReceiver{clock: clock, events: events, measuring: &measuring, deliveries: &deliveries, errs: &errs,
+			lat: make([]time.Duration, 0, latHint)}
 	})
 	if err != nil {
 		return benchResult{}, err
@@ -168,6 +180,12 @@ func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf
 			}
 		}
 	}
+	// Collect now, before the warm-up, so that the measured time is less
+	// likely to hold a collection: one shrinks the stacks of the thousand
+	// reader goroutines, which then grow again, copied, on the next
+	// change's events, a millisecond or more of CPU in that one change's
+	// tail. The warm-up's events grow them back first.
+	runtime.GC()
 	runCtx, stop := context.WithCancel(ctx)
 	changerDone := make(chan struct{})
 	go func() { defer close(changerDone); changer(runCtx) }()
@@ -175,7 +193,7 @@ func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf
 	sleepCtx(ctx, bf.warmup)
 	deliveries.Store(0)
 	errs.Store(0)
-	cpu0 := procCPU(tgt.pid)
+	cpu0, self0 := procCPU(tgt.pid), procCPU(os.Getpid())
 	measuring.Store(true)
 	start := time.Now()
 	sleepCtx(ctx, bf.duration)
@@ -186,7 +204,7 @@ func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf
 	waitUntil(ctx, time.Now().Add(2*time.Second), func() bool { return allDelivered(clock, changes, len(pipes)) })
 	measuring.Store(false)
 	elapsed := time.Since(start)
-	cpu1 := procCPU(tgt.pid)
+	cpu1, self1 := procCPU(tgt.pid), procCPU(os.Getpid())
 	stopProgress()
 	lat := make([][]time.Duration, len(pipes))
 	for i, p := range pipes {
@@ -199,13 +217,18 @@ func runWatchBench(ctx context.Context, progress io.Writer, tgt *benchTarget, bf
 	res := summarize("watch", lat, deliveries.Load(), errs.Load(), elapsed, cpu1-cpu0)
 	lastP50, lastP99, incomplete := lastDelivery(clock, changes, len(pipes))
 	res.LastP50Ms, res.LastP99Ms = ms(lastP50), ms(lastP99)
+	firstP50 := firstDelivery(clock, changes)
+	var selfUs float64 // the load generator's own CPU per delivery
+	if n := deliveries.Load(); n > 0 {
+		selfUs = (self1 - self0) * 1e6 / float64(n)
+	}
 	slices.Sort(acks)
 	var ackP50 time.Duration
 	if len(acks) > 0 {
 		ackP50 = acks[len(acks)/2]
 	}
-	res.Note = fmt.Sprintf("%d watchers x %d topics, %d changes at %.0f/s; to last watcher p50 %.3f ms p99 %.3f ms; %d changes not seen by every watcher; changes acknowledged after p50 %.3f ms",
-		len(pipes), len(topics), len(changes), pf.changeRate, res.LastP50Ms, res.LastP99Ms, incomplete, ms(ackP50))
+	res.Note = fmt.Sprintf("%d watchers x %d topics, %d changes at %.0f/s; to first watcher p50 %.3f ms; to last watcher p50 %.3f ms p99 %.3f ms; %d changes not seen by every watcher; changes acknowledged after p50 %.3f ms; load generator CPU %.1f us/delivery",
+		len(pipes), len(topics), len(changes), pf.changeRate, ms(firstP50), res.LastP50Ms, res.LastP99Ms, incomplete, ms(ackP50), selfUs)
 	return res, nil
 }
 
@@ -264,6 +287,11 @@ type watchReceiver struct {
 	lat              []time.Duration // read once the pipe's events are closed
 }
 
+// latHint is how many latencies a receiver has room for before its first
+// append grows the slice: growing it is an allocation and a copy on the
+// read goroutine, inside the measured time.
+const latHint = 256
+
 func (r *watchReceiver) receive(f *wire.Frame) {
 	now := time.Now()
 	k, err := r.events.lookup(f.Body)
@@ -290,32 +318,40 @@ type eventKey struct {
 }
 
 // maxCachedEvents bounds the event cache: past it, it starts over.
-const maxCachedEvents = 1 << 14
+const maxCachedEvents = 1 << 10
 
-// eventCache decodes each distinct route-event body once.
+// eventCache decodes each distinct route-event body once. Its map is
+// replaced, never changed, so the thousand read goroutines look events up
+// with no lock (a read lock's counter, shared by all of them, went back
+// and forth between the cores once per delivery); a new event, one per
+// change, copies it.
 type eventCache struct {
 	clock *watchClock
-	mu    sync.RWMutex
-	m     map[string]eventKey
+	mu    sync.Mutex // serializes replacing m
+	m     atomic.Pointer[map[string]eventKey]
 }
 
 func (c *eventCache) lookup(body []byte) (eventKey, error) {
-	c.mu.RLock()
-	k, ok := c.m[string(body)]
-	c.mu.RUnlock()
-	if ok {
-		return k, nil
+	if m := c.m.Load(); m != nil {
+		if k, ok := (*m)[string(body)]; ok {
+			return k, nil
+		}
 	}
 	k, err := c.decode(body)
 	if err != nil {
 		return k, err
 	}
 	c.mu.Lock()
-	if len(c.m) >= maxCachedEvents {
-		clear(c.m)
+	defer c.mu.Unlock()
+	var next map[string]eventKey
+	if old := c.m.Load(); old != nil && len(*old) < maxCachedEvents {
+		next = maps.Clone(*old)
 	}
-	c.m[string(body)] = k
-	c.mu.Unlock()
+	if next == nil {
+		next = make(map[string]eventKey)
+	}
+	next[string(body)] = k
+	c.m.Store(&next)
 	return k, nil
 }
 
@@ -340,6 +376,23 @@ func (c *eventCache) decode(body []byte) (eventKey, error) {
 		return eventKey{}, nil
 	}
 	return eventKey{topic: topic, slot: slot, change: true}, nil
+}
+
+// firstDelivery returns the p50 over changes of the time from a change to
+// its first delivery: what the last delivery's time adds to it is the
+// fan-out's spread.
+func firstDelivery(clock *watchClock, changes []watchChange) time.Duration {
+	var ds []time.Duration
+	for _, c := range changes {
+		if f := clock.first[c.topic*watchSlots+c.slot].Load(); f != 0 {
+			ds = append(ds, time.Duration(f-c.sent.UnixNano()))
+		}
+	}
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 func allDelivered(clock *watchClock, changes []watchChange, watchers int) bool {
