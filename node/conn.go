@@ -215,29 +215,64 @@ type streamWriter struct {
 	// spare is the stream's last get-routes answer, emptied, for its
 	// next read (node/encode.go). Only the request loop uses it.
 	spare *routeSet
+	// query is the get-routes request being answered, decoded into the
+	// writer's memory rather than a new GetRoutes per request (dispatch).
+	// Only the request loop uses it.
+	query wire.GetRoutes
 }
 
 // streamScratch is what a stream server keeps from one stream for the
-// next: the write buffer and the emptied get-routes answer its last stream
-// ended with. With a stream per request, each stream would otherwise grow
-// a new buffer and build a new answer for its one request.
+// next: the last stream's writer (its encode buffer and the emptied
+// get-routes answer it ended with), the frame and answer its request loop
+// decodes into and builds, and the buffer of its last get-routes request.
+// With a stream per request, each stream would otherwise allocate all of
+// them for its one request.
 type streamScratch struct {
-	buf   []byte
-	spare *routeSet
+	w    *streamWriter // nil when the last stream's writer is not free
+	f    wire.Frame
+	a    answer
+	body []byte // a request body's buffer, free for the next frame
 }
 
-// takeFrom keeps w's buffer and spare answer. Only a stream that never
-// watched gives them up: a watch stream's writer is shared with its
+// writer returns a writer for s: the last stream's, reset, or a new one.
+// A reused writer keeps its onTimeout: the stream server's node is the same.
+func (k *streamScratch) writer(s *quic.Stream, timeout time.Duration) *streamWriter {
+	w := k.w
+	k.w = nil
+	if w == nil {
+		w = new(streamWriter)
+	}
+	w.s, w.timeout, w.failed = s, timeout, nil
+	return w
+}
+
+// takeFrom keeps w for the next stream. Only a stream that never watched
+// gives its writer up: a watch stream's writer is shared with its
 // connection's pusher (watch.go), which may still hold it.
 func (k *streamScratch) takeFrom(w *streamWriter) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if cap(w.buf) <= maxKeptWriteBuf {
-		k.buf = w.buf[:0]
+	if cap(w.buf) > maxKeptWriteBuf {
+		w.buf = nil
 	}
-	k.spare = w.spare
-	w.buf, w.spare = nil, nil
+	w.buf = w.buf[:0]
+	w.s, w.failed = nil, nil
+	w.query = wire.GetRoutes{}
+	k.w = w
 }
+
+// keepBody keeps a request's body buffer for the next frame, once nothing
+// refers to it any more. Only a get-routes request's is kept: its decode
+// copies what it keeps (the topic names), where other requests' decoded
+// messages may share the body's bytes.
+func (k *streamScratch) keepBody(t wire.Type, body []byte) {
+	if t == wire.TypeGetRoutes && cap(body) <= maxKeptReadBuf {
+		k.body = body[:0]
+	}
+}
+
+// maxKeptReadBuf bounds the request buffer a stream server keeps.
+const maxKeptReadBuf = 4 << 10
 
 // maxKeptWriteBuf bounds the encode buffer a stream keeps between frames.
 const maxKeptWriteBuf = 16 << 10
@@ -308,35 +343,36 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 	defer n.stats.streams.Add(-1)
 	wd.watch(s)
 	defer wd.release()
-	w := &streamWriter{s: s, timeout: n.cfg.WriteTimeout, onTimeout: n.stats.timeouts.Inc}
-	w.buf, w.spare = kept.buf, kept.spare
-	*kept = streamScratch{}
+	w := kept.writer(s, n.cfg.WriteTimeout)
+	if w.onTimeout == nil {
+		w.onTimeout = n.stats.timeouts.Inc // a method value: allocated once per writer
+	}
 	var watch *watcher
 	defer func() {
-		if watch != nil {
-			watch.close()
-		} else {
+		if watch == nil {
 			kept.takeFrom(w)
+		} else {
+			watch.close()
 		}
 		s.Close()
 	}()
-	// One frame and one answer per stream, reused for each request:
-	// both escape to the heap (through the decoder and the encoder), and
-	// nothing keeps either past its request.
-	var f wire.Frame
-	var a answer
+	// The frame and the answer are the stream server's, reused for each
+	// request: both escape to the heap (through the decoder and the
+	// encoder), and nothing keeps either past its request.
+	f, a := &kept.f, &kept.a
 	for first := true; ; first = false {
 		idle := n.cfg.IdleTimeout
 		if first {
 			idle = n.cfg.ReadTimeout // a new stream must say something soon
 		}
-		buf, err := n.readFrame(cs, s, wd, idle, cs.frameLimit)
+		buf, err := n.readFrame(cs, s, wd, idle, cs.frameLimit, kept.body)
 		if err != nil {
-			n.endStream(w, err)
+			n.endStream(w, err) // kept.body is still free: nothing holds it
 			return
 		}
-		f = wire.Frame{}
-		if err := wire.DecodeFrame(buf, &f); err != nil {
+		kept.body = nil // buf may be it: the frame's until keepBody
+		*f = wire.Frame{}
+		if err := wire.DecodeFrame(buf, f); err != nil {
 			// The length prefix kept the stream in step: answer and go on.
 			n.stats.badFrames.Inc()
 			if w.write(errorFrame(0, 0, wire.Errorf(wire.CodeBadRequest, "%v", err))) != nil {
@@ -344,14 +380,15 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 			}
 			continue
 		}
-		a = n.handle(cs, &f, w, &watch)
-		if w.writeAnswer(&a) != nil {
+		*a = n.handle(cs, f, w, &watch)
+		if w.writeAnswer(a) != nil {
 			return
 		}
 		w.keepRouteSet(a.set)
+		kept.keepBody(f.Type, buf)
 		// Keep neither the request's bytes nor the answer while the
 		// stream waits for its next frame, maybe for minutes.
-		f, a = wire.Frame{}, answer{}
+		*f, *a = wire.Frame{}, answer{}
 	}
 }
 
@@ -360,7 +397,10 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 // Oversized frames are refused before their body is read, and the body's
 // buffer grows only as its bytes arrive, within the node's budget of bytes
 // in flight.
-func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle time.Duration, limit int) ([]byte, error) {
+//
+// The body is read into buf when it has room (a buffer a stream server
+// kept from an earlier frame), else into a new one.
+func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle time.Duration, limit int, buf []byte) ([]byte, error) {
 	var hdr [wire.FrameHeaderLen]byte
 	wd.set(time.Now().Add(idle))
 	if err := readHeader(s, hdr[:]); err != nil {
@@ -377,7 +417,7 @@ func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle t
 	wd.set(deadline)
 	var held int64
 	defer func() { n.inFlight.release(held) }()
-	return wire.ReadBody(s, size, func(k int) error {
+	return wire.ReadBodyInto(buf, s, size, func(k int) error {
 		if err := n.inFlight.acquire(cs.ctx, int64(k), deadline); err != nil {
 			return err
 		}
@@ -441,10 +481,11 @@ func (b *byteBudget) release(k int64) {
 // endStream closes a stream whose read failed, telling the peer why when
 // the stream is still usable for that.
 func (n *Node) endStream(w *streamWriter, err error) {
+	if errors.Is(err, io.EOF) {
+		return // the peer finished: a clean end, without the allocation of tooLarge
+	}
 	var tooLarge *wire.FrameTooLargeError
 	switch {
-	case errors.Is(err, io.EOF):
-		return // the peer finished: a clean end
 	case errors.As(err, &tooLarge):
 		n.stats.badFrames.Inc()
 		w.write(errorFrame(0, 0, wire.Errorf(wire.CodeFrameTooLarge, "%v", err)))
