@@ -1,8 +1,10 @@
 package wire
 
 import (
+	"bytes"
 	"math"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // This file holds the hand-written decoder of a get-routes answer (Routes),
@@ -23,14 +25,28 @@ import (
 // brokers, broker, addresses).
 const maxFastRouteDepth = MaxNestingLevel - 4
 
-// routesDecoder holds what decodeRoutesFast shares across an answer: the
-// body as one string, which every new text field is a substring of (one
-// copy for all of them, made only if one is new), and the buffer routes
-// are copied into.
+// routesDecoder holds what decodeRoutesFast shares across an answer: one
+// copy of the body, made only once a string or route of the answer is new,
+// which every new text field and every route is taken from. One
+// allocation for all of them: a route read's answer, whose topic differs
+// from the answer decoded before it, used to cost two (a string copy for
+// the texts, a byte copy for the routes). The texts are strings over the
+// copy's bytes (unsafe.String), the routes slices of it capped at their
+// end; the two never overlap, and the copy is never written once it is
+// made, so a caller that writes into a route (or appends to one) can
+// change no string, and no string ever changes.
 type routesDecoder struct {
-	body   []byte
-	src    string
-	routes []byte
+	body []byte
+	own  []byte // the copy of body; nil until needed
+}
+
+// copied returns the copy's bytes at the offset of rest[:size] in body.
+func (d *routesDecoder) copied(rest []byte, size int) []byte {
+	if d.own == nil {
+		d.own = bytes.Clone(d.body)
+	}
+	at := len(d.body) - len(rest)
+	return d.own[at : at+size : at+size]
 }
 
 // decodeRoutesFast decodes body into r and reports whether it could. It
@@ -85,11 +101,10 @@ func (d *routesDecoder) str(b []byte, old string) (string, []byte, bool) {
 	if string(rest[:size]) == old {
 		return old, rest[size:], true
 	}
-	if d.src == "" {
-		d.src = string(d.body)
+	if size == 0 {
+		return "", rest, true
 	}
-	at := len(d.body) - len(rest)
-	return d.src[at : at+int(size)], rest[size:], true
+	return unsafe.String(&d.copied(rest, int(size))[0], int(size)), rest[size:], true
 }
 
 // results decodes the array of route results, into reuse's array when it
@@ -155,7 +170,7 @@ func (d *routesDecoder) result(b []byte, res *RouteResult, oldTopic string) ([]b
 }
 
 // route checks the route item at the start of b and returns a copy of its
-// bytes, the copies of one answer sharing one buffer.
+// bytes, from the answer's one copy.
 func (d *routesDecoder) route(b []byte) ([]byte, []byte, bool) {
 	if len(b) == 0 || b[0]>>5 != 5 {
 		return nil, nil, false // a route is a map; anything else, the general decoder judges
@@ -164,15 +179,7 @@ func (d *routesDecoder) route(b []byte) ([]byte, []byte, bool) {
 	if !ok {
 		return nil, nil, false
 	}
-	n := len(b) - len(rest)
-	if cap(d.routes)-len(d.routes) < n {
-		// Every route still to come lies in b, so one buffer of its size
-		// holds them all.
-		d.routes = make([]byte, 0, len(b))
-	}
-	start := len(d.routes)
-	d.routes = append(d.routes, b[:n]...)
-	return d.routes[start:len(d.routes):len(d.routes)], rest, true
+	return d.copied(b, len(b)-len(rest)), rest, true
 }
 
 // fastItem skips one item that sits at nesting level depth, checking it as
