@@ -93,8 +93,17 @@ func (st *Stream) Call(ctx context.Context, t wire.Type, req, resp any) error {
 	if err != nil {
 		return st.fail(ctx, t, err)
 	}
+	routes, _ := resp.(*wire.Routes)
 	for {
-		rf, err := st.read()
+		b, err := st.in.next(st.s, st.conn.cfg.MaxResponseLen)
+		if err != nil {
+			return st.fail(ctx, t, err)
+		}
+		st.rf = wire.Frame{}
+		if routes != nil && wire.DecodeRoutesFrame(b, st.id, &st.rf, routes) {
+			return nil // a node's answer to this call, its body walked once
+		}
+		rf, err := st.decode(b)
 		if err != nil {
 			return st.fail(ctx, t, err)
 		}
@@ -159,15 +168,10 @@ func (st *Stream) end(id uint64) {
 	}
 }
 
-// read reads and decodes the next frame into st.rf. The frame starts
-// empty: its body is never decoded into the last one's memory, which a
-// decoder that points bodies into the frame's bytes would have placed in
-// the reader's buffer.
-func (st *Stream) read() (*wire.Frame, error) {
-	b, err := st.in.next(st.s, st.conn.cfg.MaxResponseLen)
-	if err != nil {
-		return nil, err
-	}
+// decode decodes the frame b into st.rf, which starts empty: its body is
+// never decoded into the last one's memory, which a decoder that points
+// bodies into the frame's bytes would have placed in the reader's buffer.
+func (st *Stream) decode(b []byte) (*wire.Frame, error) {
 	st.rf = wire.Frame{}
 	if err := wire.DecodeFrame(b, &st.rf); err != nil {
 		return nil, err
