@@ -231,7 +231,8 @@ type streamScratch struct {
 	w    *streamWriter // nil when the last stream's writer is not free
 	f    wire.Frame
 	a    answer
-	body []byte // a request body's buffer, free for the next frame
+	body []byte      // a request body's buffer, free for the next frame
+	rd   frameBuffer // the stream's bytes read ahead of the frame being read
 }
 
 // writer returns a writer for s: the last stream's, reset, or a new one.
@@ -343,6 +344,8 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 	defer n.stats.streams.Add(-1)
 	wd.watch(s)
 	defer wd.release()
+	kept.rd.reset(s)
+	defer kept.rd.reset(nil)
 	w := kept.writer(s, n.cfg.WriteTimeout)
 	if w.onTimeout == nil {
 		w.onTimeout = n.stats.timeouts.Inc // a method value: allocated once per writer
@@ -365,7 +368,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 		if first {
 			idle = n.cfg.ReadTimeout // a new stream must say something soon
 		}
-		buf, err := n.readFrame(cs, s, wd, idle, cs.frameLimit, kept.body)
+		buf, err := n.readFrame(cs, &kept.rd, wd, idle, cs.frameLimit, kept.body)
 		if err != nil {
 			n.endStream(w, err) // kept.body is still free: nothing holds it
 			return
@@ -400,13 +403,13 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 //
 // The body is read into buf when it has room (a buffer a stream server
 // kept from an earlier frame), else into a new one.
-func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle time.Duration, limit int, buf []byte) ([]byte, error) {
-	var hdr [wire.FrameHeaderLen]byte
+func (n *Node) readFrame(cs *connState, rd *frameBuffer, wd *readWatchdog, idle time.Duration, limit int, buf []byte) ([]byte, error) {
 	wd.set(time.Now().Add(idle))
-	if err := readHeader(s, hdr[:]); err != nil {
+	hdr, err := rd.header()
+	if err != nil {
 		return nil, err
 	}
-	size := int(binary.BigEndian.Uint32(hdr[:]))
+	size := int(binary.BigEndian.Uint32(hdr))
 	switch {
 	case size == 0:
 		return nil, wire.ErrEmptyFrame
@@ -417,7 +420,7 @@ func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle t
 	wd.set(deadline)
 	var held int64
 	defer func() { n.inFlight.release(held) }()
-	return wire.ReadBodyInto(buf, s, size, func(k int) error {
+	return wire.ReadBodyInto(buf, rd, size, func(k int) error {
 		if err := n.inFlight.acquire(cs.ctx, int64(k), deadline); err != nil {
 			return err
 		}
@@ -426,24 +429,66 @@ func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle t
 	})
 }
 
-// readHeader is io.ReadFull(s, hdr), errors included (io.EOF before the
-// first byte, io.ErrUnexpectedEOF after it), without the allocation of
-// hdr that passing it through io.Reader costs on every frame.
-func readHeader(s *quic.Stream, hdr []byte) error {
-	n := 0
-	for n < len(hdr) {
-		m, err := s.Read(hdr[n:])
-		n += m
-		switch {
-		case n >= len(hdr):
-			return nil
-		case err == io.EOF && n > 0:
-			return io.ErrUnexpectedEOF
-		case err != nil:
-			return err
+// frameBuffer reads a stream's frames for its stream server, reading
+// ahead into a small buffer of fixed size: one Read usually brings a
+// request's length prefix, its body and, with a stream per request, the
+// stream's FIN, where reading the prefix and the body apart took two
+// Reads, and a third for the FIN. What it holds follows the bytes
+// received and never passes readAhead, whatever length a peer declares;
+// a body is read past the buffer straight into the body's own buffer,
+// never beyond the frame's end.
+type frameBuffer struct {
+	s      *quic.Stream
+	buf    [readAhead]byte
+	off, n int   // buf[off:n] is read and not yet used
+	err    error // what the stream's last Read returned; later reads return it
+}
+
+// readAhead is how much a frameBuffer reads at once: a typical request
+// and its length prefix fit.
+const readAhead = 512
+
+func (fb *frameBuffer) reset(s *quic.Stream) {
+	fb.s, fb.off, fb.n, fb.err = s, 0, 0, nil
+}
+
+// header returns the next frame's length prefix, valid until the next
+// read. Its errors are io.ReadFull's: io.EOF when the stream ends before
+// the prefix starts, io.ErrUnexpectedEOF inside it.
+func (fb *frameBuffer) header() ([]byte, error) {
+	if fb.n-fb.off < wire.FrameHeaderLen {
+		fb.n = copy(fb.buf[:], fb.buf[fb.off:fb.n])
+		fb.off = 0
+		for fb.n < wire.FrameHeaderLen {
+			if fb.err != nil {
+				if fb.err == io.EOF && fb.n > 0 {
+					return nil, io.ErrUnexpectedEOF
+				}
+				return nil, fb.err
+			}
+			var m int
+			m, fb.err = fb.s.Read(fb.buf[fb.n:])
+			fb.n += m
 		}
 	}
-	return nil
+	hdr := fb.buf[fb.off : fb.off+wire.FrameHeaderLen]
+	fb.off += wire.FrameHeaderLen
+	return hdr, nil
+}
+
+// Read reads what was read ahead, then the stream.
+func (fb *frameBuffer) Read(p []byte) (int, error) {
+	if fb.off < fb.n {
+		m := copy(p, fb.buf[fb.off:fb.n])
+		fb.off += m
+		return m, nil
+	}
+	if fb.err != nil {
+		return 0, fb.err
+	}
+	var m int
+	m, fb.err = fb.s.Read(p)
+	return m, fb.err
 }
 
 // byteBudget bounds the bytes of frames being received at once over the
