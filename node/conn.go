@@ -258,7 +258,9 @@ func (k *streamScratch) takeFrom(w *streamWriter) {
 	}
 	w.buf = w.buf[:0]
 	w.s, w.failed = nil, nil
-	w.query = wire.GetRoutes{}
+	if cap(w.query.Topics) > maxKeptQueryTopics {
+		w.query = wire.GetRoutes{}
+	}
 	k.w = w
 }
 
@@ -271,6 +273,10 @@ func (k *streamScratch) keepBody(t wire.Type, body []byte) {
 		k.body = body[:0]
 	}
 }
+
+// maxKeptQueryTopics bounds the topics array of a get-routes query a
+// stream server keeps for its next stream.
+const maxKeptQueryTopics = 128
 
 // maxKeptReadBuf bounds the request buffer a stream server keeps.
 const maxKeptReadBuf = 4 << 10

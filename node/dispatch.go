@@ -149,7 +149,10 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 			return nil, err
 		}
 		body, err := n.getRoutes(cs, w, q)
-		*q = wire.GetRoutes{} // hold none of its strings while the stream idles
+		// Hold none of its strings while the stream idles, but keep its
+		// array for the next request's topics.
+		clear(q.Topics)
+		*q = wire.GetRoutes{Topics: q.Topics[:0]}
 		return body, err
 	case wire.TypeClusterInfo:
 		return n.reg.ClusterInfo(), nil

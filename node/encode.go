@@ -30,8 +30,7 @@ func (w *streamWriter) getRoutesQuery() *wire.GetRoutes {
 	if w == nil {
 		return new(wire.GetRoutes)
 	}
-	w.query = wire.GetRoutes{}
-	return &w.query
+	return &w.query // emptied after its last request, its array kept (dispatch)
 }
 
 // takeRouteSet returns an answer for n topics: the one w kept from its

@@ -157,7 +157,8 @@ func (f *Frame) DecodeGetRoutes(q *GetRoutes) error {
 }
 
 // decodeGetRoutesFast reads {1: [{1: topic, 2: version}, ...]} and reports
-// whether b had exactly that shape. The topic names are substrings of one
+// whether b had exactly that shape, into q's Topics array when it is large
+// enough. The topic names are substrings of one
 // copy of b, one allocation instead of one per topic: a get-routes request
 // lives for one response, so no name outlives it to pin the copy.
 func decodeGetRoutesFast(body []byte, q *GetRoutes) bool {
@@ -175,8 +176,13 @@ func decodeGetRoutesFast(body []byte, q *GetRoutes) bool {
 	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b))/3 {
 		return false
 	}
-	topics := make([]TopicVersion, n)
+	topics := q.Topics[:0] // q's array when it has room: a stream's request loop reuses one
+	if uint64(cap(topics)) < n || topics == nil {
+		topics = make([]TopicVersion, 0, n)
+	}
+	topics = topics[:n]
 	for i := range topics {
+		topics[i] = TopicVersion{}
 		if b, err = decodeTopicVersionFast(b, src[len(body)-len(b):], &topics[i]); err != nil {
 			return false
 		}

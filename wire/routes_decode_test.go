@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -72,4 +73,60 @@ func BenchmarkDecodeRoutesNewTopic(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// TestDecodeGetRoutesReuses: a get-routes request decoded into a
+// GetRoutes used before takes its Topics array when it has room, and
+// gives what a fresh decode gives.
+func TestDecodeGetRoutesReuses(t *testing.T) {
+	body, err := MarshalBody(&GetRoutes{Topics: []TopicVersion{{Topic: "a"}, {Topic: "b", Version: 7}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Frame{Type: TypeGetRoutes, Body: body}
+	var want GetRoutes
+	if err := f.DecodeBody(&want); err != nil {
+		t.Fatal(err)
+	}
+	used := GetRoutes{Topics: make([]TopicVersion, 3, 4)}
+	for i := range used.Topics {
+		used.Topics[i] = TopicVersion{Topic: "old", Version: 9}
+	}
+	array := &used.Topics[:1][0]
+	if err := f.DecodeGetRoutes(&used); err != nil || !reflect.DeepEqual(used, want) {
+		t.Fatalf("into a used GetRoutes: %#v, %v; want %#v", used, err, want)
+	}
+	if &used.Topics[0] != array {
+		t.Error("the used array was not reused")
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := f.DecodeGetRoutes(&used); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 {
+		t.Errorf("%v allocations per request into a used GetRoutes, want 1 (the names' copy)", allocs)
+	}
+}
+
+// FuzzDecodeGetRoutesReused compares DecodeGetRoutes into a used
+// GetRoutes with the general decoder into a fresh one.
+func FuzzDecodeGetRoutesReused(f *testing.F) {
+	for _, b := range getRoutesInputs(f)[:20] {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr := &Frame{Type: TypeGetRoutes, Body: b}
+		var want GetRoutes
+		wantErr := fr.DecodeBody(&want)
+		used := GetRoutes{Topics: make([]TopicVersion, 2, 64), Client: ClientAttrs{Zone: "old"}}
+		used.Topics[0] = TopicVersion{Topic: "old", Version: 9}
+		gotErr := fr.DecodeGetRoutes(&used)
+		if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
+			t.Fatalf("%x: DecodeGetRoutes into a used GetRoutes error %v, DecodeBody error %v", b, gotErr, wantErr)
+		}
+		if wantErr == nil && !reflect.DeepEqual(used, want) {
+			t.Fatalf("%x: DecodeGetRoutes into a used GetRoutes %#v, DecodeBody %#v", b, used, want)
+		}
+	})
 }
