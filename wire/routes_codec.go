@@ -235,8 +235,11 @@ func decodeTopicVersionFast(b []byte, src string, tv *TopicVersion) ([]byte, err
 // names r holds where the answer repeats them, so a client polling in a
 // loop allocates them once: a caller that keeps one answer while decoding
 // the next into the same r must copy the slices out first. Route bytes
-// are new in every answer; a RouteResult or GroupFreshness copied out of
-// an earlier answer stays valid.
+// are new in every answer (the new strings and routes of one answer share
+// one copy of its body, one allocation); a RouteResult or GroupFreshness
+// copied out of an earlier answer stays valid. A client that reads a
+// whole answer frame decodes it with DecodeRoutesFrame, which walks the
+// body once.
 func (f *Frame) DecodeRoutes(r *Routes) error {
 	if len(f.Body) > 0 && decodeRoutesFast(f.Body, r) {
 		return nil
