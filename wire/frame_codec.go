@@ -169,11 +169,14 @@ func skipRaw(b []byte, depth int) (rest []byte, ok bool) {
 // DecodeFrame's well-formedness walk takes too, so f and r end as those
 // two would leave them (FuzzDecodeRoutesFrame compares them).
 //
+// checks, when not nil, lets it skip walking routes it walked before
+// (RouteChecks).
+//
 // When it reports false nothing is decided: the caller decodes b with
 // DecodeFrame and then Frame.DecodeRoutes, which give the errors. It may
 // have written into r's Results and Groups arrays, as a DecodeRoutes that
 // fails may.
-func DecodeRoutesFrame(b []byte, want uint64, f *Frame, r *Routes) bool {
+func DecodeRoutesFrame(b []byte, want uint64, f *Frame, r *Routes, checks *RouteChecks) bool {
 	if len(b) < 7 || b[0] != 0xa3 || b[1] != 1 {
 		return false
 	}
@@ -186,7 +189,7 @@ func DecodeRoutesFrame(b []byte, want uint64, f *Frame, r *Routes) bool {
 		return false
 	}
 	body := rest[1:]
-	if !decodeRoutesFast(body, r) {
+	if !decodeRoutesChecked(body, r, checks) {
 		return false
 	}
 	f.Type, f.ID, f.Body = Type(typ), id, body

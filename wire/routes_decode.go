@@ -36,8 +36,52 @@ const maxFastRouteDepth = MaxNestingLevel - 4
 // made, so a caller that writes into a route (or appends to one) can
 // change no string, and no string ever changes.
 type routesDecoder struct {
-	body []byte
-	own  []byte // the copy of body; nil until needed
+	body   []byte
+	own    []byte       // the copy of body; nil until needed
+	checks *RouteChecks // routes checked before; nil for none
+}
+
+// RouteChecks remembers route items the routes decoder has checked (their
+// bytes, by the version the answer gives them), so that decoding the same
+// route again, in every answer for a topic whose route has not changed and
+// for topics that share a route, skips walking it: a route at the start
+// of the bytes left is the one remembered exactly when those bytes begin
+// with it, as a CBOR item's extent follows from its own bytes. The
+// version only picks the entry to compare; a wrong one costs a walk,
+// never a wrong answer. It keeps its own copies, never handed out, of at
+// most maxCheckedRoutes routes of at most maxCheckedRouteLen bytes, and
+// forgets them all when full. The zero value is ready; it is not safe
+// for concurrent use (a client keeps one per stream or per call buffer).
+type RouteChecks struct {
+	seen map[uint64][]byte
+}
+
+const (
+	maxCheckedRoutes   = 256
+	maxCheckedRouteLen = 2048
+)
+
+// known returns the length of the route remembered for version when b
+// starts with it, else 0.
+func (c *RouteChecks) known(version uint64, b []byte) int {
+	if c == nil {
+		return 0
+	}
+	if r, ok := c.seen[version]; ok && bytes.HasPrefix(b, r) {
+		return len(r)
+	}
+	return 0
+}
+
+// add remembers route, which the decoder has just checked, for version.
+func (c *RouteChecks) add(version uint64, route []byte) {
+	if c == nil || len(route) > maxCheckedRouteLen {
+		return
+	}
+	if c.seen == nil || len(c.seen) >= maxCheckedRoutes {
+		c.seen = make(map[uint64][]byte)
+	}
+	c.seen[version] = bytes.Clone(route)
 }
 
 // copied returns the copy's bytes at the offset of rest[:size] in body.
@@ -56,11 +100,17 @@ func (d *routesDecoder) copied(rest []byte, size int) []byte {
 // RouteResult copied out of an earlier answer stays valid. When it reports false, r holds
 // nothing useful and the caller decodes again with the general decoder.
 func decodeRoutesFast(body []byte, r *Routes) bool {
+	return decodeRoutesChecked(body, r, nil)
+}
+
+// decodeRoutesChecked is decodeRoutesFast skipping the walk of the routes
+// checks remembers, and remembering those it walks.
+func decodeRoutesChecked(body []byte, r *Routes, checks *RouteChecks) bool {
 	major, pairs, b, err := head(body)
 	if err != nil || major != 5 || pairs > 3 {
 		return false
 	}
-	d := routesDecoder{body: body}
+	d := routesDecoder{body: body, checks: checks}
 	var out Routes
 	last := uint64(0)
 	for range pairs {
@@ -161,7 +211,7 @@ func (d *routesDecoder) result(b []byte, res *RouteResult, oldTopic string) ([]b
 				return nil, false
 			}
 		case 4:
-			if res.Route, b, ok = d.route(b); !ok {
+			if res.Route, b, ok = d.route(b, res.Version); !ok {
 				return nil, false
 			}
 		}
@@ -170,16 +220,23 @@ func (d *routesDecoder) result(b []byte, res *RouteResult, oldTopic string) ([]b
 }
 
 // route checks the route item at the start of b and returns a copy of its
-// bytes, from the answer's one copy.
-func (d *routesDecoder) route(b []byte) ([]byte, []byte, bool) {
+// bytes, from the answer's one copy. version is the one the result gave
+// before the route, zero if none: it picks the remembered route to
+// compare (RouteChecks).
+func (d *routesDecoder) route(b []byte, version uint64) ([]byte, []byte, bool) {
 	if len(b) == 0 || b[0]>>5 != 5 {
 		return nil, nil, false // a route is a map; anything else, the general decoder judges
+	}
+	if n := d.checks.known(version, b); n > 0 {
+		return d.copied(b, n), b[n:], true
 	}
 	rest, ok := fastItem(b, 4)
 	if !ok {
 		return nil, nil, false
 	}
-	return d.copied(b, len(b)-len(rest)), rest, true
+	n := len(b) - len(rest)
+	d.checks.add(version, b[:n])
+	return d.copied(b, n), rest, true
 }
 
 // fastItem skips one item that sits at nesting level depth, checking it as

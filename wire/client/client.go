@@ -226,7 +226,7 @@ func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
 	routes, _ := resp.(*wire.Routes)
 	decoded := false // the frame and its routes, in one walk of the body
 	if err == nil {
-		if decoded = routes != nil && wire.DecodeRoutesFrame(b, 1, &bufs.rf, routes); !decoded {
+		if decoded = routes != nil && wire.DecodeRoutesFrame(b, 1, &bufs.rf, routes, &bufs.checks); !decoded {
 			err = wire.DecodeFrame(b, &bufs.rf)
 		}
 	}

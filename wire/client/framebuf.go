@@ -115,9 +115,10 @@ func (fr *frameReader) reset() {
 // once per request timeout, re-arming itself for the call then in flight,
 // instead of a Reset and a Stop per call.
 type callBuffers struct {
-	out []byte
-	in  frameReader
-	rf  wire.Frame
+	out    []byte
+	in     frameReader
+	rf     wire.Frame
+	checks wire.RouteChecks // routes the answers of these buffers' calls brought, checked
 
 	mu    sync.Mutex // guards what follows, against watch's function
 	watch *time.Timer

@@ -26,9 +26,10 @@ type Stream struct {
 	// The request and response buffers and the response frame, reused by
 	// every call: nothing of them outlives the call (the response is
 	// decoded into the caller's value, which copies what it keeps).
-	out []byte
-	in  frameReader
-	rf  wire.Frame
+	out    []byte
+	in     frameReader
+	rf     wire.Frame
+	checks wire.RouteChecks // routes this stream's answers brought, checked
 
 	// Call deadlines. Rather than a deadline on the QUIC stream per call
 	// (two locked updates per call, and a timer per blocking Read inside
@@ -100,7 +101,7 @@ func (st *Stream) Call(ctx context.Context, t wire.Type, req, resp any) error {
 			return st.fail(ctx, t, err)
 		}
 		st.rf = wire.Frame{}
-		if routes != nil && wire.DecodeRoutesFrame(b, st.id, &st.rf, routes) {
+		if routes != nil && wire.DecodeRoutesFrame(b, st.id, &st.rf, routes, &st.checks) {
 			return nil // a node's answer to this call, its body walked once
 		}
 		rf, err := st.decode(b)
