@@ -49,7 +49,7 @@ type routesDecoder struct {
 // with it, as a CBOR item's extent follows from its own bytes. The
 // version only picks the entry to compare; a wrong one costs a walk,
 // never a wrong answer. It keeps its own copies, never handed out, of at
-// most maxCheckedRoutes routes of at most maxCheckedRouteLen bytes, and
+// most maxCheckedRoutes routes of at most maxCheckedRouteLen bytes (64 KiB), and
 // forgets them all when full. The zero value is ready; it is not safe
 // for concurrent use (a client keeps one per stream or per call buffer).
 type RouteChecks struct {
@@ -57,8 +57,8 @@ type RouteChecks struct {
 }
 
 const (
-	maxCheckedRoutes   = 256
-	maxCheckedRouteLen = 2048
+	maxCheckedRoutes   = 64
+	maxCheckedRouteLen = 1024
 )
 
 // known returns the length of the route remembered for version when b
