@@ -215,29 +215,71 @@ type streamWriter struct {
 	// spare is the stream's last get-routes answer, emptied, for its
 	// next read (node/encode.go). Only the request loop uses it.
 	spare *routeSet
+	// query is the get-routes request being answered, decoded into the
+	// writer's memory rather than a new GetRoutes per request (dispatch).
+	// Only the request loop uses it.
+	query wire.GetRoutes
 }
 
 // streamScratch is what a stream server keeps from one stream for the
-// next: the write buffer and the emptied get-routes answer its last stream
-// ended with. With a stream per request, each stream would otherwise grow
-// a new buffer and build a new answer for its one request.
+// next: the last stream's writer (its encode buffer and the emptied
+// get-routes answer it ended with), the frame and answer its request loop
+// decodes into and builds, and the buffer of its last get-routes request.
+// With a stream per request, each stream would otherwise allocate all of
+// them for its one request.
 type streamScratch struct {
-	buf   []byte
-	spare *routeSet
+	w    *streamWriter // nil when the last stream's writer is not free
+	f    wire.Frame
+	a    answer
+	body []byte      // a request body's buffer, free for the next frame
+	rd   frameBuffer // the stream's bytes read ahead of the frame being read
 }
 
-// takeFrom keeps w's buffer and spare answer. Only a stream that never
-// watched gives them up: a watch stream's writer is shared with its
+// writer returns a writer for s: the last stream's, reset, or a new one.
+// A reused writer keeps its onTimeout: the stream server's node is the same.
+func (k *streamScratch) writer(s *quic.Stream, timeout time.Duration) *streamWriter {
+	w := k.w
+	k.w = nil
+	if w == nil {
+		w = new(streamWriter)
+	}
+	w.s, w.timeout, w.failed = s, timeout, nil
+	return w
+}
+
+// takeFrom keeps w for the next stream. Only a stream that never watched
+// gives its writer up: a watch stream's writer is shared with its
 // connection's pusher (watch.go), which may still hold it.
 func (k *streamScratch) takeFrom(w *streamWriter) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if cap(w.buf) <= maxKeptWriteBuf {
-		k.buf = w.buf[:0]
+	if cap(w.buf) > maxKeptWriteBuf {
+		w.buf = nil
 	}
-	k.spare = w.spare
-	w.buf, w.spare = nil, nil
+	w.buf = w.buf[:0]
+	w.s, w.failed = nil, nil
+	if cap(w.query.Topics) > maxKeptQueryTopics {
+		w.query = wire.GetRoutes{}
+	}
+	k.w = w
 }
+
+// keepBody keeps a request's body buffer for the next frame, once nothing
+// refers to it any more. Only a get-routes request's is kept: its decode
+// copies what it keeps (the topic names), where other requests' decoded
+// messages may share the body's bytes.
+func (k *streamScratch) keepBody(t wire.Type, body []byte) {
+	if t == wire.TypeGetRoutes && cap(body) <= maxKeptReadBuf {
+		k.body = body[:0]
+	}
+}
+
+// maxKeptQueryTopics bounds the topics array of a get-routes query a
+// stream server keeps for its next stream.
+const maxKeptQueryTopics = 128
+
+// maxKeptReadBuf bounds the request buffer a stream server keeps.
+const maxKeptReadBuf = 4 << 10
 
 // maxKeptWriteBuf bounds the encode buffer a stream keeps between frames.
 const maxKeptWriteBuf = 16 << 10
@@ -308,35 +350,38 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 	defer n.stats.streams.Add(-1)
 	wd.watch(s)
 	defer wd.release()
-	w := &streamWriter{s: s, timeout: n.cfg.WriteTimeout, onTimeout: n.stats.timeouts.Inc}
-	w.buf, w.spare = kept.buf, kept.spare
-	*kept = streamScratch{}
+	kept.rd.reset(s)
+	defer kept.rd.reset(nil)
+	w := kept.writer(s, n.cfg.WriteTimeout)
+	if w.onTimeout == nil {
+		w.onTimeout = n.stats.timeouts.Inc // a method value: allocated once per writer
+	}
 	var watch *watcher
 	defer func() {
-		if watch != nil {
-			watch.close()
-		} else {
+		if watch == nil {
 			kept.takeFrom(w)
+		} else {
+			watch.close()
 		}
 		s.Close()
 	}()
-	// One frame and one answer per stream, reused for each request:
-	// both escape to the heap (through the decoder and the encoder), and
-	// nothing keeps either past its request.
-	var f wire.Frame
-	var a answer
+	// The frame and the answer are the stream server's, reused for each
+	// request: both escape to the heap (through the decoder and the
+	// encoder), and nothing keeps either past its request.
+	f, a := &kept.f, &kept.a
 	for first := true; ; first = false {
 		idle := n.cfg.IdleTimeout
 		if first {
 			idle = n.cfg.ReadTimeout // a new stream must say something soon
 		}
-		buf, err := n.readFrame(cs, s, wd, idle, cs.frameLimit)
+		buf, err := n.readFrame(cs, &kept.rd, wd, idle, cs.frameLimit, kept.body)
 		if err != nil {
-			n.endStream(w, err)
+			n.endStream(w, err) // kept.body is still free: nothing holds it
 			return
 		}
-		f = wire.Frame{}
-		if err := wire.DecodeFrame(buf, &f); err != nil {
+		kept.body = nil // buf may be it: the frame's until keepBody
+		*f = wire.Frame{}
+		if err := wire.DecodeFrame(buf, f); err != nil {
 			// The length prefix kept the stream in step: answer and go on.
 			n.stats.badFrames.Inc()
 			if w.write(errorFrame(0, 0, wire.Errorf(wire.CodeBadRequest, "%v", err))) != nil {
@@ -344,14 +389,15 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 			}
 			continue
 		}
-		a = n.handle(cs, &f, w, &watch)
-		if w.writeAnswer(&a) != nil {
+		*a = n.handle(cs, f, w, &watch)
+		if w.writeAnswer(a) != nil {
 			return
 		}
 		w.keepRouteSet(a.set)
+		kept.keepBody(f.Type, buf)
 		// Keep neither the request's bytes nor the answer while the
 		// stream waits for its next frame, maybe for minutes.
-		f, a = wire.Frame{}, answer{}
+		*f, *a = wire.Frame{}, answer{}
 	}
 }
 
@@ -360,13 +406,16 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 // Oversized frames are refused before their body is read, and the body's
 // buffer grows only as its bytes arrive, within the node's budget of bytes
 // in flight.
-func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle time.Duration, limit int) ([]byte, error) {
-	var hdr [wire.FrameHeaderLen]byte
+//
+// The body is read into buf when it has room (a buffer a stream server
+// kept from an earlier frame), else into a new one.
+func (n *Node) readFrame(cs *connState, rd *frameBuffer, wd *readWatchdog, idle time.Duration, limit int, buf []byte) ([]byte, error) {
 	wd.set(time.Now().Add(idle))
-	if err := readHeader(s, hdr[:]); err != nil {
+	hdr, err := rd.header()
+	if err != nil {
 		return nil, err
 	}
-	size := int(binary.BigEndian.Uint32(hdr[:]))
+	size := int(binary.BigEndian.Uint32(hdr))
 	switch {
 	case size == 0:
 		return nil, wire.ErrEmptyFrame
@@ -377,7 +426,7 @@ func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle t
 	wd.set(deadline)
 	var held int64
 	defer func() { n.inFlight.release(held) }()
-	return wire.ReadBody(s, size, func(k int) error {
+	return wire.ReadBodyInto(buf, rd, size, func(k int) error {
 		if err := n.inFlight.acquire(cs.ctx, int64(k), deadline); err != nil {
 			return err
 		}
@@ -386,24 +435,66 @@ func (n *Node) readFrame(cs *connState, s *quic.Stream, wd *readWatchdog, idle t
 	})
 }
 
-// readHeader is io.ReadFull(s, hdr), errors included (io.EOF before the
-// first byte, io.ErrUnexpectedEOF after it), without the allocation of
-// hdr that passing it through io.Reader costs on every frame.
-func readHeader(s *quic.Stream, hdr []byte) error {
-	n := 0
-	for n < len(hdr) {
-		m, err := s.Read(hdr[n:])
-		n += m
-		switch {
-		case n >= len(hdr):
-			return nil
-		case err == io.EOF && n > 0:
-			return io.ErrUnexpectedEOF
-		case err != nil:
-			return err
+// frameBuffer reads a stream's frames for its stream server, reading
+// ahead into a small buffer of fixed size: one Read usually brings a
+// request's length prefix, its body and, with a stream per request, the
+// stream's FIN, where reading the prefix and the body apart took two
+// Reads, and a third for the FIN. What it holds follows the bytes
+// received and never passes readAhead, whatever length a peer declares;
+// a body is read past the buffer straight into the body's own buffer,
+// never beyond the frame's end.
+type frameBuffer struct {
+	s      *quic.Stream
+	buf    [readAhead]byte
+	off, n int   // buf[off:n] is read and not yet used
+	err    error // what the stream's last Read returned; later reads return it
+}
+
+// readAhead is how much a frameBuffer reads at once: a typical request
+// and its length prefix fit.
+const readAhead = 512
+
+func (fb *frameBuffer) reset(s *quic.Stream) {
+	fb.s, fb.off, fb.n, fb.err = s, 0, 0, nil
+}
+
+// header returns the next frame's length prefix, valid until the next
+// read. Its errors are io.ReadFull's: io.EOF when the stream ends before
+// the prefix starts, io.ErrUnexpectedEOF inside it.
+func (fb *frameBuffer) header() ([]byte, error) {
+	if fb.n-fb.off < wire.FrameHeaderLen {
+		fb.n = copy(fb.buf[:], fb.buf[fb.off:fb.n])
+		fb.off = 0
+		for fb.n < wire.FrameHeaderLen {
+			if fb.err != nil {
+				if fb.err == io.EOF && fb.n > 0 {
+					return nil, io.ErrUnexpectedEOF
+				}
+				return nil, fb.err
+			}
+			var m int
+			m, fb.err = fb.s.Read(fb.buf[fb.n:])
+			fb.n += m
 		}
 	}
-	return nil
+	hdr := fb.buf[fb.off : fb.off+wire.FrameHeaderLen]
+	fb.off += wire.FrameHeaderLen
+	return hdr, nil
+}
+
+// Read reads what was read ahead, then the stream.
+func (fb *frameBuffer) Read(p []byte) (int, error) {
+	if fb.off < fb.n {
+		m := copy(p, fb.buf[fb.off:fb.n])
+		fb.off += m
+		return m, nil
+	}
+	if fb.err != nil {
+		return 0, fb.err
+	}
+	var m int
+	m, fb.err = fb.s.Read(p)
+	return m, fb.err
 }
 
 // byteBudget bounds the bytes of frames being received at once over the
@@ -441,10 +532,11 @@ func (b *byteBudget) release(k int64) {
 // endStream closes a stream whose read failed, telling the peer why when
 // the stream is still usable for that.
 func (n *Node) endStream(w *streamWriter, err error) {
+	if errors.Is(err, io.EOF) {
+		return // the peer finished: a clean end, without the allocation of tooLarge
+	}
 	var tooLarge *wire.FrameTooLargeError
 	switch {
-	case errors.Is(err, io.EOF):
-		return // the peer finished: a clean end
 	case errors.As(err, &tooLarge):
 		n.stats.badFrames.Inc()
 		w.write(errorFrame(0, 0, wire.Errorf(wire.CodeFrameTooLarge, "%v", err)))

@@ -144,11 +144,16 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 	case wire.TypeUnregister:
 		return decodeRun(f, func(u *wire.Unregister) (any, error) { return nil, n.unregister(cs, u) })
 	case wire.TypeGetRoutes:
-		var q wire.GetRoutes
-		if err := f.DecodeGetRoutes(&q); err != nil { // decodeRun's work, without reflection
+		q := w.getRoutesQuery()
+		if err := f.DecodeGetRoutes(q); err != nil { // decodeRun's work, without reflection
 			return nil, err
 		}
-		return n.getRoutes(cs, w, &q)
+		body, err := n.getRoutes(cs, w, q)
+		// Hold none of its strings while the stream idles, but keep its
+		// array for the next request's topics.
+		clear(q.Topics)
+		*q = wire.GetRoutes{Topics: q.Topics[:0]}
+		return body, err
 	case wire.TypeClusterInfo:
 		return n.reg.ClusterInfo(), nil
 	case wire.TypeTopics:
@@ -362,8 +367,8 @@ func (n *Node) getRoutes(cs *connState, w *streamWriter, q *wire.GetRoutes) (any
 	n.reg.RoutesOf(rs.entries, q.Topics)
 	ctx := n.policies.readContext(n.cfg.PolicyReadBudget) // node/policy.go
 	if n.policies.parallel(len(q.Topics)) {
-		// The closure takes copies, so that q, which dispatch keeps on
-		// its stack, does not escape with it.
+		// The closure takes copies, so that it does not keep q, which
+		// dispatch empties once the answer is built.
 		topics, client, ip := q.Topics, q.Client, cs.peer.ip
 		n.policies.eachTopic(len(topics), func(i int) {
 			rs.out.Results[i], rs.entries[i] = n.routeRead(ctx, topics[i], rs.entries[i], ip, client)

@@ -23,6 +23,16 @@ const maxGroupsInline = 4
 // poll of more topics allocates its own.
 const maxKeptTopics = 256
 
+// getRoutesQuery returns the GetRoutes to decode a get-routes request
+// into: w's, on a stream, so that a request costs no allocation for it;
+// a new one without a writer (tests call handle with none).
+func (w *streamWriter) getRoutesQuery() *wire.GetRoutes {
+	if w == nil {
+		return new(wire.GetRoutes)
+	}
+	return &w.query // emptied after its last request, its array kept (dispatch)
+}
+
 // takeRouteSet returns an answer for n topics: the one w kept from its
 // stream's last read when it has room (a client polls the same topics on
 // the same stream again and again), else a new one. w may be nil.

@@ -87,26 +87,41 @@ const firstBodyChunk = 512
 // error that ReadBody returns. It returns io.ErrUnexpectedEOF when the
 // stream ends inside the body.
 func ReadBody(r io.Reader, n int, reserve func(int) error) ([]byte, error) {
+	return ReadBodyInto(nil, r, n, reserve)
+}
+
+// ReadBodyInto is ReadBody reading into buf's memory while it has room:
+// a reader that keeps one buffer across frames allocates none for a frame
+// that fits. reserve is called as ReadBody calls it, for the bytes the
+// body is let fill as it arrives, whatever buf's capacity.
+func ReadBodyInto(buf []byte, r io.Reader, n int, reserve func(int) error) ([]byte, error) {
 	size := min(n, firstBodyChunk)
 	if reserve != nil {
 		if err := reserve(size); err != nil {
 			return nil, err
 		}
 	}
-	buf := make([]byte, 0, size)
+	if buf == nil || cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
+	buf = buf[:0]
+	limit := size // what the body may fill so far: reserved, allocated
 	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			grow := min(2*cap(buf), n) - cap(buf)
+		if len(buf) == limit {
+			grow := min(2*limit, n) - limit
 			if reserve != nil {
 				if err := reserve(grow); err != nil {
 					return nil, err
 				}
 			}
-			grown := make([]byte, len(buf), cap(buf)+grow)
-			copy(grown, buf)
-			buf = grown
+			limit += grow
+			if cap(buf) < limit {
+				grown := make([]byte, len(buf), limit)
+				copy(grown, buf)
+				buf = grown
+			}
 		}
-		m, err := r.Read(buf[len(buf):cap(buf)])
+		m, err := r.Read(buf[len(buf):limit])
 		buf = buf[:len(buf)+m]
 		if err != nil && len(buf) < n {
 			if err == io.EOF {

@@ -159,3 +159,39 @@ func skipRaw(b []byte, depth int) (rest []byte, ok bool) {
 	}
 	return nil, false // a tag
 }
+
+// DecodeRoutesFrame decodes b, a frame's bytes, into f and its body into
+// r, when b is a get-routes answer as a node sends it: the map {1: type,
+// 2: id, 3: body}, those keys in that order, id equal to want (the
+// request's), and a body the routes decoder reads by hand
+// (routes_decode.go). It walks the body once, where DecodeFrame and then
+// Frame.DecodeRoutes walk it twice: everything the routes decoder takes,
+// DecodeFrame's well-formedness walk takes too, so f and r end as those
+// two would leave them (FuzzDecodeRoutesFrame compares them).
+//
+// checks, when not nil, lets it skip walking routes it walked before
+// (RouteChecks).
+//
+// When it reports false nothing is decided: the caller decodes b with
+// DecodeFrame and then Frame.DecodeRoutes, which give the errors. It may
+// have written into r's Results and Groups arrays, as a DecodeRoutes that
+// fails may.
+func DecodeRoutesFrame(b []byte, want uint64, f *Frame, r *Routes, checks *RouteChecks) bool {
+	if len(b) < 7 || b[0] != 0xa3 || b[1] != 1 {
+		return false
+	}
+	typ, rest, ok := readUint(b[2:], 0xffff)
+	if !ok || len(rest) == 0 || rest[0] != 2 {
+		return false
+	}
+	id, rest, ok := readUint(rest[1:], math.MaxUint64)
+	if !ok || id != want || len(rest) == 0 || rest[0] != 3 {
+		return false
+	}
+	body := rest[1:]
+	if !decodeRoutesChecked(body, r, checks) {
+		return false
+	}
+	f.Type, f.ID, f.Body = Type(typ), id, body
+	return true
+}

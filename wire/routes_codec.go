@@ -157,7 +157,8 @@ func (f *Frame) DecodeGetRoutes(q *GetRoutes) error {
 }
 
 // decodeGetRoutesFast reads {1: [{1: topic, 2: version}, ...]} and reports
-// whether b had exactly that shape. The topic names are substrings of one
+// whether b had exactly that shape, into q's Topics array when it is large
+// enough. The topic names are substrings of one
 // copy of b, one allocation instead of one per topic: a get-routes request
 // lives for one response, so no name outlives it to pin the copy.
 func decodeGetRoutesFast(body []byte, q *GetRoutes) bool {
@@ -175,8 +176,13 @@ func decodeGetRoutesFast(body []byte, q *GetRoutes) bool {
 	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b))/3 {
 		return false
 	}
-	topics := make([]TopicVersion, n)
+	topics := q.Topics[:0] // q's array when it has room: a stream's request loop reuses one
+	if uint64(cap(topics)) < n || topics == nil {
+		topics = make([]TopicVersion, 0, n)
+	}
+	topics = topics[:n]
 	for i := range topics {
+		topics[i] = TopicVersion{}
 		if b, err = decodeTopicVersionFast(b, src[len(body)-len(b):], &topics[i]); err != nil {
 			return false
 		}
@@ -229,8 +235,11 @@ func decodeTopicVersionFast(b []byte, src string, tv *TopicVersion) ([]byte, err
 // names r holds where the answer repeats them, so a client polling in a
 // loop allocates them once: a caller that keeps one answer while decoding
 // the next into the same r must copy the slices out first. Route bytes
-// are new in every answer; a RouteResult or GroupFreshness copied out of
-// an earlier answer stays valid.
+// are new in every answer (the new strings and routes of one answer share
+// one copy of its body, one allocation); a RouteResult or GroupFreshness
+// copied out of an earlier answer stays valid. A client that reads a
+// whole answer frame decodes it with DecodeRoutesFrame, which walks the
+// body once.
 func (f *Frame) DecodeRoutes(r *Routes) error {
 	if len(f.Body) > 0 && decodeRoutesFast(f.Body, r) {
 		return nil

@@ -1,8 +1,10 @@
 package wire
 
 import (
+	"bytes"
 	"math"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // This file holds the hand-written decoder of a get-routes answer (Routes),
@@ -23,14 +25,72 @@ import (
 // brokers, broker, addresses).
 const maxFastRouteDepth = MaxNestingLevel - 4
 
-// routesDecoder holds what decodeRoutesFast shares across an answer: the
-// body as one string, which every new text field is a substring of (one
-// copy for all of them, made only if one is new), and the buffer routes
-// are copied into.
+// routesDecoder holds what decodeRoutesFast shares across an answer: one
+// copy of the body, made only once a string or route of the answer is new,
+// which every new text field and every route is taken from. One
+// allocation for all of them: a route read's answer, whose topic differs
+// from the answer decoded before it, used to cost two (a string copy for
+// the texts, a byte copy for the routes). The texts are strings over the
+// copy's bytes (unsafe.String), the routes slices of it capped at their
+// end; the two never overlap, and the copy is never written once it is
+// made, so a caller that writes into a route (or appends to one) can
+// change no string, and no string ever changes.
 type routesDecoder struct {
 	body   []byte
-	src    string
-	routes []byte
+	own    []byte       // the copy of body; nil until needed
+	checks *RouteChecks // routes checked before; nil for none
+}
+
+// RouteChecks remembers route items the routes decoder has checked (their
+// bytes, by the version the answer gives them), so that decoding the same
+// route again, in every answer for a topic whose route has not changed and
+// for topics that share a route, skips walking it: a route at the start
+// of the bytes left is the one remembered exactly when those bytes begin
+// with it, as a CBOR item's extent follows from its own bytes. The
+// version only picks the entry to compare; a wrong one costs a walk,
+// never a wrong answer. It keeps its own copies, never handed out, of at
+// most maxCheckedRoutes routes of at most maxCheckedRouteLen bytes (64 KiB), and
+// forgets them all when full. The zero value is ready; it is not safe
+// for concurrent use (a client keeps one per stream or per call buffer).
+type RouteChecks struct {
+	seen map[uint64][]byte
+}
+
+const (
+	maxCheckedRoutes   = 64
+	maxCheckedRouteLen = 1024
+)
+
+// known returns the length of the route remembered for version when b
+// starts with it, else 0.
+func (c *RouteChecks) known(version uint64, b []byte) int {
+	if c == nil {
+		return 0
+	}
+	if r, ok := c.seen[version]; ok && bytes.HasPrefix(b, r) {
+		return len(r)
+	}
+	return 0
+}
+
+// add remembers route, which the decoder has just checked, for version.
+func (c *RouteChecks) add(version uint64, route []byte) {
+	if c == nil || len(route) > maxCheckedRouteLen {
+		return
+	}
+	if c.seen == nil || len(c.seen) >= maxCheckedRoutes {
+		c.seen = make(map[uint64][]byte)
+	}
+	c.seen[version] = bytes.Clone(route)
+}
+
+// copied returns the copy's bytes at the offset of rest[:size] in body.
+func (d *routesDecoder) copied(rest []byte, size int) []byte {
+	if d.own == nil {
+		d.own = bytes.Clone(d.body)
+	}
+	at := len(d.body) - len(rest)
+	return d.own[at : at+size : at+size]
 }
 
 // decodeRoutesFast decodes body into r and reports whether it could. It
@@ -40,11 +100,17 @@ type routesDecoder struct {
 // RouteResult copied out of an earlier answer stays valid. When it reports false, r holds
 // nothing useful and the caller decodes again with the general decoder.
 func decodeRoutesFast(body []byte, r *Routes) bool {
+	return decodeRoutesChecked(body, r, nil)
+}
+
+// decodeRoutesChecked is decodeRoutesFast skipping the walk of the routes
+// checks remembers, and remembering those it walks.
+func decodeRoutesChecked(body []byte, r *Routes, checks *RouteChecks) bool {
 	major, pairs, b, err := head(body)
 	if err != nil || major != 5 || pairs > 3 {
 		return false
 	}
-	d := routesDecoder{body: body}
+	d := routesDecoder{body: body, checks: checks}
 	var out Routes
 	last := uint64(0)
 	for range pairs {
@@ -85,11 +151,10 @@ func (d *routesDecoder) str(b []byte, old string) (string, []byte, bool) {
 	if string(rest[:size]) == old {
 		return old, rest[size:], true
 	}
-	if d.src == "" {
-		d.src = string(d.body)
+	if size == 0 {
+		return "", rest, true
 	}
-	at := len(d.body) - len(rest)
-	return d.src[at : at+int(size)], rest[size:], true
+	return unsafe.String(&d.copied(rest, int(size))[0], int(size)), rest[size:], true
 }
 
 // results decodes the array of route results, into reuse's array when it
@@ -146,7 +211,7 @@ func (d *routesDecoder) result(b []byte, res *RouteResult, oldTopic string) ([]b
 				return nil, false
 			}
 		case 4:
-			if res.Route, b, ok = d.route(b); !ok {
+			if res.Route, b, ok = d.route(b, res.Version); !ok {
 				return nil, false
 			}
 		}
@@ -155,24 +220,23 @@ func (d *routesDecoder) result(b []byte, res *RouteResult, oldTopic string) ([]b
 }
 
 // route checks the route item at the start of b and returns a copy of its
-// bytes, the copies of one answer sharing one buffer.
-func (d *routesDecoder) route(b []byte) ([]byte, []byte, bool) {
+// bytes, from the answer's one copy. version is the one the result gave
+// before the route, zero if none: it picks the remembered route to
+// compare (RouteChecks).
+func (d *routesDecoder) route(b []byte, version uint64) ([]byte, []byte, bool) {
 	if len(b) == 0 || b[0]>>5 != 5 {
 		return nil, nil, false // a route is a map; anything else, the general decoder judges
+	}
+	if n := d.checks.known(version, b); n > 0 {
+		return d.copied(b, n), b[n:], true
 	}
 	rest, ok := fastItem(b, 4)
 	if !ok {
 		return nil, nil, false
 	}
 	n := len(b) - len(rest)
-	if cap(d.routes)-len(d.routes) < n {
-		// Every route still to come lies in b, so one buffer of its size
-		// holds them all.
-		d.routes = make([]byte, 0, len(b))
-	}
-	start := len(d.routes)
-	d.routes = append(d.routes, b[:n]...)
-	return d.routes[start:len(d.routes):len(d.routes)], rest, true
+	d.checks.add(version, b[:n])
+	return d.copied(b, n), rest, true
 }
 
 // fastItem skips one item that sits at nesting level depth, checking it as

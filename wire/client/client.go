@@ -223,8 +223,12 @@ func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
 	}
 	s.Close()
 	b, err := bufs.in.next(s, c.cfg.MaxResponseLen)
+	routes, _ := resp.(*wire.Routes)
+	decoded := false // the frame and its routes, in one walk of the body
 	if err == nil {
-		err = wire.DecodeFrame(b, &bufs.rf)
+		if decoded = routes != nil && wire.DecodeRoutesFrame(b, 1, &bufs.rf, routes, &bufs.checks); !decoded {
+			err = wire.DecodeFrame(b, &bufs.rf)
+		}
 	}
 	if err != nil {
 		s.CancelRead(0)
@@ -243,6 +247,9 @@ func (c *Conn) CallOnce(ctx context.Context, t wire.Type, req, resp any) error {
 		if _, err := s.Read(one[:]); err != io.EOF {
 			s.CancelRead(0)
 		}
+	}
+	if decoded {
+		return nil
 	}
 	return decodeResponse(&bufs.rf, resp)
 }

@@ -109,14 +109,20 @@ func (fr *frameReader) reset() {
 // a stream of its own (CallOnce); a long-lived Stream keeps its own. They
 // carry a timer too, which ends the call at its deadline: a deadline on
 // the new stream would cost two locked updates and, inside quic-go, a
-// new timer for the Read that waits for the answer.
+// new timer for the Read that waits for the answer. As a Stream's, the
+// timer is only ever moved earlier: calls whose deadlines only move later
+// (a loop with no context deadline) leave it armed, and it fires about
+// once per request timeout, re-arming itself for the call then in flight,
+// instead of a Reset and a Stop per call.
 type callBuffers struct {
-	out []byte
-	in  frameReader
-	rf  wire.Frame
+	out    []byte
+	in     frameReader
+	rf     wire.Frame
+	checks wire.RouteChecks // routes the answers of these buffers' calls brought, checked
 
-	mu    sync.Mutex // guards s and due, against watch's function
+	mu    sync.Mutex // guards what follows, against watch's function
 	watch *time.Timer
+	armed time.Time    // when watch fires; zero when it is not armed
 	s     *quic.Stream // the call's stream while it is in flight
 	due   time.Time
 }
@@ -124,8 +130,12 @@ type callBuffers struct {
 // watchStream ends s at deadline, unless unwatch comes first.
 func (b *callBuffers) watchStream(s *quic.Stream, deadline time.Time) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.s, b.due = s, deadline
-	b.mu.Unlock()
+	if !b.armed.IsZero() && !deadline.Before(b.armed) {
+		return // armed for no later than deadline: expire re-arms for it
+	}
+	b.armed = deadline
 	if b.watch == nil {
 		b.watch = time.AfterFunc(time.Until(deadline), b.expire)
 	} else {
@@ -133,23 +143,32 @@ func (b *callBuffers) watchStream(s *quic.Stream, deadline time.Time) {
 	}
 }
 
+// unwatch ends the watch of the call's stream. The timer is left armed:
+// when it fires with no call in flight it does nothing.
 func (b *callBuffers) unwatch() {
 	b.mu.Lock()
 	b.s = nil
 	b.mu.Unlock()
-	b.watch.Stop()
 }
 
 // expire sets the watched stream's deadline to now, which ends its Read
-// or Write as the deadline on the stream would have. A late run, armed for
-// an earlier call of these buffers, finds a later due time and does
-// nothing.
+// or Write as the deadline on the stream would have. A run armed for an
+// earlier call of these buffers finds a later due time and re-arms the
+// timer for it; one with no call in flight does nothing.
 func (b *callBuffers) expire() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.s != nil && !time.Now().Before(b.due) {
-		b.s.SetDeadline(time.Now())
+	b.armed = time.Time{}
+	if b.s == nil {
+		return
 	}
+	now := time.Now()
+	if now.Before(b.due) {
+		b.armed = b.due
+		b.watch.Reset(b.due.Sub(now))
+		return
+	}
+	b.s.SetDeadline(now)
 }
 
 var callBufferPool = sync.Pool{New: func() any { return new(callBuffers) }}

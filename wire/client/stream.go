@@ -26,9 +26,10 @@ type Stream struct {
 	// The request and response buffers and the response frame, reused by
 	// every call: nothing of them outlives the call (the response is
 	// decoded into the caller's value, which copies what it keeps).
-	out []byte
-	in  frameReader
-	rf  wire.Frame
+	out    []byte
+	in     frameReader
+	rf     wire.Frame
+	checks wire.RouteChecks // routes this stream's answers brought, checked
 
 	// Call deadlines. Rather than a deadline on the QUIC stream per call
 	// (two locked updates per call, and a timer per blocking Read inside
@@ -93,8 +94,17 @@ func (st *Stream) Call(ctx context.Context, t wire.Type, req, resp any) error {
 	if err != nil {
 		return st.fail(ctx, t, err)
 	}
+	routes, _ := resp.(*wire.Routes)
 	for {
-		rf, err := st.read()
+		b, err := st.in.next(st.s, st.conn.cfg.MaxResponseLen)
+		if err != nil {
+			return st.fail(ctx, t, err)
+		}
+		st.rf = wire.Frame{}
+		if routes != nil && wire.DecodeRoutesFrame(b, st.id, &st.rf, routes, &st.checks) {
+			return nil // a node's answer to this call, its body walked once
+		}
+		rf, err := st.decode(b)
 		if err != nil {
 			return st.fail(ctx, t, err)
 		}
@@ -159,15 +169,10 @@ func (st *Stream) end(id uint64) {
 	}
 }
 
-// read reads and decodes the next frame into st.rf. The frame starts
-// empty: its body is never decoded into the last one's memory, which a
-// decoder that points bodies into the frame's bytes would have placed in
-// the reader's buffer.
-func (st *Stream) read() (*wire.Frame, error) {
-	b, err := st.in.next(st.s, st.conn.cfg.MaxResponseLen)
-	if err != nil {
-		return nil, err
-	}
+// decode decodes the frame b into st.rf, which starts empty: its body is
+// never decoded into the last one's memory, which a decoder that points
+// bodies into the frame's bytes would have placed in the reader's buffer.
+func (st *Stream) decode(b []byte) (*wire.Frame, error) {
 	st.rf = wire.Frame{}
 	if err := wire.DecodeFrame(b, &st.rf); err != nil {
 		return nil, err
