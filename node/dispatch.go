@@ -383,18 +383,11 @@ func (n *Node) getRoutes(cs *connState, w *streamWriter, q *wire.GetRoutes) (any
 	return rs, nil
 }
 
-// routeResult answers one topic of a poll or a watch for a client at ip
-// with attrs, as the active route policy lets that client see it.
-func (n *Node) routeResult(tv wire.TopicVersion, ip string, attrs wire.ClientAttrs) wire.RouteResult {
-	e, _ := n.reg.Route(tv.Topic)
-	res, _ := n.routeRead(context.Background(), tv, e, ip, attrs)
-	n.stats.routeReads[res.Status].Inc()
-	return res
-}
-
-// routeRead is routeResult for the registry's route e of tv's topic (nil
-// when it has none) within ctx's policy budget, not counted in the route
-// read metrics (the caller counts its results). It also returns e when the
+// routeRead answers one topic of a poll or a watch for a client at ip
+// with attrs, as the active route policy lets that client see it: for the
+// registry's route e of tv's topic (nil when it has none) within ctx's
+// policy budget, not counted in the route read metrics (the caller
+// counts its results). It also returns e when the
 // result is that route unfiltered (modified or not), nil otherwise, so
 // describeRoutes need not look it up again.
 func (n *Node) routeRead(ctx context.Context, tv wire.TopicVersion, e *registry.EncodedRoute, ip string, attrs wire.ClientAttrs) (wire.RouteResult, *registry.EncodedRoute) {
