@@ -121,6 +121,7 @@ func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
 		return usageError{err}
 	}
 	nf.cfg.Logger = logger
+	applyContainerMemoryLimit(logger)
 	cfg := nf.cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return usageError{fmt.Errorf("invalid configuration: %w", err)}
