@@ -104,13 +104,13 @@ type admission struct {
 
 	gate *handshakeGate
 
-	// Stalled handshakes (slotExpired) in the stall window that began at
-	// stallsSince, and in the window before it.
-	stalls, prevStalls int
-	stallsSince        time.Time
+	// Handshakes that timed out and ones that completed in the evidence
+	// window that began at evidenceSince, and in the window before it.
+	timeouts, prevTimeouts   int
+	completed, prevCompleted int
+	evidenceSince            time.Time
 
 	onValidate func() // a new peer is asked for a Retry
-	onStall    func() // a handshake stalled (with mu held)
 	onRefuse   func(reason string, a *admitted, p *peer)
 	onReplace  func(victim *admitted)
 	onFailure  func(a *admitted, cause error)
@@ -260,10 +260,10 @@ func (ad *admission) admit(ctx context.Context, info *quic.ClientInfo) (context.
 // lose their first Initial and wait out a retransmission timer that
 // doubles each time. Peers are therefore asked for one only when
 // in-progress handshakes reach half of MaxConns (spoofers can take at
-// most half the slots before that), or, once handshakes have been seen
-// stalling (stalling), as soon as as many are in progress as one host may
-// run or a quarter of MaxConns. An honest storm, whose handshakes finish
-// once they get their turn, is not slowed.
+// most half the slots before that), or, once handshakes have been timing
+// out (spoofed), as soon as as many are in progress as one host may run
+// or a quarter of MaxConns. An honest storm, whose handshakes finish once
+// they get their turn, is not slowed.
 func (ad *admission) verifySource(net.Addr) bool {
 	ad.mu.Lock()
 	ask := ad.handshakes >= ad.validationThreshold(time.Now())
@@ -277,56 +277,68 @@ func (ad *admission) verifySource(net.Addr) bool {
 // validationThreshold is the number of handshakes in progress from which
 // a new peer must answer a Retry. With ad.mu held.
 func (ad *admission) validationThreshold(now time.Time) int {
-	if ad.stalling(now) {
+	if ad.spoofed(now) {
 		return max(min(ad.handshakesPerHost, ad.max/4), 1)
 	}
 	return max(ad.max/2, 1)
 }
 
-// Handshake stalls seen within a stall window or the one before it make
-// the node ask for Retries early (validationThreshold). 16 is more than
-// honest brokers on lossy links produce at once, and a fraction of what a
-// flood of spoofed Initials does within seconds.
+// Handshakes that timed out within an evidence window or the one before
+// make the node ask for Retries early (validationThreshold) when there are
+// at least timeoutEvidence of them and they are at least an eighth as many
+// as the handshakes that completed meanwhile. A peer that never receives
+// the node's packets (a spoofed address) times out every handshake it
+// starts; an honest storm almost none (0-3 of 10,000 here). Handshakes
+// that merely held their slot past handshakeSlotHold are no evidence: on a
+// saturated machine 108-517 of 10,000 honest ones did, and counting those
+// turned Retries on for the rest of the storm (22,000-34,000 Retries asked
+// per storm, one of them 28 s long with 5,847 redials). Until the evidence
+// is in (a handshake idle timeout, 5-10 s), half of MaxConns bounds what
+// spoofed Initials can hold.
 const (
-	stallWindow   = 30 * time.Second
-	stallEvidence = 16
+	evidenceWindow  = 30 * time.Second
+	timeoutEvidence = 16
+	timeoutShare    = 8 // timeouts * timeoutShare >= completed handshakes
 )
 
-// slotExpired runs when a handshake slot's hold timer frees the slot.
-// A handshake still in progress by then has stalled: its peer has not
-// answered for handshakeSlotHold, which is what a peer that never
-// receives the node's packets (a spoofed address) looks like.
-func (ad *admission) slotExpired(a *admitted) {
-	ad.mu.Lock()
-	defer ad.mu.Unlock()
-	if !a.established && !a.released {
-		ad.noteStall(time.Now())
-		if ad.onStall != nil {
-			ad.onStall() // a counter; never calls back into admission
-		}
+// noteTimeout counts one handshake that timed out. With ad.mu held.
+func (ad *admission) noteTimeout(now time.Time) {
+	ad.rollEvidence(now)
+	ad.timeouts++
+}
+
+// noteCompleted counts one handshake that completed. With ad.mu held.
+func (ad *admission) noteCompleted(now time.Time) {
+	ad.rollEvidence(now)
+	ad.completed++
+}
+
+// spoofed reports whether the handshakes that timed out in this evidence
+// window and the one before are evidence of spoofing (timeoutEvidence,
+// timeoutShare). With ad.mu held.
+func (ad *admission) spoofed(now time.Time) bool {
+	ad.rollEvidence(now)
+	timeouts, completed := ad.timeouts+ad.prevTimeouts, ad.completed+ad.prevCompleted
+	return timeouts >= timeoutEvidence && timeouts*timeoutShare >= completed
+}
+
+func (ad *admission) rollEvidence(now time.Time) {
+	switch since := now.Sub(ad.evidenceSince); {
+	case since >= 2*evidenceWindow:
+		ad.timeouts, ad.prevTimeouts, ad.evidenceSince = 0, 0, now
+		ad.completed, ad.prevCompleted = 0, 0
+	case since >= evidenceWindow:
+		ad.timeouts, ad.prevTimeouts, ad.evidenceSince = 0, ad.timeouts, ad.evidenceSince.Add(evidenceWindow)
+		ad.completed, ad.prevCompleted = 0, ad.completed
 	}
 }
 
-// noteStall counts one stalled handshake. With ad.mu held.
-func (ad *admission) noteStall(now time.Time) {
-	ad.rollStalls(now)
-	ad.stalls++
-}
-
-// stalling reports whether at least stallEvidence handshakes stalled in
-// this stall window and the one before. With ad.mu held.
-func (ad *admission) stalling(now time.Time) bool {
-	ad.rollStalls(now)
-	return ad.stalls+ad.prevStalls >= stallEvidence
-}
-
-func (ad *admission) rollStalls(now time.Time) {
-	switch since := now.Sub(ad.stallsSince); {
-	case since >= 2*stallWindow:
-		ad.stalls, ad.prevStalls, ad.stallsSince = 0, 0, now
-	case since >= stallWindow:
-		ad.stalls, ad.prevStalls, ad.stallsSince = 0, ad.stalls, ad.stallsSince.Add(stallWindow)
-	}
+// handshakeTimedOut reports whether a handshake ended by timing out: no
+// packet from the peer for the handshake idle timeout.
+func handshakeTimedOut(cause error) bool {
+	var ht *quic.HandshakeTimeoutError
+	var it *quic.IdleTimeoutError
+	return errors.As(cause, &ht) || errors.As(cause, &it)
 }
 
 func hostOfAddr(addr net.Addr) string {
@@ -345,6 +357,9 @@ func (ad *admission) release(a *admitted, cause error) {
 	failed := !a.established
 	if failed {
 		ad.doneHandshaking(a)
+		if handshakeTimedOut(cause) {
+			ad.noteTimeout(time.Now())
+		}
 	}
 	ad.uncount(a)
 	ad.dropSessions(a)
@@ -365,6 +380,7 @@ func (ad *admission) settle(qc *quic.Conn) {
 	defer ad.mu.Unlock()
 	if !a.released && !a.established {
 		a.established = true
+		ad.noteCompleted(time.Now())
 		ad.doneHandshaking(a)
 	}
 }
@@ -389,11 +405,7 @@ func (ad *admission) doneHandshaking(a *admitted) {
 // its client has most likely given up by then.
 func (ad *admission) enterHandshake(ctx context.Context) error {
 	a, _ := ctx.Value(admittedKey{}).(*admitted)
-	var expired func()
-	if a != nil {
-		expired = func() { ad.slotExpired(a) }
-	}
-	slot, err := ad.gate.enter(ctx, expired)
+	slot, err := ad.gate.enter(ctx)
 	if err != nil {
 		if a != nil && errors.Is(err, errHandshakeQueueTimeout) {
 			ad.refuse(refusedQueue, a, nil)
@@ -431,6 +443,7 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 	}
 	a.qc, a.class, a.ident = qc, class, ident
 	a.established = true
+	ad.noteCompleted(time.Now())
 	// A broker (or operator) keeps its handshake slot until its first
 	// registration or heartbeat (holdSession), at most handshakeSlotHold:
 	// in a reconnect storm the node finishes the registrations of the
@@ -626,9 +639,8 @@ func newHandshakeGate(slots int, wait, hold time.Duration) *handshakeGate {
 }
 
 // enter takes a slot, waiting at most g.wait. The slot is given back by
-// its release, or by the hold timer, which then calls expired (if not
-// nil).
-func (g *handshakeGate) enter(ctx context.Context, expired func()) (*gateSlot, error) {
+// its release, or by the hold timer.
+func (g *handshakeGate) enter(ctx context.Context) (*gateSlot, error) {
 	select {
 	case g.slots <- struct{}{}:
 	default:
@@ -646,29 +658,19 @@ func (g *handshakeGate) enter(ctx context.Context, expired func()) (*gateSlot, e
 			return nil, errGateClosed
 		}
 	}
-	s := &gateSlot{g: g, expired: expired}
-	s.hold = time.AfterFunc(g.hold, s.expire)
+	s := &gateSlot{g: g}
+	s.hold = time.AfterFunc(g.hold, s.free)
 	return s, nil
 }
 
 // gateSlot is one handshake's slot in the gate.
 type gateSlot struct {
-	g       *handshakeGate
-	once    sync.Once
-	hold    *time.Timer
-	expired func()
+	g    *handshakeGate
+	once sync.Once
+	hold *time.Timer
 }
 
 func (s *gateSlot) free() { s.once.Do(func() { <-s.g.slots }) }
-
-// expire is the hold timer's: it frees the slot and says so. It runs on
-// the timer's goroutine, never with admission.mu held.
-func (s *gateSlot) expire() {
-	s.free()
-	if s.expired != nil {
-		s.expired()
-	}
-}
 
 // release gives the slot back; safe to call more than once.
 func (s *gateSlot) release() {

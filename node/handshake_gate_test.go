@@ -72,7 +72,7 @@ func TestHandshakeGate(t *testing.T) {
 	ctx := context.Background()
 	t.Run("first come first served", func(t *testing.T) {
 		g := newHandshakeGate(1, time.Minute, time.Minute)
-		first, err := g.enter(ctx, nil)
+		first, err := g.enter(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestHandshakeGate(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s, err := g.enter(ctx, nil)
+				s, err := g.enter(ctx)
 				if err != nil {
 					t.Error(err)
 					return
@@ -106,16 +106,16 @@ func TestHandshakeGate(t *testing.T) {
 	})
 	t.Run("a wait is bounded", func(t *testing.T) {
 		g := newHandshakeGate(1, 10*time.Millisecond, time.Minute)
-		s, _ := g.enter(ctx, nil)
+		s, _ := g.enter(ctx)
 		defer s.release()
-		if _, err := g.enter(ctx, nil); !errors.Is(err, errHandshakeQueueTimeout) {
+		if _, err := g.enter(ctx); !errors.Is(err, errHandshakeQueueTimeout) {
 			t.Errorf("full gate: %v, want errHandshakeQueueTimeout", err)
 		}
 	})
 	t.Run("a stalled handshake gives its slot back", func(t *testing.T) {
 		g := newHandshakeGate(1, time.Minute, 10*time.Millisecond)
-		s1, _ := g.enter(ctx, nil) // never released: the hold timer frees the slot
-		s2, err := g.enter(ctx, nil)
+		s1, _ := g.enter(ctx) // never released: the hold timer frees the slot
+		s2, err := g.enter(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,10 +129,10 @@ func TestHandshakeGate(t *testing.T) {
 	})
 	t.Run("close wakes the waiters", func(t *testing.T) {
 		g := newHandshakeGate(1, time.Minute, time.Minute)
-		s, _ := g.enter(ctx, nil)
+		s, _ := g.enter(ctx)
 		defer s.release()
 		done := make(chan error)
-		go func() { _, err := g.enter(ctx, nil); done <- err }()
+		go func() { _, err := g.enter(ctx); done <- err }()
 		waitFor(t, "a waiter", func() bool { return waiting(g) == 1 })
 		g.close()
 		if err := <-done; !errors.Is(err, errGateClosed) {

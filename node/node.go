@@ -122,7 +122,7 @@ func New(cfg Config) (*Node, error) {
 	})
 	n.stats = newStats(n)
 	n.adm.onRefuse, n.adm.onReplace, n.adm.onFailure = n.connRefused, n.connReplaced, n.handshakeFailed
-	n.adm.onValidate, n.adm.onStall = n.stats.validations.Inc, n.stats.stalls.Inc
+	n.adm.onValidate = n.stats.validations.Inc
 	n.adm.leaseLive = func(cluster, addr string) bool { _, ok := n.reg.Lease(cluster, addr); return ok }
 	if err := n.open(); err != nil {
 		n.policies.close()

@@ -29,7 +29,6 @@ type stats struct {
 	replaced      prometheus.Counter
 	tlsFailures   *prometheus.CounterVec // by reason
 	validations   prometheus.Counter     // Retries asked (admission.verifySource)
-	stalls        prometheus.Counter     // handshakes that stalled in their slot
 	timeouts      prometheus.Counter
 	routeReads    [5]prometheus.Counter   // by wire.RouteStatus
 	latency       [64]prometheus.Observer // by wire.Type: an index, not a map lookup, per request
@@ -61,8 +60,7 @@ func newStats(n *Node) *stats {
 	for _, r := range []string{"tls", "timeout", "other"} {
 		s.tlsFailures.WithLabelValues(r)
 	}
-	s.validations = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_address_validations_total", Help: "New peers asked to prove their source address with a QUIC Retry: handshakes in progress reached half of --max-conns, or handshakes were seen stalling."})
-	s.stalls = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_handshake_stalls_total", Help: "Handshakes whose peer did not answer within 2 s of getting a handshake slot (what spoofed source addresses look like); 16 within a minute make the node ask for Retries early."})
+	s.validations = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_address_validations_total", Help: "New peers asked to prove their source address with a QUIC Retry: handshakes in progress reached half of --max-conns, or handshakes have been timing out (what spoofed source addresses cause)."})
 	s.timeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_stream_timeouts_total", Help: "Streams cut off by a read or write deadline (reset with 0x20)."})
 	s.panics = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_request_panics_total", Help: "Request handlers that panicked (answered with an internal error), by kind."}, []string{"kind"})
 	reads := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_route_reads_total", Help: "Route reads by result."}, []string{"result"})
@@ -79,7 +77,7 @@ func newStats(n *Node) *stats {
 		}
 	}
 	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_request_errors_total", Help: "Requests answered with an error, by kind and code."}, []string{"kind", "code"})
-	for _, c := range []prometheus.Collector{s.registrations, s.heartbeats, s.expiries, s.badFrames, s.denied, s.refused, s.replaced, s.tlsFailures, s.validations, s.stalls, s.timeouts, reads, lat, s.errors, s.panics} {
+	for _, c := range []prometheus.Collector{s.registrations, s.heartbeats, s.expiries, s.badFrames, s.denied, s.refused, s.replaced, s.tlsFailures, s.validations, s.timeouts, reads, lat, s.errors, s.panics} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() float64) {
