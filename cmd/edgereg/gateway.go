@@ -86,6 +86,7 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
+	applyContainerMemoryLimit(logger) // edge sites run it in small containers
 	src, err := gf.src.source(g)
 	if err != nil {
 		return err

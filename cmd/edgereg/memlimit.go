@@ -18,7 +18,8 @@ import (
 // million (topic, group) entries reached 1.18-1.32 GB of RSS, and under a
 // 1 GiB container limit the kernel would kill it; with a soft limit of
 // 900 MiB it peaked at 936 MB. The rest of the limit is for goroutine
-// stacks and the runtime. Nothing changes where no limit is set.
+// stacks and the runtime. Nothing changes where no limit is set. The
+// gateway takes it too.
 func applyContainerMemoryLimit(log *slog.Logger) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
