@@ -433,20 +433,11 @@ func (d *deafConn) Close() error {
 	return d.PacketConn.Close()
 }
 
-// TestSilentHandshakesDoNotFillTheNode: peers that send QUIC Initials and
-// never answer (a spoofed source address looks exactly like this) used to
-// take a connection slot each for the handshake idle timeout, so a few of
-// them filled MaxConns and a broker was refused. Once handshakes pile up
-// the node asks for source-address validation (a Retry), which a peer
-// that never receives cannot pass: the slots stay free.
-func TestSilentHandshakesDoNotFillTheNode(t *testing.T) {
-	tn := startNode(t, func(c *Config) { c.MaxConns = 8 })
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	for range 16 {
+// dialDeaf starts n handshakes from peers that never receive what the node
+// sends (what a spoofed source address looks like), on wg, until ctx ends.
+func dialDeaf(t *testing.T, ctx context.Context, wg *sync.WaitGroup, tn *testNode, n int) {
+	t.Helper()
+	for range n {
 		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -461,6 +452,22 @@ func TestSilentHandshakesDoNotFillTheNode(t *testing.T) {
 			_, _ = tr.Dial(ctx, tn.Addr(), conf, &quic.Config{})
 		})
 	}
+}
+
+// TestSilentHandshakesDoNotFillTheNode: peers that send QUIC Initials and
+// never answer (a spoofed source address looks exactly like this) used to
+// take a connection slot each for the handshake idle timeout, so a few of
+// them filled MaxConns and a broker was refused. Once handshakes pile up
+// the node asks for source-address validation (a Retry), which a peer
+// that never receives cannot pass: the slots stay free.
+func TestSilentHandshakesDoNotFillTheNode(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxConns = 8 })
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	dialDeaf(t, ctx, &wg, tn, 16)
 	// Let the Initials arrive and the node count their handshakes.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -542,21 +549,7 @@ func TestTimedOutHandshakesTurnOnRetries(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	for range timeoutEvidence + 4 {
-		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dc := &deafConn{PacketConn: udp, closed: make(chan struct{})}
-		tr := &quic.Transport{Conn: dc}
-		wg.Go(func() {
-			defer tr.Close()
-			defer dc.Close()
-			conf := tn.tlsFor(pki.RoleClient, "silent")
-			conf.NextProtos = []string{wire.ALPN}
-			_, _ = tr.Dial(ctx, tn.Addr(), conf, &quic.Config{})
-		})
-	}
+	dialDeaf(t, ctx, &wg, tn, timeoutEvidence+4)
 	// The handshakes time out (the node's handshake idle timeout); poll, bounded.
 	timedOut := func() float64 { return metricValue(t, tn, "edgereg_tls_handshake_failures_total", "reason=timeout") }
 	deadline := time.Now().Add(15 * time.Second)
@@ -571,21 +564,7 @@ func TestTimedOutHandshakesTurnOnRetries(t *testing.T) {
 	}
 	// Deaf peers again, now asked for Retries they cannot answer: while
 	// they are in progress an honest broker is asked for one too.
-	for range timeoutEvidence + 4 {
-		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dc := &deafConn{PacketConn: udp, closed: make(chan struct{})}
-		tr := &quic.Transport{Conn: dc}
-		wg.Go(func() {
-			defer tr.Close()
-			defer dc.Close()
-			conf := tn.tlsFor(pki.RoleClient, "silent")
-			conf.NextProtos = []string{wire.ALPN}
-			_, _ = tr.Dial(ctx, tn.Addr(), conf, &quic.Config{})
-		})
-	}
+	dialDeaf(t, ctx, &wg, tn, timeoutEvidence+4)
 	// Let their Initials arrive and the node count their handshakes.
 	inProgress := func() int { tn.adm.mu.Lock(); defer tn.adm.mu.Unlock(); return tn.adm.handshakes }
 	deadline = time.Now().Add(5 * time.Second)
