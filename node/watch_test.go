@@ -540,20 +540,7 @@ func TestStalledWatcherHoldsUpNobody(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("stall-%03d", i)
 	}
-	round := 0
-	register := func() {
-		round++
-		for g := range 8 {
-			r := registration("c1", fmt.Sprintf("stall-group-%d", g), 0, fmt.Sprintf("10.1.0.%d:10911", g+1), names...)
-			r.DataVersion.Counter = uint64(round)
-			for i := range r.Topics {
-				r.Topics[i].ReadQueues = uint32(round) // a new route every round
-			}
-			if _, err := tn.reg.Register(toRegistration(r)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	register := routeRounds(t, tn, "stall-group-%d", "10.1.0.%d:10911", 8, names)
 	register()
 
 	qc, err := quic.DialAddr(ctx, tn.Addr().String(), tn.tlsFor(pki.RoleClient, "stalled"), nil)
@@ -649,20 +636,7 @@ func TestStalledWatcherOnSameConnHoldsUpNobody(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("same-conn-%03d", i)
 	}
-	round := 0
-	register := func() {
-		round++
-		for g := range groups {
-			r := registration("c1", fmt.Sprintf("same-conn-group-%02d", g), 0, fmt.Sprintf("10.2.0.%d:10911", g+1), names...)
-			r.DataVersion.Counter = uint64(round)
-			for i := range r.Topics {
-				r.Topics[i].ReadQueues = uint32(round) // a new route every round
-			}
-			if _, err := tn.reg.Register(toRegistration(r)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	register := routeRounds(t, tn, "same-conn-group-%02d", "10.2.0.%d:10911", groups, names)
 	register()
 
 	conn := tn.dial(pki.RoleClient)
@@ -688,7 +662,7 @@ func TestStalledWatcherOnSameConnHoldsUpNobody(t *testing.T) {
 	handOffs := tn.watches.handOffs.Load()
 	// About 130 kB of events a round: the stalled stream's 512 KiB window
 	// and event buffer are full after a few.
-	for range 12 {
+	for round := range 12 {
 		register()
 		want := make(map[string]uint64)
 		for _, tp := range names {
@@ -700,7 +674,7 @@ func TestStalledWatcherOnSameConnHoldsUpNobody(t *testing.T) {
 		}
 		for len(healthy.behind(want)) > 0 {
 			if ctx.Err() != nil {
-				t.Fatalf("round %d: the healthy watcher is behind on %d topics: held up by the stalled stream of its connection", round, len(healthy.behind(want)))
+				t.Fatalf("round %d: the healthy watcher is behind on %d topics: held up by the stalled stream of its connection", round+2, len(healthy.behind(want)))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -822,4 +796,25 @@ func TestWatchIndexByPusherEmpties(t *testing.T) {
 		defer tn.watches.mu.Unlock()
 		return len(tn.watches.pushers) == 0 && tn.watches.count == 0
 	})
+}
+
+// routeRounds returns a function that registers groups broker groups
+// (names and addresses from groupFormat and addrFormat) holding topics,
+// with a new route for every topic each time it is called.
+func routeRounds(t *testing.T, tn *testNode, groupFormat, addrFormat string, groups int, topics []string) func() {
+	round := 0
+	return func() {
+		t.Helper()
+		round++
+		for g := range groups {
+			r := registration("c1", fmt.Sprintf(groupFormat, g), 0, fmt.Sprintf(addrFormat, g+1), topics...)
+			r.DataVersion.Counter = uint64(round)
+			for i := range r.Topics {
+				r.Topics[i].ReadQueues = uint32(round) // a new route every round
+			}
+			if _, err := tn.reg.Register(toRegistration(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
