@@ -378,16 +378,7 @@ func BenchmarkEncodeRegister(b *testing.B) {
 // truncations and one-byte mutations of the small ones; the register
 // inputs too, whose keys 1 to 6 overlap.
 func updateTopicsInputs(t testing.TB) [][]byte {
-	var small [][]byte
-	for _, lv := range loadVectors(t) {
-		if lv.file.Type == "UpdateTopics" {
-			small = append(small, lv.cbor)
-		}
-	}
-	if len(small) == 0 {
-		t.Fatal("no UpdateTopics vectors")
-	}
-	small = append(small,
+	small := append(vectorBodies(t, "UpdateTopics"),
 		[]byte{0xa1, 0x06, 0x80},                         // empty remove list
 		[]byte{0xa1, 0x06, 0xf6},                         // null remove list
 		[]byte{0xa1, 0x06, 0x81, 0xf6},                   // null name

@@ -11,20 +11,7 @@ import (
 // vectors, and random ones over each field's length and integer
 // boundaries, with and without a zone and labels.
 func getRoutesQueries(t *testing.T) []GetRoutes {
-	var qs []GetRoutes
-	for _, lv := range loadVectors(t) {
-		if lv.file.Type == "GetRoutes" {
-			var q GetRoutes
-			if err := Unmarshal(lv.cbor, &q); err != nil {
-				t.Fatal(err)
-			}
-			qs = append(qs, q)
-		}
-	}
-	if len(qs) == 0 {
-		t.Fatal("no GetRoutes vectors")
-	}
-	qs = append(qs, GetRoutes{}, GetRoutes{Topics: []TopicVersion{}},
+	qs := append(decodedVectors[GetRoutes](t, "GetRoutes"), GetRoutes{}, GetRoutes{Topics: []TopicVersion{}},
 		GetRoutes{Topics: []TopicVersion{{Topic: "a"}}, Client: ClientAttrs{Labels: map[string]string{}}},
 		GetRoutes{Topics: []TopicVersion{{Topic: "a"}}, Client: ClientAttrs{Zone: "z", Labels: map[string]string{"k": "v", "kk": "w", "b": "x"}}})
 	// Heads of every width: a 70000-byte name once (a 4-byte length),

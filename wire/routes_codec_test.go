@@ -106,15 +106,7 @@ func BenchmarkEncodeRoutes(b *testing.B) {
 // getRoutesInputs are encoded get-routes bodies for the decoder tests: the
 // vectors, their truncations and one-byte mutations, and odd shapes.
 func getRoutesInputs(t testing.TB) [][]byte {
-	var in [][]byte
-	for _, lv := range loadVectors(t) {
-		if lv.file.Type == "GetRoutes" {
-			in = append(in, lv.cbor)
-		}
-	}
-	if len(in) == 0 {
-		t.Fatal("no GetRoutes vectors")
-	}
+	in := vectorBodies(t, "GetRoutes")
 	for _, q := range []GetRoutes{
 		{Topics: []TopicVersion{{Topic: "a"}}},
 		{Topics: []TopicVersion{{Topic: "a", Version: 1 << 40}, {Topic: strings.Repeat("x", 300), Version: 7}}},

@@ -12,17 +12,8 @@ import (
 // shape of frame header (ID absent, each integer width).
 func TestAppendRoutesFrame(t *testing.T) {
 	var cases []*Routes
-	for _, lv := range loadVectors(t) {
-		if lv.file.Type == "Routes" {
-			var r Routes
-			if err := Unmarshal(lv.cbor, &r); err != nil {
-				t.Fatal(err)
-			}
-			cases = append(cases, &r)
-		}
-	}
-	if len(cases) == 0 {
-		t.Fatal("no Routes vectors")
+	for _, r := range decodedVectors[Routes](t, "Routes") {
+		cases = append(cases, &r)
 	}
 	cases = append(cases, &Routes{}, &Routes{Results: make([]RouteResult, 300)})
 	for i, r := range cases {

@@ -832,3 +832,33 @@ func fuzzSeedsFromVectors(tb testing.TB) fuzzSeeds {
 	}
 	return s
 }
+
+// vectorBodies returns the CBOR bodies of the vectors of message type typ;
+// it fails tb if there are none.
+func vectorBodies(tb testing.TB, typ string) [][]byte {
+	tb.Helper()
+	var out [][]byte
+	for _, lv := range loadVectors(tb) {
+		if lv.file.Type == typ {
+			out = append(out, lv.cbor)
+		}
+	}
+	if len(out) == 0 {
+		tb.Fatalf("no %s vectors", typ)
+	}
+	return out
+}
+
+// decodedVectors returns the vectors of message type typ, decoded.
+func decodedVectors[T any](tb testing.TB, typ string) []T {
+	tb.Helper()
+	var out []T
+	for _, body := range vectorBodies(tb, typ) {
+		var v T
+		if err := Unmarshal(body, &v); err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
