@@ -61,12 +61,10 @@ func (n *Node) handshakeFailed(a *admitted, cause error) {
 	}
 	reason := "other"
 	var te *quic.TransportError
-	var ht *quic.HandshakeTimeoutError
-	var it *quic.IdleTimeoutError
 	switch {
 	case errors.As(cause, &te) && te.ErrorCode.IsCryptoError():
 		reason = "tls"
-	case errors.As(cause, &ht), errors.As(cause, &it):
+	case handshakeTimedOut(cause): // what admission counts as evidence of spoofing
 		reason = "timeout"
 	}
 	n.stats.tlsFailures.WithLabelValues(reason).Inc()
