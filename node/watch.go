@@ -89,6 +89,9 @@ type watchHub struct {
 	// pusher, so that a change is told to the pushers (about 20 for 1,000
 	// watchers) and each marks its own watchers.
 	byTopic map[string]map[*connPusher]map[*watcher]struct{}
+	// watched is len(byTopic), for changed to read without mu: a node
+	// nobody watches skips the fan-out (a registration storm's changes).
+	watched atomic.Int64
 	count   int // watch streams
 	// events holds the encoded route-event frame of each watched topic's
 	// latest version, shared by every watcher no route policy changes the
@@ -161,6 +164,12 @@ func (h *watchHub) subscriptions() int {
 // route current when it is written), and no final version is lost: topics
 // noted while a fan-out runs are marked by it before it ends.
 func (h *watchHub) changed(topics []string) {
+	// Nothing lost when nobody watches: a watch subscribes (add) before it
+	// reads the routes it pushes first, so one that subscribes after this
+	// load reads a route that already has the change.
+	if h.watched.Load() == 0 {
+		return
+	}
 	h.fanMu.Lock()
 	for _, t := range topics {
 		h.fanTopics[t] = struct{}{}
@@ -292,6 +301,7 @@ func (h *watchHub) add(w *watcher, topics []string) {
 		}
 		ws[w] = struct{}{}
 	}
+	h.watched.Store(int64(len(h.byTopic)))
 }
 
 func (h *watchHub) remove(w *watcher, topics []string) {
@@ -313,6 +323,7 @@ func (h *watchHub) remove(w *watcher, topics []string) {
 			delete(h.events, t)
 		}
 	}
+	h.watched.Store(int64(len(h.byTopic)))
 }
 
 // sharedEventTTL bounds how long a shared event is reused. An event carries

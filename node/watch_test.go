@@ -818,3 +818,38 @@ func routeRounds(t *testing.T, tn *testNode, groupFormat, addrFormat string, gro
 		}
 	}
 }
+
+// A node nobody watches does no fan-out work for a change: in a
+// registration storm, noting every registration's topics and starting a
+// fan-out goroutine for each was work for no watcher.
+func TestChangeWithNoWatchersNotesNothing(t *testing.T) {
+	h := newWatchHub()
+	fanning := func() (bool, int) {
+		h.fanMu.Lock()
+		defer h.fanMu.Unlock()
+		return h.fanning, len(h.fanTopics)
+	}
+	h.changed([]string{"nobody-watches"})
+	if on, n := fanning(); on || n != 0 {
+		t.Fatalf("a change nobody watches: fanning %v with %d topics noted, want nothing", on, n)
+	}
+	// Once a topic is watched, changes are noted again, and after its
+	// last watcher goes, not any more.
+	w := &watcher{cp: &connPusher{}}
+	h.add(w, []string{"watched"})
+	h.fanMu.Lock() // hold the fan-out back so the noted topic can be seen
+	h.fanning = true
+	h.fanMu.Unlock()
+	h.changed([]string{"watched"})
+	if _, n := fanning(); n != 1 {
+		t.Fatalf("a change of a watched topic: %d topics noted, want 1", n)
+	}
+	h.fanMu.Lock()
+	h.fanning, h.fanTopics = false, make(map[string]struct{})
+	h.fanMu.Unlock()
+	h.remove(w, []string{"watched"})
+	h.changed([]string{"watched"})
+	if on, n := fanning(); on || n != 0 {
+		t.Fatalf("after the last watcher went: fanning %v with %d topics noted, want nothing", on, n)
+	}
+}
