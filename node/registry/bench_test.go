@@ -102,6 +102,21 @@ func BenchmarkRegisterFull(b *testing.B) {
 	}
 }
 
+// BenchmarkRegisterNewGroup registers a new group with 100 topics of its
+// own each time, as a registration storm does: every topic and the group's
+// tables are new.
+func BenchmarkRegisterNewGroup(b *testing.B) {
+	r, _ := newTestRegistry(b)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		rg := reg("c1", fmt.Sprintf("b%d", i), 0, fmt.Sprintf("10.%d.%d.%d:10911", i>>16&255, i>>8&255, i&255))
+		rg.Topics = manyTopics(fmt.Sprintf("t%d_", i), 100)
+		if _, err := r.Register(rg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkRegisterResend re-sends a full registration whose data version
 // changed every time and whose topics did not, as brokers mostly do (and
 // as `edgereg bench register` does): sameTopics finds nothing to apply.

@@ -251,6 +251,12 @@ func (r *Registry) applyTopics(g *group, topics []wire.TopicConfig, readOnly boo
 		return
 	}
 	g.gen++
+	if len(g.topics) == 0 {
+		// A new group (or one that had none): every topic is new to it, so
+		// size its table and the change set once instead of step by step.
+		g.topics = make(map[*topic]uint32, len(topics))
+		cs.grow(len(topics))
+	}
 	if cap(g.applied) < len(topics) || cap(g.applied) > 2*len(topics) {
 		g.applied = make([]*topic, 0, len(topics)) // no growth slack: one pointer per entry
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/edgereg/edgereg/wire"
@@ -138,6 +139,15 @@ func versionOf(body []byte) uint64 {
 type changeSet struct {
 	topics []*topic
 	seen   map[*topic]struct{}
+}
+
+// grow makes room for n topics in an empty change set, so a registration
+// of many new topics does not grow its tables step by step.
+func (cs *changeSet) grow(n int) {
+	if cs.seen == nil {
+		cs.seen = make(map[*topic]struct{}, n)
+		cs.topics = slices.Grow(cs.topics, n)
+	}
 }
 
 func (cs *changeSet) addTopic(t *topic) {
