@@ -66,6 +66,12 @@ type Limits struct {
 	// MaxInFlightPerConn bounds the requests of one connection in handlers
 	// at once (default 16), so one pipelining peer cannot take every worker.
 	MaxInFlightPerConn int
+	// MaxInFlightPerHost bounds the requests of all the connections of one
+	// source IP in handlers at once (default half of Workers, at least 1),
+	// so one host whose requests wait in their handlers (a gateway's route
+	// lookups while the WAN is cut wait seconds each) cannot take every
+	// worker while other hosts' requests queue behind it.
+	MaxInFlightPerHost int
 	// MaxBufferedBytes bounds the request bytes held across all
 	// connections at once: frames being received and frames read but not
 	// yet handled (default 128 MiB, at least MaxFrame). Per-connection
@@ -119,6 +125,8 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxFrame, DefaultMaxFrame)
 	def(&l.Workers, DefaultWorkers)
 	def(&l.MaxInFlightPerConn, DefaultMaxInFlightPerConn)
+	def(&l.MaxInFlightPerHost, max(1, l.Workers/2))
+	l.MaxInFlightPerHost = min(l.MaxInFlightPerHost, l.Workers)
 	def(&l.MaxHeader, DefaultMaxHeader)
 	if l.MaxBufferedBytes <= 0 {
 		l.MaxBufferedBytes = DefaultMaxBufferedBytes
@@ -155,14 +163,21 @@ type Server struct {
 	closing   atomic.Bool
 	nextID    atomic.Uint64
 	stats     serverCounters
-	mu        sync.Mutex // guards listeners, conns, perHost, hostBudget
+	mu        sync.Mutex // guards listeners, conns, perHost, hosts
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	perHost   map[string]int
-	// hostBudget is each connected host's share of budget; it goes when
-	// the host's last connection has closed (and released what it held).
-	hostBudget map[string]*byteBudget
-	connWG     sync.WaitGroup
+	// hosts is each connected host's share of budget and workers; it goes
+	// when the host's last connection has closed (and released what it
+	// held).
+	hosts  map[string]*hostShare
+	connWG sync.WaitGroup
+}
+
+// hostShare is what the connections of one source IP may hold together.
+type hostShare struct {
+	budget  *byteBudget   // of Limits.MaxBufferedBytes: MaxBufferedBytesPerHost
+	workers chan struct{} // of Limits.Workers: MaxInFlightPerHost
 }
 
 type serverCounters struct {
@@ -204,7 +219,7 @@ func (s *Server) init() {
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*conn]struct{}{}
 		s.perHost = map[string]int{}
-		s.hostBudget = map[string]*byteBudget{}
+		s.hosts = map[string]*hostShare{}
 		if s.Logger == nil {
 			s.Logger = slog.Default()
 		}
@@ -275,10 +290,12 @@ func (s *Server) accept(nc net.Conn) {
 	c.ctx = context.WithValue(ctx, connKey{}, c.info)
 	s.conns[c] = struct{}{}
 	s.perHost[host]++
-	if s.hostBudget[host] == nil {
-		s.hostBudget[host] = newByteBudget(s.lim.MaxBufferedBytesPerHost)
+	if s.hosts[host] == nil {
+		s.hosts[host] = &hostShare{budget: newByteBudget(s.lim.MaxBufferedBytesPerHost),
+			workers: make(chan struct{}, s.lim.MaxInFlightPerHost)}
 	}
-	c.hostBudget = s.hostBudget[host]
+	c.hostBudget = s.hosts[host].budget
+	c.hostWorkers = s.hosts[host].workers
 	s.connWG.Add(1)
 	s.mu.Unlock()
 	s.stats.accepted.Add(1)
@@ -392,8 +409,10 @@ type conn struct {
 	inflight chan struct{}
 	handlers sync.WaitGroup
 
-	// hostBudget is the share of the budget of the connection's host.
-	hostBudget *byteBudget
+	// hostBudget and hostWorkers are the connection's host's shares of
+	// the budget and the workers.
+	hostBudget  *byteBudget
+	hostWorkers chan struct{}
 	// readCtx ends when the connection stops reading; a frame waiting for
 	// the server's byte budget gives up then.
 	readCtx  context.Context
@@ -464,9 +483,19 @@ func (c *conn) serve() {
 			c.releaseBytes(held)
 			return
 		}
+		// The host's share first, then the server's pool: a request
+		// holding a worker never waits for anything else.
+		select {
+		case c.hostWorkers <- struct{}{}:
+		case <-c.ctx.Done():
+			<-c.inflight
+			c.releaseBytes(held)
+			return
+		}
 		select {
 		case s.workers <- struct{}{}:
 		case <-c.ctx.Done():
+			<-c.hostWorkers
 			<-c.inflight
 			c.releaseBytes(held)
 			return
@@ -556,6 +585,7 @@ func (c *conn) handle(req *Command, held int64) {
 	// read its responses holds only its own in-flight slots while the write
 	// waits, never the workers other connections need.
 	<-c.srv.workers
+	<-c.hostWorkers
 	if resp == nil || req.IsOneway() {
 		return
 	}
@@ -615,7 +645,7 @@ func (c *conn) close() {
 	delete(s.conns, c)
 	if s.perHost[c.host]--; s.perHost[c.host] <= 0 {
 		delete(s.perHost, c.host)
-		delete(s.hostBudget, c.host)
+		delete(s.hosts, c.host)
 	}
 	s.mu.Unlock()
 	s.connWG.Done()

@@ -530,3 +530,56 @@ func TestServerBudgetSharePerHost(t *testing.T) {
 		t.Fatalf("other host: %+v", r)
 	}
 }
+
+// dialFrom dials addr from another loopback address (Linux routes all of
+// 127/8 to lo), as a peer on another host would.
+func dialFrom(t *testing.T, ip net.IP, addr string) *client {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 5 * time.Second}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Skipf("no loopback address %s: %v", ip, err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	return &client{t: t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+// TestServerWorkerSharePerHost: one host pipelining requests that wait
+// (a gateway's route lookups while the WAN is cut wait up to 4 s each) holds
+// at most its share of the workers, so another host's requests are still
+// answered at once instead of queueing behind it.
+func TestServerWorkerSharePerHost(t *testing.T) {
+	release := make(chan struct{})
+	var slow atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, p net.Addr, req *Command) *Command {
+		if req.Code == 998 {
+			slow.Add(1)
+			defer slow.Add(-1)
+		}
+		return echo(release)(ctx, p, req)
+	})
+	s, addr := startServer(t, h, Limits{Workers: 4})
+	defer close(release)
+	for i := range 2 { // two connections of one host, two requests each: every worker
+		c := dialFrom(t, net.IPv4(127, 0, 0, 2), addr)
+		for j := range 2 {
+			c.send(NewRequest(998, int32(10*i+j), nil, nil))
+		}
+	}
+	waitFor(t, func() bool { return slow.Load() >= 2 })
+	time.Sleep(100 * time.Millisecond) // give a host without a share the chance to take every worker
+	if n := slow.Load(); n > 2 {
+		t.Errorf("one host holds %d of 4 workers", n)
+	}
+	other := dialFrom(t, net.IPv4(127, 0, 0, 3), addr)
+	other.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	other.send(NewRequest(105, 7, map[string]string{"v": "other host"}, nil))
+	r, err := ReadCommand(other.br, 0)
+	if err != nil {
+		t.Fatalf("another host's request while one host waits in %d handlers (stats %+v): %v", slow.Load(), s.Stats(), err)
+	}
+	if r.Opaque != 7 || r.Remark != "other host" {
+		t.Fatalf("other host: %+v", r)
+	}
+}
