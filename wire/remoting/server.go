@@ -83,7 +83,11 @@ type Limits struct {
 	// connections stop being read until handlers finish (back-pressure
 	// through TCP); a frame that waits longer than FrameTimeout closes its
 	// connection. A peer that declares frames and sends nothing holds their
-	// share for FrameTimeout at most.
+	// share for FrameTimeout at most. Frames of at most 4 KiB (every
+	// NameServer request but broker registrations) are read first and then
+	// take their bytes from a pool of their own, an eighth of
+	// MaxBufferedBytes on top of it: frames that were only declared can
+	// hold up registrations, never clients' reads and brokers' heartbeats.
 	MaxBufferedBytes int64
 	// MaxBufferedBytesPerHost is the share of MaxBufferedBytes the
 	// connections of one source IP may hold (default a quarter of it, at
@@ -160,6 +164,7 @@ type Server struct {
 	lim       Limits
 	workers   chan struct{}
 	budget    *byteBudget
+	small     *byteBudget // frames of at most smallFrame bytes, once read
 	closing   atomic.Bool
 	nextID    atomic.Uint64
 	stats     serverCounters
@@ -208,7 +213,7 @@ func (s *Server) Stats() ServerStats {
 	s.mu.Unlock()
 	return ServerStats{Conns: n, Accepted: s.stats.accepted.Load(), Rejected: s.stats.rejected.Load(),
 		BadFrames: s.stats.badFrames.Load(), Requests: s.stats.requests.Load(), Panics: s.stats.panics.Load(),
-		BufferedBytes: s.budget.inUse(), BudgetWaits: s.stats.budgetWaits.Load(), WriteFailures: s.stats.writeFailures.Load()}
+		BufferedBytes: s.budget.inUse() + s.small.inUse(), BudgetWaits: s.stats.budgetWaits.Load(), WriteFailures: s.stats.writeFailures.Load()}
 }
 
 func (s *Server) init() {
@@ -216,6 +221,7 @@ func (s *Server) init() {
 		s.lim = s.Limits.withDefaults()
 		s.workers = make(chan struct{}, s.lim.Workers)
 		s.budget = newByteBudget(s.lim.MaxBufferedBytes)
+		s.small = newByteBudget(max(s.lim.MaxBufferedBytes/8, smallFrame))
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*conn]struct{}{}
 		s.perHost = map[string]int{}
@@ -538,6 +544,18 @@ func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 		return nil, 0, fmt.Errorf("%w: header of %d bytes, cap %d", ErrFrameTooLarge, n, s.lim.MaxHeader)
 	}
 	held := int64(length)
+	pool := s.poolFor(held)
+	var frame []byte
+	if pool == s.small {
+		// A small frame (every client request and heartbeat) is read
+		// before it takes its bytes: it needs no more memory than the
+		// connection's read buffer, and what it then takes is bytes that
+		// arrived, from a pool of its own, so frames that were only
+		// declared never hold it up.
+		if frame, err = readGrowing(br, length); err != nil {
+			return nil, 0, err
+		}
+	}
 	// The host's share first, then the server's: a frame holding the
 	// server's budget never waits for anything but its own bytes, so the
 	// two never wait on each other in a cycle.
@@ -545,7 +563,7 @@ func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: waited for %d bytes of this host's share: %v", errBudget, held, err)
 	}
-	waited, err := s.budget.acquire(c.readCtx, s.lim.FrameTimeout, held, &s.stats.budgetWaits)
+	waited, err := pool.acquire(c.readCtx, s.lim.FrameTimeout, held, &s.stats.budgetWaits)
 	if err != nil {
 		c.hostBudget.release(held)
 		return nil, 0, fmt.Errorf("%w: waited for %d bytes: %v", errBudget, held, err)
@@ -556,7 +574,9 @@ func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 		c.releaseBytes(held)
 		return nil, 0, fmt.Errorf("%w: the connection is stopping", errBudget)
 	}
-	frame, err := readGrowing(br, length)
+	if frame == nil {
+		frame, err = readGrowing(br, length)
+	}
 	if err == nil {
 		var req *Command
 		if req, err = decodeFrame(frame); err == nil {
@@ -569,8 +589,22 @@ func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 
 // releaseBytes gives back what a frame took from the budgets.
 func (c *conn) releaseBytes(held int64) {
-	c.srv.budget.release(held)
+	c.srv.poolFor(held).release(held)
 	c.hostBudget.release(held)
+}
+
+// smallFrame is the largest frame read in full before it takes its bytes
+// from a budget, from the pool of small frames: as much as a connection's
+// read buffer holds. NameServer requests other than broker registrations
+// are a few hundred bytes.
+const smallFrame = 4 << 10
+
+// poolFor returns the budget a frame of n bytes takes them from.
+func (s *Server) poolFor(n int64) *byteBudget {
+	if n <= smallFrame {
+		return s.small
+	}
+	return s.budget
 }
 
 func (c *conn) handle(req *Command, held int64) {

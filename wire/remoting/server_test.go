@@ -583,3 +583,35 @@ func TestServerWorkerSharePerHost(t *testing.T) {
 		t.Fatalf("other host: %+v", r)
 	}
 }
+
+// TestServerDeclaredFramesDoNotStallSmallRequests: frames that are only
+// declared (a length prefix claiming the largest frame, then nothing) take
+// the budget for their declared size, but a small request that has arrived
+// in full (every client request and heartbeat) is never held up by them:
+// four hosts with one such frame each used to spend the whole budget and
+// every other host's requests waited for FrameTimeout, then were closed.
+func TestServerDeclaredFramesDoNotStallSmallRequests(t *testing.T) {
+	const frame = 1 << 20
+	s, addr := startServer(t, echo(nil), Limits{MaxFrame: frame, MaxBufferedBytes: 4 * frame, FrameTimeout: time.Minute})
+	declared := binary.BigEndian.AppendUint32(nil, frame-4) // the largest frame…
+	declared = binary.BigEndian.AppendUint32(declared, 100) // …that never arrives
+	for h := range 4 {
+		c := dialFrom(t, net.IPv4(127, 0, 0, byte(2+h)), addr)
+		if _, err := c.nc.Write(declared); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return s.Stats().BufferedBytes >= 4*(frame-4) })
+	other := dialFrom(t, net.IPv4(127, 0, 0, 6), addr)
+	other.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	for i := range 3 {
+		other.send(NewRequest(105, int32(i), map[string]string{"v": "small"}, []byte(`{"counter":1}`)))
+		r, err := ReadCommand(other.br, 0)
+		if err != nil {
+			t.Fatalf("small request %d while declared frames hold the budget (stats %+v): %v", i, s.Stats(), err)
+		}
+		if r.Opaque != int32(i) || r.Remark != "small" {
+			t.Fatalf("small request %d: %+v", i, r)
+		}
+	}
+}
