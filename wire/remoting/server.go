@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -257,8 +258,7 @@ func (s *Server) Serve(l net.Listener) error {
 			if s.closing.Load() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if acceptRetryable(err) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				s.Logger.Warn("remoting accept", "err", err, "retry_in", backoff)
 				time.Sleep(backoff)
@@ -269,6 +269,18 @@ func (s *Server) Serve(l net.Listener) error {
 		backoff = 0
 		s.accept(nc)
 	}
+}
+
+// acceptRetryable reports whether an Accept error passes: a timeout, or
+// the process or system out of file descriptors or buffers (a flood of
+// connections, a low ulimit), which clears as connections close.
+func acceptRetryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 func hostOf(a net.Addr) string {

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -613,5 +615,54 @@ func TestServerDeclaredFramesDoNotStallSmallRequests(t *testing.T) {
 		if r.Opaque != int32(i) || r.Remark != "small" {
 			t.Fatalf("small request %d: %+v", i, r)
 		}
+	}
+}
+
+// emfileOnce is a listener whose first Accept fails as accept(2) does when
+// the process is out of file descriptors.
+type emfileOnce struct {
+	net.Listener
+	failed atomic.Bool
+}
+
+func (l *emfileOnce) Accept() (net.Conn, error) {
+	if !l.failed.Swap(true) {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServerSurvivesRunningOutOfFiles: accept(2) failing for lack of file
+// descriptors (a flood of connections, a low ulimit) is transient: the
+// server backs off and accepts again once connections close, rather than
+// stop serving for good (the gateway exited on it, a node's listener stayed
+// dead).
+func TestServerSurvivesRunningOutOfFiles(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: echo(nil)}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(&emfileOnce{Listener: ln}) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		<-done
+	})
+	c := dial(t, ln.Addr().String())
+	c.send(NewRequest(105, 1, map[string]string{"v": "after EMFILE"}, nil))
+	resp, err := ReadCommand(c.br, 0)
+	if err != nil {
+		select {
+		case err := <-done:
+			t.Fatalf("Serve returned %v after one EMFILE", err)
+		default:
+		}
+		t.Fatal(err)
+	}
+	if resp.Remark != "after EMFILE" {
+		t.Fatalf("%+v", resp)
 	}
 }
