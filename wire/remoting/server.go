@@ -88,7 +88,8 @@ type Limits struct {
 	// NameServer request but broker registrations) are read first and then
 	// take their bytes from a pool of their own, an eighth of
 	// MaxBufferedBytes on top of it: frames that were only declared can
-	// hold up registrations, never clients' reads and brokers' heartbeats.
+	// hold up registrations, but other hosts' reads and heartbeats never
+	// wait for them.
 	MaxBufferedBytes int64
 	// MaxBufferedBytesPerHost is the share of MaxBufferedBytes the
 	// connections of one source IP may hold (default a quarter of it, at
