@@ -109,7 +109,7 @@ func (n *Node) openRemoting() error {
 	rl.srv = &remoting.Server{Handler: rl, Logger: n.log, Limits: remoting.Limits{
 		MaxConns: n.cfg.MaxConns, MaxConnsPerHost: n.cfg.MaxConnsPerHost,
 		MaxFrame: maxFrame, FrameTimeout: n.cfg.ReadTimeout,
-		Workers: max(1, n.cfg.Workers/2), WriteTimeout: n.cfg.ReadTimeout,
+		Workers: max(1, n.cfg.Workers/2), WriteTimeout: n.cfg.WriteTimeout,
 	}}
 	n.remoting = rl
 	rl.registerMetrics()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -151,4 +152,53 @@ func TestRemotingCRCOfMissingBody(t *testing.T) {
 	if tn.Registry().LeaseCount() != 0 {
 		t.Fatal("registered a broker from a frame whose body failed its checksum")
 	}
+}
+
+// TestRemotingWriteTimeoutFollowsFlag: a remoting peer that pipelines
+// requests and stops reading has its connection closed at the node's write
+// timeout (--write-timeout, "a frame the node writes must be taken by the
+// peer within this"), not at the read timeout; other peers are served
+// meanwhile.
+func TestRemotingWriteTimeoutFollowsFlag(t *testing.T) {
+	tn := startRemotingNode(t, func(c *Config) {
+		c.ReadTimeout = 10 * time.Minute
+		c.WriteTimeout = 200 * time.Millisecond
+	})
+	reg := dialRemoting(t, tn)
+	names := make([]string, 2000)
+	for i := range names {
+		names[i] = fmt.Sprintf("topic-with-a-long-name-%04d", i)
+	}
+	if r := reg.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, names...)); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	slow := dialRemoting(t, tn)
+	if tcp, ok := slow.nc.(*net.TCPConn); ok {
+		tcp.SetReadBuffer(4 << 10)
+	}
+	frame, err := remoting.NewRequest(remoting.GetAllTopicListFromNameSrv, 2, nil, nil).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		for range 2000 { // ~110 MB of answers nobody reads
+			if _, err := slow.nc.Write(frame); err != nil {
+				return // closed by the node: expected
+			}
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for tn.remoting.srv.Stats().WriteFailures == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection of a peer that reads nothing is still open after 20 s with --write-timeout %s: %+v",
+				200*time.Millisecond, tn.remoting.srv.Stats())
+		}
+		if r := reg.call(&remoting.Command{Code: remoting.GetBrokerClusterInfo, Opaque: 3}); r.Code != remoting.Success {
+			t.Fatalf("another peer: %+v", r)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	slow.nc.Close()
 }

@@ -72,7 +72,7 @@ leases run on, and they register with the next gateway at their next period).`,
 	f.IntVar(&gf.cfg.MaxBrokers, "max-brokers", gateway.DefaultMaxBrokers, "brokers the gateway registers (each holds a QUIC connection to every node: keep it under the nodes' --max-broker-conns-per-host, 1024 by default, less 2)")
 	f.IntVar(&gf.limits.MaxConns, "max-conns", remoting.DefaultMaxConns, "remoting connections in total")
 	f.IntVar(&gf.limits.MaxConnsPerHost, "max-conns-per-host", remoting.DefaultMaxConnsPerHost, "remoting connections per source IP")
-	f.IntVar(&gf.limits.Workers, "workers", remoting.DefaultWorkers, "remoting requests handled at once")
+	f.IntVar(&gf.limits.Workers, "workers", remoting.DefaultWorkers, "remoting requests handled at once (at most half of them for one source IP)")
 	f.Int64Var(&gf.limits.MaxBufferedBytes, "max-buffered-bytes", remoting.DefaultMaxBufferedBytes, "request bytes all remoting connections may hold at once (frames arriving or waiting); past it the gateway stops reading until requests finish")
 	f.DurationVar(&gf.shutdown, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for requests in progress")
 	f.StringVar(&gf.logFormat, "log-format", "auto", "log format: auto, text or json")

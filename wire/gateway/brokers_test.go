@@ -320,6 +320,18 @@ func TestRegistrationNotAcknowledged(t *testing.T) {
 		_, ok := s.lease(tn, masterAddr)
 		return ok
 	})
+	// The node holds the lease a moment before the registrar has read its
+	// acknowledgement, which is what the gateway answers by.
+	nodetest.WaitFor(t, "the gateway's registrar to hold the acknowledgement", func() bool {
+		for _, b := range s.gw.Brokers() {
+			for _, n := range b.Nodes {
+				if n.Registered {
+					return true
+				}
+			}
+		}
+		return false
+	})
 	reg.Opaque = opaque.Add(1)
 	if resp := c.call(reg); resp.Code != remoting.Success {
 		t.Fatalf("registration with the node back: %d %q", resp.Code, resp.Remark)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Errors a frame decoder returns; they are wrapped with detail, test with
@@ -200,7 +201,13 @@ type jsonHeader struct {
 func decodeJSONHeader(b []byte) (*Command, error) {
 	var h jsonHeader
 	if err := json.Unmarshal(b, &h); err != nil {
-		return nil, fmt.Errorf("%w: JSON header: %v", ErrMalformed, err)
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) || !strings.HasPrefix(te.Field, "extFields") {
+			return nil, fmt.Errorf("%w: JSON header: %v", ErrMalformed, err)
+		}
+		if h, err = lenientJSONHeader(b); err != nil {
+			return nil, fmt.Errorf("%w: JSON header: %v", ErrMalformed, err)
+		}
 	}
 	if h.Code == nil {
 		return nil, fmt.Errorf("%w: JSON header without code", ErrMalformed)
@@ -225,6 +232,40 @@ func decodeJSONHeader(b []byte) (*Command, error) {
 		c.Remark = *h.Remark
 	}
 	return c, nil
+}
+
+// lenientJSONHeader reads a header whose extFields are not all strings as
+// a NameServer does, with fastjson into a HashMap<String,String>: a number
+// or a boolean as its text, null as no value (""). Objects and arrays, and
+// wrong types anywhere else, stay malformed. Only such headers come here, so
+// the common path decodes once.
+func lenientJSONHeader(b []byte) (jsonHeader, error) {
+	var lh struct {
+		jsonHeader
+		ExtFields map[string]json.RawMessage `json:"extFields"` // shadows jsonHeader's
+	}
+	if err := json.Unmarshal(b, &lh); err != nil {
+		return jsonHeader{}, err
+	}
+	h := lh.jsonHeader
+	h.ExtFields = make(map[string]string, len(lh.ExtFields))
+	for k, v := range lh.ExtFields {
+		switch v[0] {
+		case '"':
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return jsonHeader{}, err
+			}
+			h.ExtFields[k] = s
+		case 'n':
+			h.ExtFields[k] = ""
+		case '{', '[':
+			return jsonHeader{}, fmt.Errorf("extFields %q: an object or array is not a string", k)
+		default: // a number or a boolean, checked by the decoder
+			h.ExtFields[k] = string(v)
+		}
+	}
+	return h, nil
 }
 
 // binReader reads the ROCKETMQ header, bounds-checking every length.

@@ -80,7 +80,7 @@ func TestReadCommandErrors(t *testing.T) {
 		"not JSON":              {0, 0, 0, 6, 0, 0, 0, 2, '{', '{'},
 		"no code":               {0, 0, 0, 6, 0, 0, 0, 2, '{', '}'},
 		"code over int16":       append([]byte{0, 0, 0, 18, 0, 0, 0, 14}, `{"code":40000}`...),
-		"ext value a number":    append([]byte{0, 0, 0, 34, 0, 0, 0, 30}, `{"code":1,"extFields":{"a":1}}`...),
+		"ext value an object":   append([]byte{0, 0, 0, 35, 0, 0, 0, 31}, `{"code":1,"extFields":{"a":{}}}`...),
 	} {
 		if _, err := ReadCommand(bytes.NewReader(frame), 0); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
@@ -285,6 +285,37 @@ func TestRouteDialect(t *testing.T) {
 		req := &Command{Version: c.version, ExtFields: map[string]string{"acceptStandardJsonOnly": c.accept}}
 		if got := RouteDialect(req); got != c.want {
 			t.Errorf("version %d, acceptStandardJsonOnly %q: dialect %d, want %d", c.version, c.accept, got, c.want)
+		}
+	}
+}
+
+// TestJSONHeaderExtFieldsAsJavaReadsThem: a NameServer reads extFields into
+// a HashMap<String,String> with fastjson, which takes a number or a boolean
+// as its text and a null as no value (""). A peer that writes `"queueId":0`
+// gets an answer from a Java NameServer, so it must from edgereg too, not
+// a closed connection; objects and arrays are still malformed.
+func TestJSONHeaderExtFieldsAsJavaReadsThem(t *testing.T) {
+	frameOf := func(h string) []byte {
+		frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(h)))
+		frame = binary.BigEndian.AppendUint32(frame, uint32(len(h)))
+		return append(frame, h...)
+	}
+	c, err := DecodeFrame(frameOf(`{"code":105,"opaque":1,"flag":0,"extFields":{"topic":"t","queueId":0,"order":true,"big":12345678901234567890,"neg":-1.5,"nil":null}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"topic": "t", "queueId": "0", "order": "true", "big": "12345678901234567890", "neg": "-1.5", "nil": ""}
+	if len(c.ExtFields) != len(want) {
+		t.Fatalf("extFields %q, want %q", c.ExtFields, want)
+	}
+	for k, v := range want {
+		if got, ok := c.ExtFields[k]; !ok || got != v {
+			t.Fatalf("extFields %q, want %q", c.ExtFields, want)
+		}
+	}
+	for _, bad := range []string{`{"a":{}}`, `{"a":[1]}`, `[]`, `"x"`, `{"a":tru}`, `{"a":1},"version":"x"`} {
+		if _, err := DecodeFrame(frameOf(`{"code":105,"extFields":` + bad + `}`)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("extFields %s: %v, want ErrMalformed", bad, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -66,6 +67,12 @@ type Limits struct {
 	// MaxInFlightPerConn bounds the requests of one connection in handlers
 	// at once (default 16), so one pipelining peer cannot take every worker.
 	MaxInFlightPerConn int
+	// MaxInFlightPerHost bounds the requests of all the connections of one
+	// source IP in handlers at once (default half of Workers, at least 1),
+	// so one host whose requests wait in their handlers (a gateway's route
+	// lookups while the WAN is cut wait seconds each) cannot take every
+	// worker while other hosts' requests queue behind it.
+	MaxInFlightPerHost int
 	// MaxBufferedBytes bounds the request bytes held across all
 	// connections at once: frames being received and frames read but not
 	// yet handled (default 128 MiB, at least MaxFrame). Per-connection
@@ -77,7 +84,12 @@ type Limits struct {
 	// connections stop being read until handlers finish (back-pressure
 	// through TCP); a frame that waits longer than FrameTimeout closes its
 	// connection. A peer that declares frames and sends nothing holds their
-	// share for FrameTimeout at most.
+	// share for FrameTimeout at most. Frames of at most 4 KiB (every
+	// NameServer request but broker registrations) are read first and then
+	// take their bytes from a pool of their own, an eighth of
+	// MaxBufferedBytes on top of it: frames that were only declared can
+	// hold up registrations, but other hosts' reads and heartbeats never
+	// wait for them.
 	MaxBufferedBytes int64
 	// MaxBufferedBytesPerHost is the share of MaxBufferedBytes the
 	// connections of one source IP may hold (default a quarter of it, at
@@ -119,6 +131,8 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxFrame, DefaultMaxFrame)
 	def(&l.Workers, DefaultWorkers)
 	def(&l.MaxInFlightPerConn, DefaultMaxInFlightPerConn)
+	def(&l.MaxInFlightPerHost, max(1, l.Workers/2))
+	l.MaxInFlightPerHost = min(l.MaxInFlightPerHost, l.Workers)
 	def(&l.MaxHeader, DefaultMaxHeader)
 	if l.MaxBufferedBytes <= 0 {
 		l.MaxBufferedBytes = DefaultMaxBufferedBytes
@@ -152,17 +166,25 @@ type Server struct {
 	lim       Limits
 	workers   chan struct{}
 	budget    *byteBudget
+	small     *byteBudget // frames of at most smallFrame bytes, once read
 	closing   atomic.Bool
 	nextID    atomic.Uint64
 	stats     serverCounters
-	mu        sync.Mutex // guards listeners, conns, perHost, hostBudget
+	mu        sync.Mutex // guards listeners, conns, perHost, hosts
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	perHost   map[string]int
-	// hostBudget is each connected host's share of budget; it goes when
-	// the host's last connection has closed (and released what it held).
-	hostBudget map[string]*byteBudget
-	connWG     sync.WaitGroup
+	// hosts is each connected host's share of budget and workers; it goes
+	// when the host's last connection has closed (and released what it
+	// held).
+	hosts  map[string]*hostShare
+	connWG sync.WaitGroup
+}
+
+// hostShare is what the connections of one source IP may hold together.
+type hostShare struct {
+	budget  *byteBudget   // of Limits.MaxBufferedBytes: MaxBufferedBytesPerHost
+	workers chan struct{} // of Limits.Workers: MaxInFlightPerHost
 }
 
 type serverCounters struct {
@@ -193,7 +215,7 @@ func (s *Server) Stats() ServerStats {
 	s.mu.Unlock()
 	return ServerStats{Conns: n, Accepted: s.stats.accepted.Load(), Rejected: s.stats.rejected.Load(),
 		BadFrames: s.stats.badFrames.Load(), Requests: s.stats.requests.Load(), Panics: s.stats.panics.Load(),
-		BufferedBytes: s.budget.inUse(), BudgetWaits: s.stats.budgetWaits.Load(), WriteFailures: s.stats.writeFailures.Load()}
+		BufferedBytes: s.budget.inUse() + s.small.inUse(), BudgetWaits: s.stats.budgetWaits.Load(), WriteFailures: s.stats.writeFailures.Load()}
 }
 
 func (s *Server) init() {
@@ -201,10 +223,11 @@ func (s *Server) init() {
 		s.lim = s.Limits.withDefaults()
 		s.workers = make(chan struct{}, s.lim.Workers)
 		s.budget = newByteBudget(s.lim.MaxBufferedBytes)
+		s.small = newByteBudget(max(s.lim.MaxBufferedBytes/8, smallFrame))
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*conn]struct{}{}
 		s.perHost = map[string]int{}
-		s.hostBudget = map[string]*byteBudget{}
+		s.hosts = map[string]*hostShare{}
 		if s.Logger == nil {
 			s.Logger = slog.Default()
 		}
@@ -236,8 +259,7 @@ func (s *Server) Serve(l net.Listener) error {
 			if s.closing.Load() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if acceptRetryable(err) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				s.Logger.Warn("remoting accept", "err", err, "retry_in", backoff)
 				time.Sleep(backoff)
@@ -248,6 +270,18 @@ func (s *Server) Serve(l net.Listener) error {
 		backoff = 0
 		s.accept(nc)
 	}
+}
+
+// acceptRetryable reports whether an Accept error passes: a timeout, or
+// the process or system out of file descriptors or buffers (a flood of
+// connections, a low ulimit), which clears as connections close.
+func acceptRetryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 func hostOf(a net.Addr) string {
@@ -275,10 +309,12 @@ func (s *Server) accept(nc net.Conn) {
 	c.ctx = context.WithValue(ctx, connKey{}, c.info)
 	s.conns[c] = struct{}{}
 	s.perHost[host]++
-	if s.hostBudget[host] == nil {
-		s.hostBudget[host] = newByteBudget(s.lim.MaxBufferedBytesPerHost)
+	if s.hosts[host] == nil {
+		s.hosts[host] = &hostShare{budget: newByteBudget(s.lim.MaxBufferedBytesPerHost),
+			workers: make(chan struct{}, s.lim.MaxInFlightPerHost)}
 	}
-	c.hostBudget = s.hostBudget[host]
+	c.hostBudget = s.hosts[host].budget
+	c.hostWorkers = s.hosts[host].workers
 	s.connWG.Add(1)
 	s.mu.Unlock()
 	s.stats.accepted.Add(1)
@@ -392,8 +428,10 @@ type conn struct {
 	inflight chan struct{}
 	handlers sync.WaitGroup
 
-	// hostBudget is the share of the budget of the connection's host.
-	hostBudget *byteBudget
+	// hostBudget and hostWorkers are the connection's host's shares of
+	// the budget and the workers.
+	hostBudget  *byteBudget
+	hostWorkers chan struct{}
 	// readCtx ends when the connection stops reading; a frame waiting for
 	// the server's byte budget gives up then.
 	readCtx  context.Context
@@ -464,9 +502,19 @@ func (c *conn) serve() {
 			c.releaseBytes(held)
 			return
 		}
+		// The host's share first, then the server's pool: a request
+		// holding a worker never waits for anything else.
+		select {
+		case c.hostWorkers <- struct{}{}:
+		case <-c.ctx.Done():
+			<-c.inflight
+			c.releaseBytes(held)
+			return
+		}
 		select {
 		case s.workers <- struct{}{}:
 		case <-c.ctx.Done():
+			<-c.hostWorkers
 			<-c.inflight
 			c.releaseBytes(held)
 			return
@@ -509,6 +557,18 @@ func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 		return nil, 0, fmt.Errorf("%w: header of %d bytes, cap %d", ErrFrameTooLarge, n, s.lim.MaxHeader)
 	}
 	held := int64(length)
+	pool := s.poolFor(held)
+	var frame []byte
+	if pool == s.small {
+		// A small frame (every client request and heartbeat) is read
+		// before it takes its bytes: it needs no more memory than the
+		// connection's read buffer, and what it then takes is bytes that
+		// arrived, from a pool of its own, so frames that were only
+		// declared never hold it up.
+		if frame, err = readGrowing(br, length); err != nil {
+			return nil, 0, err
+		}
+	}
 	// The host's share first, then the server's: a frame holding the
 	// server's budget never waits for anything but its own bytes, so the
 	// two never wait on each other in a cycle.
@@ -516,7 +576,7 @@ func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: waited for %d bytes of this host's share: %v", errBudget, held, err)
 	}
-	waited, err := s.budget.acquire(c.readCtx, s.lim.FrameTimeout, held, &s.stats.budgetWaits)
+	waited, err := pool.acquire(c.readCtx, s.lim.FrameTimeout, held, &s.stats.budgetWaits)
 	if err != nil {
 		c.hostBudget.release(held)
 		return nil, 0, fmt.Errorf("%w: waited for %d bytes: %v", errBudget, held, err)
@@ -527,7 +587,9 @@ func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 		c.releaseBytes(held)
 		return nil, 0, fmt.Errorf("%w: the connection is stopping", errBudget)
 	}
-	frame, err := readGrowing(br, length)
+	if frame == nil {
+		frame, err = readGrowing(br, length)
+	}
 	if err == nil {
 		var req *Command
 		if req, err = decodeFrame(frame); err == nil {
@@ -540,8 +602,22 @@ func (c *conn) readFrame(br *bufio.Reader) (*Command, int64, error) {
 
 // releaseBytes gives back what a frame took from the budgets.
 func (c *conn) releaseBytes(held int64) {
-	c.srv.budget.release(held)
+	c.srv.poolFor(held).release(held)
 	c.hostBudget.release(held)
+}
+
+// smallFrame is the largest frame read in full before it takes its bytes
+// from a budget, from the pool of small frames: as much as a connection's
+// read buffer holds. NameServer requests other than broker registrations
+// are a few hundred bytes.
+const smallFrame = 4 << 10
+
+// poolFor returns the budget a frame of n bytes takes them from.
+func (s *Server) poolFor(n int64) *byteBudget {
+	if n <= smallFrame {
+		return s.small
+	}
+	return s.budget
 }
 
 func (c *conn) handle(req *Command, held int64) {
@@ -556,6 +632,7 @@ func (c *conn) handle(req *Command, held int64) {
 	// read its responses holds only its own in-flight slots while the write
 	// waits, never the workers other connections need.
 	<-c.srv.workers
+	<-c.hostWorkers
 	if resp == nil || req.IsOneway() {
 		return
 	}
@@ -615,7 +692,7 @@ func (c *conn) close() {
 	delete(s.conns, c)
 	if s.perHost[c.host]--; s.perHost[c.host] <= 0 {
 		delete(s.perHost, c.host)
-		delete(s.hostBudget, c.host)
+		delete(s.hosts, c.host)
 	}
 	s.mu.Unlock()
 	s.connWG.Done()

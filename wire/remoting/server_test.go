@@ -7,10 +7,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -528,5 +530,139 @@ func TestServerBudgetSharePerHost(t *testing.T) {
 	other.send(NewRequest(105, 7, map[string]string{"v": "other host"}, make([]byte, 512<<10)))
 	if r := other.recv(); r.Opaque != 7 || r.Remark != "other host" {
 		t.Fatalf("other host: %+v", r)
+	}
+}
+
+// dialFrom dials addr from another loopback address (Linux routes all of
+// 127/8 to lo), as a peer on another host would.
+func dialFrom(t *testing.T, ip net.IP, addr string) *client {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 5 * time.Second}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Skipf("no loopback address %s: %v", ip, err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	return &client{t: t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+// TestServerWorkerSharePerHost: one host pipelining requests that wait
+// (a gateway's route lookups while the WAN is cut wait up to 4 s each) holds
+// at most its share of the workers, so another host's requests are still
+// answered at once instead of queueing behind it.
+func TestServerWorkerSharePerHost(t *testing.T) {
+	release := make(chan struct{})
+	var slow atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, p net.Addr, req *Command) *Command {
+		if req.Code == 998 {
+			slow.Add(1)
+			defer slow.Add(-1)
+		}
+		return echo(release)(ctx, p, req)
+	})
+	s, addr := startServer(t, h, Limits{Workers: 4})
+	defer close(release)
+	for i := range 2 { // two connections of one host, two requests each: every worker
+		c := dialFrom(t, net.IPv4(127, 0, 0, 2), addr)
+		for j := range 2 {
+			c.send(NewRequest(998, int32(10*i+j), nil, nil))
+		}
+	}
+	waitFor(t, func() bool { return slow.Load() >= 2 })
+	time.Sleep(100 * time.Millisecond) // give a host without a share the chance to take every worker
+	if n := slow.Load(); n > 2 {
+		t.Errorf("one host holds %d of 4 workers", n)
+	}
+	other := dialFrom(t, net.IPv4(127, 0, 0, 3), addr)
+	other.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	other.send(NewRequest(105, 7, map[string]string{"v": "other host"}, nil))
+	r, err := ReadCommand(other.br, 0)
+	if err != nil {
+		t.Fatalf("another host's request while one host waits in %d handlers (stats %+v): %v", slow.Load(), s.Stats(), err)
+	}
+	if r.Opaque != 7 || r.Remark != "other host" {
+		t.Fatalf("other host: %+v", r)
+	}
+}
+
+// TestServerDeclaredFramesDoNotStallSmallRequests: frames that are only
+// declared (a length prefix claiming the largest frame, then nothing) take
+// the budget for their declared size, but a small request that has arrived
+// in full (every client request and heartbeat) is never held up by them:
+// four hosts with one such frame each used to spend the whole budget and
+// every other host's requests waited for FrameTimeout, then were closed.
+func TestServerDeclaredFramesDoNotStallSmallRequests(t *testing.T) {
+	const frame = 1 << 20
+	s, addr := startServer(t, echo(nil), Limits{MaxFrame: frame, MaxBufferedBytes: 4 * frame, FrameTimeout: time.Minute})
+	declared := binary.BigEndian.AppendUint32(nil, frame-4) // the largest frame…
+	declared = binary.BigEndian.AppendUint32(declared, 100) // …that never arrives
+	for h := range 4 {
+		c := dialFrom(t, net.IPv4(127, 0, 0, byte(2+h)), addr)
+		if _, err := c.nc.Write(declared); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return s.Stats().BufferedBytes >= 4*(frame-4) })
+	other := dialFrom(t, net.IPv4(127, 0, 0, 6), addr)
+	other.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	for i := range 3 {
+		other.send(NewRequest(105, int32(i), map[string]string{"v": "small"}, []byte(`{"counter":1}`)))
+		r, err := ReadCommand(other.br, 0)
+		if err != nil {
+			t.Fatalf("small request %d while declared frames hold the budget (stats %+v): %v", i, s.Stats(), err)
+		}
+		if r.Opaque != int32(i) || r.Remark != "small" {
+			t.Fatalf("small request %d: %+v", i, r)
+		}
+	}
+}
+
+// emfileOnce is a listener whose first Accept fails as accept(2) does when
+// the process is out of file descriptors.
+type emfileOnce struct {
+	net.Listener
+	failed atomic.Bool
+}
+
+func (l *emfileOnce) Accept() (net.Conn, error) {
+	if !l.failed.Swap(true) {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServerSurvivesRunningOutOfFiles: accept(2) failing for lack of file
+// descriptors (a flood of connections, a low ulimit) is transient: the
+// server backs off and accepts again once connections close, rather than
+// stop serving for good (the gateway exited on it, a node's listener stayed
+// dead).
+func TestServerSurvivesRunningOutOfFiles(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: echo(nil)}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(&emfileOnce{Listener: ln}) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		<-done
+	})
+	c := dial(t, ln.Addr().String())
+	c.send(NewRequest(105, 1, map[string]string{"v": "after EMFILE"}, nil))
+	resp, err := ReadCommand(c.br, 0)
+	if err != nil {
+		select {
+		case err := <-done:
+			t.Fatalf("Serve returned %v after one EMFILE", err)
+		default:
+		}
+		t.Fatal(err)
+	}
+	if resp.Remark != "after EMFILE" {
+		t.Fatalf("%+v", resp)
 	}
 }
