@@ -1,0 +1,86 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/wire/client"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// transportFrom returns a QUIC transport whose packets leave from ip (any
+// 127/8 address is on the loopback interface), closed when the test ends.
+func transportFrom(t *testing.T, ip string) *quic.Transport {
+	t.Helper()
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(ip)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	t.Cleanup(func() { tr.Close(); udp.Close() })
+	return tr
+}
+
+// dialFrom dials the node over tr, giving up after timeout.
+func dialFrom(tn *testNode, tr *quic.Transport, conf *tls.Config, timeout time.Duration) (*quic.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	addr, err := net.ResolveUDPAddr("udp", tn.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	return tr.Dial(ctx, addr, conf, &quic.Config{})
+}
+
+// TestIdleBrokerConnsCannotHoldEveryHandshakeSlot: a broker keeps its
+// handshake slot after its handshake until it registers, so that a
+// reconnect storm registers the brokers it let in first. Those kept slots
+// were bounded per source IP by nothing (the per-host bound counts
+// handshakes in progress only): one broker certificate on one IP that
+// connected and never registered held every slot of the node, and a
+// client on another IP could not finish a handshake. A host's kept slots
+// now count against its handshakes in progress.
+func TestIdleBrokerConnsCannotHoldEveryHandshakeSlot(t *testing.T) {
+	const slots, perHost = 8, 3
+	tn := startNode(t, func(c *Config) {
+		c.MaxHandshakes = slots
+		c.MaxHandshakesPerHost = perHost
+		c.HandshakeQueueTimeout = 2 * time.Second
+	})
+	attacker := transportFrom(t, "127.0.0.2")
+	conf := tn.tlsFor(pki.RoleBroker, "idle-broker")
+	held := 0
+	for range slots {
+		qc, err := dialFrom(tn, attacker, conf, 5*time.Second)
+		if err != nil {
+			t.Fatalf("idle broker connection %d: %v", held, err)
+		}
+		defer qc.CloseWithError(0, "")
+		held++
+	}
+	// Once no handshake is in progress, the slots taken are those kept.
+	waitFor(t, "handshakes to end", func() bool {
+		tn.adm.mu.Lock()
+		defer tn.adm.mu.Unlock()
+		return tn.adm.handshakes == 0
+	})
+	taken := len(tn.adm.gate.slots)
+	t.Logf("idle broker connections from 127.0.0.2: %d; handshake slots taken: %d of %d", held, taken, slots)
+	if taken > perHost {
+		t.Errorf("one source IP holds %d handshake slots, more than its %d handshakes per host", taken, perHost)
+	}
+	// A client on another address still gets in and is served.
+	c, err := client.Dial(ctxT(t), tn.Addr().String(), client.Config{TLS: tn.tlsFor(pki.RoleClient, "other-ip")})
+	if err != nil {
+		t.Fatalf("a client on 127.0.0.1 could not connect while 127.0.0.2 held idle broker connections: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Ping(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
