@@ -635,8 +635,8 @@ type handshakeGate struct {
 	slots     chan struct{}
 	keepMu    sync.Mutex     // a leaf lock: admission.mu may be held
 	keeping   map[string]int // source IP -> slots kept past handshakes (gateSlot.keep); guarded by keepMu
-	wait      time.Duration // longest a handshake waits for a slot
-	hold      time.Duration // longest a handshake keeps its slot
+	wait      time.Duration  // longest a handshake waits for a slot
+	hold      time.Duration  // longest a handshake keeps its slot
 	closed    chan struct{}
 	closeOnce sync.Once
 	waiting   atomic.Int64 // handshakes waiting for a slot now
