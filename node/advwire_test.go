@@ -3,12 +3,15 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
 )
@@ -82,5 +85,56 @@ func TestIdleBrokerConnsCannotHoldEveryHandshakeSlot(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Ping(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadersHoldingTheByteBudgetDoNotDelayBrokers: issue 10 gave broker
+// traffic capacity of its own (workers, connection budgets) so that client
+// floods never delay a registration or a heartbeat, but the node-wide
+// budget of bytes in flight was still shared: one client certificate
+// holding it with a frame it sends slowly made every broker frame wait for
+// budget until the hog's read timeout. Brokers and operators now have a
+// budget of their own.
+func TestReadersHoldingTheByteBudgetDoNotDelayBrokers(t *testing.T) {
+	const limit = 64 << 10
+	tn := startNode(t, func(c *Config) {
+		c.MaxRequestLen, c.MaxBrokerFrameLen, c.MaxBytesInFlight = limit, limit, limit
+		c.ReadTimeout = 30 * time.Second // the hog holds the budget for the whole test
+	})
+	ctx := ctxT(t)
+	hog, err := dialFrom(tn, transportFrom(t, "127.0.0.2"), tn.tlsFor(pki.RoleClient, "hog"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hog.CloseWithError(0, "")
+	s, err := hog.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A frame of the whole limit, 40 KiB of it sent: its buffer has grown
+	// to the limit, all of the readers' budget.
+	msg := make([]byte, wire.FrameHeaderLen+40<<10)
+	binary.BigEndian.PutUint32(msg, limit)
+	if _, err := s.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the hog to hold the budget", func() bool { return tn.inFlight.used.Load() >= limit })
+
+	// A broker's registration (several KiB: its buffer must grow) and
+	// heartbeat are answered while the hog still holds every byte.
+	b := tn.dial(pki.RoleBroker)
+	topics := make([]string, 200)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("topic-with-a-longish-name-%03d", i)
+	}
+	ack, err := b.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", topics...))
+	if err != nil {
+		t.Fatalf("registration while a client holds the byte budget: %v", err)
+	}
+	if _, err := b.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: "10.0.0.1:1", Epoch: ack.Lease.Epoch, DataVersion: wire.DataVersion{Counter: 1}}); err != nil {
+		t.Fatalf("heartbeat while a client holds the byte budget: %v", err)
+	}
+	if used := tn.inFlight.used.Load(); used < limit {
+		t.Fatalf("the broker was answered only once the hog let go (%d bytes held)", used)
 	}
 }

@@ -46,7 +46,8 @@ type connState struct {
 	ctx        context.Context // ends with the connection
 	peer       peer
 	frameLimit int
-	adm        *admitted // the connection's admission slot (admission.go)
+	budget     *byteBudget // the bytes in flight its class shares (readFrame)
+	adm        *admitted   // the connection's admission slot (admission.go)
 	watchMu    sync.Mutex
 	watches    int // topics watched over all streams of the connection
 }
@@ -82,9 +83,9 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		qc.CloseWithError(codeTooManyConns, "connection limit reached: retry later or use another node")
 		return
 	}
-	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, adm: adm}
-	if p.Role == pki.RoleBroker || p.Role == pki.RoleOperator {
-		cs.frameLimit = n.cfg.MaxBrokerFrameLen
+	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, budget: n.inFlight, adm: adm}
+	if classOf(p) == brokerClass {
+		cs.frameLimit, cs.budget = n.cfg.MaxBrokerFrameLen, n.brokerInFlight
 	}
 	ctx := qc.Context()
 	for {
@@ -425,9 +426,9 @@ func (n *Node) readFrame(cs *connState, rd *frameBuffer, wd *readWatchdog, idle 
 	deadline := time.Now().Add(n.cfg.ReadTimeout)
 	wd.set(deadline)
 	var held int64
-	defer func() { n.inFlight.release(held) }()
+	defer func() { cs.budget.release(held) }()
 	return wire.ReadBodyInto(buf, rd, size, func(k int) error {
-		if err := n.inFlight.acquire(cs.ctx, int64(k), deadline); err != nil {
+		if err := cs.budget.acquire(cs.ctx, int64(k), deadline); err != nil {
 			return err
 		}
 		held += int64(k)
@@ -498,7 +499,7 @@ func (fb *frameBuffer) Read(p []byte) (int, error) {
 }
 
 // byteBudget bounds the bytes of frames being received at once over the
-// whole node (Config.MaxBytesInFlight). A reader takes budget before its
+// whole node by one class of peers (Config.MaxBytesInFlight). A reader takes budget before its
 // buffer grows and gives it back once the frame is read; one that cannot
 // get it by its read deadline is cut off like any slow sender.
 type byteBudget struct {
