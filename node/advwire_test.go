@@ -1,11 +1,14 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"net"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +139,42 @@ func TestReadersHoldingTheByteBudgetDoNotDelayBrokers(t *testing.T) {
 	}
 	if used := tn.inFlight.used.Load(); used < limit {
 		t.Fatalf("the broker was answered only once the hog let go (%d bytes held)", used)
+	}
+}
+
+// TestOverlongTopicListsRefusedBeforeDecoding: a get-routes or watch names
+// at most 10,000 topics, yet a 1 MiB client frame holding a million empty
+// TopicVersion maps (one byte each) was decoded in full first: 24 MiB
+// allocated per frame, 24 times the bytes received, for every worker at
+// once. The count is now checked on the array's header.
+func TestOverlongTopicListsRefusedBeforeDecoding(t *testing.T) {
+	tn := startNode(t, nil)
+	cs := &connState{ctx: context.Background(), peer: peer{Identity: pki.Identity{Role: pki.RoleClient}}}
+	n := 1<<20 - 64 // fits a client's 1 MiB frame
+	body := []byte{0xa1, 0x01, 0x9a, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	body = append(body, bytes.Repeat([]byte{0xa0}, n)...)
+	for _, c := range []struct {
+		t    wire.Type
+		want string
+	}{
+		{wire.TypeGetRoutes, "more than 10000"},
+		{wire.TypeWatch, "give 1 to 10000"},
+	} {
+		f := &wire.Frame{Type: c.t, ID: 1, Body: body}
+		var watch *watcher
+		var a answer
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		a = tn.handle(cs, f, &streamWriter{}, &watch)
+		runtime.ReadMemStats(&after)
+		grew := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s of %d topics in %d bytes: %d KiB allocated, answer %+v", c.t, n, len(body), grew>>10, a.Error)
+		if a.Error == nil || a.Error.Code != wire.CodeBadRequest || !strings.Contains(a.Error.Message, c.want) {
+			t.Errorf("%s: answer %+v, want code 1 saying %q", c.t, a.Error, c.want)
+		}
+		if grew > 1<<20 {
+			t.Errorf("%s: refusing %d bytes allocated %d KiB", c.t, len(body), grew>>10)
+		}
 	}
 }
