@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -177,4 +178,36 @@ func TestOverlongTopicListsRefusedBeforeDecoding(t *testing.T) {
 			t.Errorf("%s: refusing %d bytes allocated %d KiB", c.t, len(body), grew>>10)
 		}
 	}
+}
+
+// TestStopSendingEndsTheNodesReadSideToo: a peer that stops reading a
+// stream (STOP_SENDING) makes the node's next write fail, and the node
+// stops serving the stream. It used to leave its read side open without a
+// word: the peer could go on sending into a stream nobody read (its data
+// kept in the node's buffers, the stream counted against its connection's
+// stream limit) and never learn that its requests were dropped. The node
+// now stops reading with STOP_SENDING 0x21 (PROTOCOL.md §1.2).
+func TestStopSendingEndsTheNodesReadSideToo(t *testing.T) {
+	tn := startNode(t, nil)
+	s := rawStream(t, tn, pki.RoleClient)
+	s.CancelRead(5)
+	ping := pingBytes(1)
+	// Each ping is answered into a stream that no longer reads: the first
+	// answer fails, and then the node must stop this stream's reads too.
+	var err error
+	for i := 0; i < 2000 && err == nil; i++ {
+		_, err = s.Write(ping)
+		time.Sleep(2 * time.Millisecond)
+	}
+	var se *quic.StreamError
+	if !errors.As(err, &se) || !se.Remote || se.ErrorCode != codeStreamAbort {
+		t.Fatalf("writes into a stream whose answers the peer refused ended with %v, want STOP_SENDING 0x21 from the node", err)
+	}
+}
+
+// pingBytes is a ping request frame with id, length prefix included.
+func pingBytes(id uint64) []byte {
+	f, _ := wire.NewRequest(wire.TypePing, id, nil)
+	b, _ := wire.AppendFrame(nil, f)
+	return b
 }

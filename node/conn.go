@@ -386,12 +386,18 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 			// The length prefix kept the stream in step: answer and go on.
 			n.stats.badFrames.Inc()
 			if w.write(errorFrame(0, 0, wire.Errorf(wire.CodeBadRequest, "%v", err))) != nil {
+				s.CancelRead(codeStreamAbort) // no answer can reach the peer: stop its requests
 				return
 			}
 			continue
 		}
 		*a = n.handle(cs, f, w, &watch)
 		if w.writeAnswer(a) != nil {
+			// The peer stopped reading (STOP_SENDING), or the write timed
+			// out (then the stream is reset already): stop reading too, so
+			// that the peer learns its later requests were dropped and the
+			// stream ends rather than fill the node's buffers unread.
+			s.CancelRead(codeStreamAbort)
 			return
 		}
 		w.keepRouteSet(a.set)
