@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,4 +211,69 @@ func pingBytes(id uint64) []byte {
 	f, _ := wire.NewRequest(wire.TypePing, id, nil)
 	b, _ := wire.AppendFrame(nil, f)
 	return b
+}
+
+// TestOneSourceIPCannotLockOutAnother: every per-IP limit is per IP, and
+// brokers have a budget of their own on each. 127.0.0.2 fills its reader
+// connections with three client certificates, 127.0.0.3 holds every
+// handshake it may have in progress and never finishes one; meanwhile a
+// client on 127.0.0.1 connects and reads, and a broker on 127.0.0.2 itself
+// connects and registers.
+func TestOneSourceIPCannotLockOutAnother(t *testing.T) {
+	const perHost, handshakes = 4, 4
+	tn := startNode(t, func(c *Config) {
+		c.MaxConnsPerHost, c.MaxConnsPerIdentity, c.MaxHandshakesPerHost = perHost, 2, handshakes
+	})
+	ctx := ctxT(t)
+	readers := transportFrom(t, "127.0.0.2")
+	for i := range 3 {
+		conf := tn.tlsFor(pki.RoleClient, fmt.Sprintf("flood-%d", i))
+		for range 3 {
+			if qc, err := dialFrom(tn, readers, conf, 5*time.Second); err == nil {
+				defer qc.CloseWithError(0, "")
+			}
+		}
+	}
+	waitFor(t, "127.0.0.2 to fill its reader connections", func() bool {
+		tn.adm.mu.Lock()
+		defer tn.adm.mu.Unlock()
+		return tn.adm.hosts[userClass]["127.0.0.2"] == perHost
+	})
+
+	sctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	for range handshakes {
+		udp, err := net.ListenPacket("udp", "127.0.0.3:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc := &deafConn{PacketConn: udp, closed: make(chan struct{})}
+		tr := &quic.Transport{Conn: dc}
+		wg.Go(func() {
+			defer tr.Close()
+			defer dc.Close() // first: tr.Close waits for the read loop
+			_, _ = tr.Dial(sctx, tn.Addr(), tn.tlsFor(pki.RoleClient, "stalled"), &quic.Config{})
+		})
+	}
+	waitFor(t, "127.0.0.3 to hold its handshakes", func() bool {
+		tn.adm.mu.Lock()
+		defer tn.adm.mu.Unlock()
+		return tn.adm.handshaking["127.0.0.3"] == handshakes
+	})
+
+	b, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: tn.tlsFor(pki.RoleBroker, "broker-on-2"),
+		Transport: readers})
+	if err != nil {
+		t.Fatalf("a broker on the flooded 127.0.0.2: %v", err)
+	}
+	defer b.Close()
+	if _, err := b.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t")); err != nil {
+		t.Fatalf("a broker on the flooded 127.0.0.2 could not register: %v", err)
+	}
+	c := tn.dial(pki.RoleClient) // from 127.0.0.1
+	if _, _, err := c.Route(ctx, "t", wire.ClientAttrs{}); err != nil {
+		t.Fatalf("a client on 127.0.0.1 could not read: %v", err)
+	}
 }
