@@ -277,3 +277,98 @@ func TestOneSourceIPCannotLockOutAnother(t *testing.T) {
 		t.Fatalf("a client on 127.0.0.1 could not read: %v", err)
 	}
 }
+
+// TestUnreadAnswersHeldWithinABudget: a get-routes naming one topic 10,000
+// times is a 60 KB request and a 6 MB answer. A client that sends it on
+// every stream of its connections and reads nothing made the node encode
+// and hold every answer for the write timeout: 200 such streams held 1.2
+// GiB of heap. Answers above a few KiB now take a budget of bytes being
+// written before they are encoded (one wider than the budget takes all of
+// it), and another client is still served.
+func TestUnreadAnswersHeldWithinABudget(t *testing.T) {
+	const budget = 16 << 20 // answers' budget too
+	tn := startNode(t, func(c *Config) {
+		c.MaxBytesInFlight = budget
+		c.WriteTimeout = 30 * time.Second // nothing is reset while the test looks
+	})
+	routeRounds(t, tn, "amp-group-%d", "10.1.0.%d:10911", 8, []string{"big"})()
+	q := &wire.GetRoutes{}
+	for range 10_000 {
+		q.Topics = append(q.Topics, wire.TopicVersion{Topic: "big"})
+	}
+	f, err := wire.NewRequest(wire.TypeGetRoutes, 1, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := wire.AppendFrame(nil, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	before := liveHeap()
+	const streams = 50
+	qc, err := quic.DialAddr(ctx, tn.Addr().String(), tn.tlsFor(pki.RoleClient, "never-reads"), &quic.Config{
+		InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10,
+		InitialConnectionReceiveWindow: 64 << 10, MaxConnectionReceiveWindow: 64 << 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	for range streams {
+		s, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write(req)
+		s.Close()
+	}
+	waitFor(t, "every request to be handled", func() bool {
+		return metricValue(t, tn, "edgereg_route_reads_total") >= streams*10_000
+	})
+	// The answers are being encoded and written now; look for a while.
+	peak := uint64(0)
+	for range 40 {
+		if h := liveHeap(); h > before && h-before > peak {
+			peak = h - before
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	// Each stream still holds its decoded query and results while it waits
+	// (10,000 of each: about 1 MiB, a bound of the request's bytes); the
+	// answers themselves are within the budget.
+	limit := uint64(budget + streams*(3<<19))
+	t.Logf("%d streams of unread 6 MB answers: live heap grew by at most %d MiB (answer budget %d MiB, limit %d MiB)",
+		streams, peak>>20, budget>>20, limit>>20)
+	if peak > limit {
+		t.Errorf("unread answers hold %d MiB, more than the %d MiB budget and 1.5 MiB per stream", peak>>20, budget>>20)
+	}
+	c := tn.dial(pki.RoleClient)
+	if _, _, err := c.Route(ctxT(t), "big", wire.ClientAttrs{}); err != nil {
+		t.Fatalf("another client's read while answers wait: %v", err)
+	}
+}
+
+// TestRoutesAnswerBound: the size writeAnswer budgets a get-routes answer
+// at before encoding it is never below what it encodes to.
+func TestRoutesAnswerBound(t *testing.T) {
+	route := bytes.Repeat([]byte{0x01}, 300) // any bytes: the encoder embeds them
+	for _, n := range []int{0, 1, 23, 24, 255, 256, 70_000} {
+		r := &wire.Routes{Node: wire.NodeState{NodeID: strings.Repeat("n", n%300), StartedMs: -1 << 62, WarmingUp: true}}
+		for i := range max(n, 1) {
+			r.Results = append(r.Results, wire.RouteResult{Topic: strings.Repeat("t", i%130), Status: wire.StatusOK,
+				Version: ^uint64(0) >> (i % 64), Route: route[:i%300]})
+		}
+		for i := range n % 40 {
+			r.Groups = append(r.Groups, wire.GroupFreshness{BrokerName: strings.Repeat("g", i*7), AgeMs: -1 << 62, DeadlineInMs: 1<<63 - 1})
+		}
+		a := &answer{Frame: wire.Frame{Type: wire.TypeGetRoutes, ID: ^uint64(0)}, routes: r}
+		buf, err := appendAnswer(nil, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := routesAnswerBound(r); b < len(buf) {
+			t.Errorf("%d results: bound %d below the %d bytes encoded", len(r.Results), b, len(buf))
+		}
+	}
+}

@@ -150,7 +150,11 @@ type Config struct {
 	// class's budget, so memory follows bytes received, never lengths
 	// peers declare. A frame that cannot get budget within the read
 	// timeout is cut off as a slow sender. At least the largest frame size
-	// limit. Default 128 MiB (256 MiB for both classes).
+	// limit. Default 128 MiB (256 MiB for both classes). Each class has as
+	// much again for its answers larger than 16 KiB being written, so a
+	// peer that reads nothing cannot make the node hold an answer per
+	// stream; an answer that cannot get budget within the write timeout
+	// has its stream reset as a write that timed out.
 	MaxBytesInFlight int
 	// UDPReceiveBuffer is the receive buffer asked for the node's UDP
 	// socket (SO_RCVBUFFORCE where the process may, else SO_RCVBUF up to

@@ -47,6 +47,7 @@ type connState struct {
 	peer       peer
 	frameLimit int
 	budget     *byteBudget // the bytes in flight its class shares (readFrame)
+	answers    *byteBudget // the bytes of large answers its class shares (writeAnswer)
 	adm        *admitted   // the connection's admission slot (admission.go)
 	watchMu    sync.Mutex
 	watches    int // topics watched over all streams of the connection
@@ -83,9 +84,10 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		qc.CloseWithError(codeTooManyConns, "connection limit reached: retry later or use another node")
 		return
 	}
-	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, budget: n.inFlight, adm: adm}
+	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, budget: n.inFlight,
+		answers: n.answers, adm: adm}
 	if classOf(p) == brokerClass {
-		cs.frameLimit, cs.budget = n.cfg.MaxBrokerFrameLen, n.brokerInFlight
+		cs.frameLimit, cs.budget, cs.answers = n.cfg.MaxBrokerFrameLen, n.brokerInFlight, n.brokerAnswers
 	}
 	ctx := qc.Context()
 	for {
@@ -209,6 +211,9 @@ type streamWriter struct {
 	// reset.
 	onTimeout func()
 	failed    error
+	// answers is the budget a large answer takes before it is written
+	// (writeAnswer); nil for none.
+	answers *byteBudget
 	// buf is reused to encode each frame (quic-go holds no reference to
 	// what Write was given once it returns); one that grew past
 	// maxKeptWriteBuf for a large response is let go.
@@ -286,16 +291,71 @@ const maxKeptReadBuf = 4 << 10
 const maxKeptWriteBuf = 16 << 10
 
 // writeAnswer writes a's frame, encoded straight into the buffer in one
-// pass (node/encode.go).
+// pass (node/encode.go). An answer larger than maxKeptWriteBuf is written
+// within the stream class's budget of answer bytes (writeBudgeted).
 func (w *streamWriter) writeAnswer(a *answer) error {
+	if a.routes != nil && a.Error == nil && w.answers != nil {
+		// A get-routes answer's size is known before it is encoded: take
+		// the budget first, so that streams waiting for it hold no
+		// encoding at all.
+		if bound := routesAnswerBound(a.routes); bound > maxKeptWriteBuf {
+			return w.writeBudgeted(a, nil, int64(bound))
+		}
+	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	buf, err := appendAnswer(w.buf[:0], a)
 	if err != nil {
+		w.mu.Unlock()
 		return err
+	}
+	if len(buf) > maxKeptWriteBuf && w.answers != nil {
+		// buf is not w.buf's memory: that is never larger.
+		w.mu.Unlock()
+		return w.writeBudgeted(a, buf, int64(len(buf)))
 	}
 	if cap(buf) <= maxKeptWriteBuf {
 		w.buf = buf[:0]
+	}
+	err = w.writeLocked(buf)
+	w.mu.Unlock()
+	return err
+}
+
+// writeBudgeted writes a's large answer, holding size bytes of the answer
+// budget (all of it for an answer wider than the budget) until the stream
+// has taken it; buf is the answer encoded, or nil when it is yet to be. A
+// large request's answer can be a hundred times its size (a get-routes
+// naming one topic 10,000 times), and a peer that reads nothing holds each
+// for the write timeout: without the budget every stream of every
+// connection could hold one. When the budget is spent an encoding is
+// dropped while the stream waits its turn, at most the write timeout
+// (then the stream is reset as a write that timed out), and a is encoded
+// once it has the budget: the same bytes.
+func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
+	k := min(size, w.answers.size)
+	if !w.answers.tryAcquire(k) {
+		buf = nil
+		if err := w.answers.acquire(w.s.Context(), k, time.Now().Add(w.timeout)); err != nil {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			switch {
+			case w.failed != nil:
+			case w.s.Context().Err() != nil: // the stream or its connection closed
+				w.failed = context.Cause(w.s.Context())
+			default:
+				w.timedOutLocked(os.ErrDeadlineExceeded)
+			}
+			return w.failed
+		}
+	}
+	defer w.answers.release(k)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if buf == nil {
+		var err error
+		if buf, err = appendAnswer(nil, a); err != nil {
+			return err
+		}
 	}
 	return w.writeLocked(buf)
 }
@@ -334,14 +394,36 @@ func (w *streamWriter) writeLocked(buf []byte) error {
 	if err != nil {
 		w.failed = err
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			w.s.CancelWrite(codeStreamTimeout)
-			w.s.CancelRead(codeStreamTimeout)
-			if w.onTimeout != nil {
-				w.onTimeout()
-			}
+			w.timedOutLocked(err)
 		}
 	}
 	return err
+}
+
+// routesAnswerBound is at least the size of the frame, length prefix
+// included, that appendAnswer encodes for a get-routes answer r: every
+// item's head counted at its widest.
+func routesAnswerBound(r *wire.Routes) int {
+	n := 128 + len(r.Node.NodeID) // frame, Routes and NodeState heads and integers
+	for i := range r.Results {
+		n += len(r.Results[i].Topic) + len(r.Results[i].Route) + 25
+	}
+	for i := range r.Groups {
+		n += len(r.Groups[i].BrokerName) + 31
+	}
+	return n
+}
+
+// timedOutLocked ends a stream whose write could not be made within the
+// write timeout: reset both ways with 0x20, and every later write fails
+// with err.
+func (w *streamWriter) timedOutLocked(err error) {
+	w.failed = err
+	w.s.CancelWrite(codeStreamTimeout)
+	w.s.CancelRead(codeStreamTimeout)
+	if w.onTimeout != nil {
+		w.onTimeout()
+	}
 }
 
 // serveStream answers the frames of one stream in order until the peer
@@ -354,6 +436,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 	kept.rd.reset(s)
 	defer kept.rd.reset(nil)
 	w := kept.writer(s, n.cfg.WriteTimeout)
+	w.answers = cs.answers
 	if w.onTimeout == nil {
 		w.onTimeout = n.stats.timeouts.Inc // a method value: allocated once per writer
 	}
@@ -510,11 +593,21 @@ func (fb *frameBuffer) Read(p []byte) (int, error) {
 // get it by its read deadline is cut off like any slow sender.
 type byteBudget struct {
 	sem  *semaphore.Weighted
+	size int64
 	used atomic.Int64 // for the metric
 }
 
 func newByteBudget(size int64) *byteBudget {
-	return &byteBudget{sem: semaphore.NewWeighted(size)}
+	return &byteBudget{sem: semaphore.NewWeighted(size), size: size}
+}
+
+// tryAcquire takes k bytes of the budget if they are free now.
+func (b *byteBudget) tryAcquire(k int64) bool {
+	if !b.sem.TryAcquire(k) {
+		return false
+	}
+	b.used.Add(k)
+	return true
 }
 
 func (b *byteBudget) acquire(ctx context.Context, k int64, deadline time.Time) error {

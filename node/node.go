@@ -66,16 +66,20 @@ type Node struct {
 	// brokers' and operators' frames (conn.go): a reader flood cannot
 	// delay a registration or a heartbeat.
 	inFlight, brokerInFlight *byteBudget
-	closing                  atomic.Bool
-	conns                    sync.Map // *quic.Conn -> struct{}
-	lifeMu                   sync.Mutex
-	stopped                  bool           // set by Shutdown before it waits for wg; guarded by lifeMu
-	wg                       sync.WaitGroup // every goroutine the node owns
-	stop                     chan struct{}
-	stopOnce                 sync.Once
-	admin                    *adminServer
-	stats                    *stats
-	remoting                 *remotingListener // nil unless Config.RemotingAddr is set
+	// answers and brokerAnswers bound, by class too, the bytes of large
+	// answers being written (streamWriter.writeAnswer): a peer that does
+	// not read cannot make the node hold an answer per stream.
+	answers, brokerAnswers *byteBudget
+	closing                atomic.Bool
+	conns                  sync.Map // *quic.Conn -> struct{}
+	lifeMu                 sync.Mutex
+	stopped                bool           // set by Shutdown before it waits for wg; guarded by lifeMu
+	wg                     sync.WaitGroup // every goroutine the node owns
+	stop                   chan struct{}
+	stopOnce               sync.Once
+	admin                  *adminServer
+	stats                  *stats
+	remoting               *remotingListener // nil unless Config.RemotingAddr is set
 
 	// brokerWorkers is the pool of brokers' and operators' requests.
 	brokerWorkers chan struct{}
@@ -100,6 +104,8 @@ func New(cfg Config) (*Node, error) {
 		workers:        make(chan struct{}, cfg.Workers),
 		inFlight:       newByteBudget(int64(cfg.MaxBytesInFlight)),
 		brokerInFlight: newByteBudget(int64(cfg.MaxBytesInFlight)),
+		answers:        newByteBudget(int64(cfg.MaxBytesInFlight)),
+		brokerAnswers:  newByteBudget(int64(cfg.MaxBytesInFlight)),
 		stop:           make(chan struct{}),
 		servers:        newStreamServers(),
 		filtered:       newFilteredGroups(),
