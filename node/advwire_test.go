@@ -372,3 +372,55 @@ func TestRoutesAnswerBound(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreadTopicListsHeldOnePerConnection: a 5-byte topics or
+// cluster-info request is answered with the whole registry's list; a
+// client that sends it on every stream and reads nothing made the node
+// build and hold one list per stream (16 bytes a topic, and the answer
+// encoded). A connection's streams now have these answers made one at a
+// time.
+func TestUnreadTopicListsHeldOnePerConnection(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.WriteTimeout = 30 * time.Second })
+	names := make([]string, 20_000)
+	for i := range names {
+		names[i] = fmt.Sprintf("listed-topic-%05d", i)
+	}
+	routeRounds(t, tn, "list-group-%d", "10.1.0.%d:10911", 1, names)()
+	ctx := ctxT(t)
+	req := func(ty wire.Type) []byte {
+		f, _ := wire.NewRequest(ty, 1, nil)
+		b, _ := wire.AppendFrame(nil, f)
+		return b
+	}
+	before := liveHeap()
+	const streams = 50
+	qc, err := quic.DialAddr(ctx, tn.Addr().String(), tn.tlsFor(pki.RoleClient, "lists"), &quic.Config{
+		InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10,
+		InitialConnectionReceiveWindow: 64 << 10, MaxConnectionReceiveWindow: 64 << 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	for range streams {
+		s, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write(req(wire.TypeTopics))
+		s.Close()
+	}
+	waitFor(t, "the streams to be served", func() bool { return tn.stats.streams.Load() >= streams })
+	peak := uint64(0)
+	for range 40 {
+		if h := liveHeap(); h > before && h-before > peak {
+			peak = h - before
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	const limit = 8 << 20
+	t.Logf("%d streams of unread topic lists (20,000 topics): live heap grew by at most %d KiB", streams, peak>>10)
+	if peak > limit {
+		t.Errorf("unread topic lists hold %d KiB, more than %d KiB", peak>>10, limit>>10)
+	}
+}

@@ -49,8 +49,11 @@ type connState struct {
 	budget     *byteBudget // the bytes in flight its class shares (readFrame)
 	answers    *byteBudget // the bytes of large answers its class shares (writeAnswer)
 	adm        *admitted   // the connection's admission slot (admission.go)
-	watchMu    sync.Mutex
-	watches    int // topics watched over all streams of the connection
+	// lists is a token a stream holds while the connection's one list
+	// answer (topics, cluster-info) is made and written (listTurn).
+	lists   chan struct{}
+	watchMu sync.Mutex
+	watches int // topics watched over all streams of the connection
 }
 
 // testHookServeConn, when set, runs as a connection's service starts, before
@@ -85,7 +88,7 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		return
 	}
 	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, budget: n.inFlight,
-		answers: n.answers, adm: adm}
+		answers: n.answers, adm: adm, lists: make(chan struct{}, 1)}
 	if classOf(p) == brokerClass {
 		cs.frameLimit, cs.budget, cs.answers = n.cfg.MaxBrokerFrameLen, n.brokerInFlight, n.brokerAnswers
 	}
@@ -474,8 +477,19 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 			}
 			continue
 		}
-		*a = n.handle(cs, f, w, &watch)
-		if w.writeAnswer(a) != nil {
+		listed := isListQuery(f.Type)
+		if listed && !cs.listTurn(n.cfg.WriteTimeout) {
+			listed = false
+			*a = errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeOverloaded,
+				"another topics or cluster-info answer of this connection is still being written: read it, or retry later"))
+		} else {
+			*a = n.handle(cs, f, w, &watch)
+		}
+		err = w.writeAnswer(a)
+		if listed {
+			<-cs.lists
+		}
+		if err != nil {
 			// The peer stopped reading (STOP_SENDING), or the write timed
 			// out (then the stream is reset already): stop reading too, so
 			// that the peer learns its later requests were dropped and the
@@ -489,6 +503,33 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 		// stream waits for its next frame, maybe for minutes.
 		*f, *a = wire.Frame{}, answer{}
 	}
+}
+
+// isListQuery reports whether t is answered with a list of the whole
+// registry (every topic, every group) from a request of a few bytes.
+func isListQuery(t wire.Type) bool { return t == wire.TypeTopics || t == wire.TypeClusterInfo }
+
+// listTurn waits, at most wait, until no other stream of the connection
+// is making or writing a list answer (isListQuery), and takes the turn;
+// the caller gives it back once its answer is written. A peer that asks
+// for the registry's lists on every stream and reads none would otherwise
+// have the node build and hold one per stream: 16 bytes a topic, and the
+// answer encoded, for a request of 5 bytes.
+func (cs *connState) listTurn(wait time.Duration) bool {
+	select {
+	case cs.lists <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case cs.lists <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-cs.ctx.Done():
+	}
+	return false
 }
 
 // readFrame reads one frame: the header may take up to idle, the body up to
