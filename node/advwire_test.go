@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"strings"
@@ -422,5 +423,38 @@ func TestUnreadTopicListsHeldOnePerConnection(t *testing.T) {
 	t.Logf("%d streams of unread topic lists (20,000 topics): live heap grew by at most %d KiB", streams, peak>>10)
 	if peak > limit {
 		t.Errorf("unread topic lists hold %d KiB, more than %d KiB", peak>>10, limit>>10)
+	}
+}
+
+// TestStreamsEndingInsideAFrame (PROTOCOL.md §4.4): requests answered
+// before a stream ends inside a frame stay answered, the partial frame
+// gets no error frame, the node ends its side with a FIN, and a frame cut
+// off by the peer's reset gives back its bytes in flight.
+func TestStreamsEndingInsideAFrame(t *testing.T) {
+	tn := startNode(t, nil)
+	for name, end := range map[string]func(*quic.Stream){
+		"FIN inside the prefix": func(s *quic.Stream) { s.Write([]byte{0, 0}); s.Close() },
+		"FIN inside the body":   func(s *quic.Stream) { s.Write([]byte{0, 0, 0x10, 0, 0xa2, 0x01}); s.Close() },
+		"reset inside the body": func(s *quic.Stream) {
+			s.Write(append([]byte{0, 0, 0x10, 0}, make([]byte, 2000)...))
+			waitFor(t, "the partial frame to take budget", func() bool { return tn.inFlight.used.Load() > 0 })
+			s.CancelWrite(9)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := rawStream(t, tn, pki.RoleClient)
+			s.Write(append(pingBytes(1), pingBytes(2)...))
+			end(s)
+			for id := uint64(1); id <= 2; id++ {
+				f, err := wire.ReadFrame(s, 1<<20)
+				if err != nil || f.ID != id || f.Error != nil {
+					t.Fatalf("answer %d: %+v, %v", id, f, err)
+				}
+			}
+			if f, err := wire.ReadFrame(s, 1<<20); err != io.EOF {
+				t.Fatalf("after the answers: %+v, %v; want the node's FIN", f, err)
+			}
+			waitFor(t, "the budget to come back", func() bool { return tn.inFlight.used.Load() == 0 })
+		})
 	}
 }
