@@ -633,13 +633,14 @@ var (
 // FIFO).
 type handshakeGate struct {
 	slots     chan struct{}
-	keepMu    sync.Mutex     // a leaf lock: admission.mu may be held
-	keeping   map[string]int // source IP -> slots kept past handshakes (gateSlot.keep); guarded by keepMu
-	wait      time.Duration  // longest a handshake waits for a slot
-	hold      time.Duration  // longest a handshake keeps its slot
+	wait      time.Duration // longest a handshake waits for a slot
+	hold      time.Duration // longest a handshake keeps its slot
 	closed    chan struct{}
 	closeOnce sync.Once
 	waiting   atomic.Int64 // handshakes waiting for a slot now
+
+	keepMu  sync.Mutex     // a leaf lock: admission.mu may be held
+	keeping map[string]int // source IP -> slots kept past handshakes (gateSlot.keep); guarded by keepMu
 }
 
 func newHandshakeGate(slots int, wait, hold time.Duration) *handshakeGate {
@@ -674,9 +675,10 @@ func (g *handshakeGate) enter(ctx context.Context) (*gateSlot, error) {
 
 // gateSlot is one handshake's slot in the gate.
 type gateSlot struct {
-	g      *handshakeGate
-	once   sync.Once
-	hold   *time.Timer
+	g    *handshakeGate
+	once sync.Once
+	hold *time.Timer
+
 	keptBy string // the host it is kept for (keep); guarded by g.keepMu
 	freed  bool   // guarded by g.keepMu
 }

@@ -46,14 +46,15 @@ type connState struct {
 	ctx        context.Context // ends with the connection
 	peer       peer
 	frameLimit int
-	budget     *byteBudget // the bytes in flight its class shares (readFrame)
-	answers    *byteBudget // the bytes of large answers its class shares (writeAnswer)
-	adm        *admitted   // the connection's admission slot (admission.go)
+	adm        *admitted // the connection's admission slot (admission.go)
+	watchMu    sync.Mutex
+	watches    int // topics watched over all streams of the connection
+
+	budget  *byteBudget // the bytes in flight its class shares (readFrame)
+	answers *byteBudget // the bytes of large answers its class shares (writeAnswer)
 	// lists is a token a stream holds while the connection's one list
 	// answer (topics, cluster-info) is made and written (listTurn).
-	lists   chan struct{}
-	watchMu sync.Mutex
-	watches int // topics watched over all streams of the connection
+	lists chan struct{}
 }
 
 // testHookServeConn, when set, runs as a connection's service starts, before

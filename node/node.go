@@ -62,24 +62,25 @@ type Node struct {
 	workers  chan struct{}
 	servers  *streamServers  // idle goroutines that serve the next stream (conn.go)
 	filtered *filteredGroups // the groups of policy-filtered routes (info.go)
-	// inFlight and brokerInFlight are the byte budgets of readers' and of
-	// brokers' and operators' frames (conn.go): a reader flood cannot
-	// delay a registration or a heartbeat.
-	inFlight, brokerInFlight *byteBudget
-	// answers and brokerAnswers bound, by class too, the bytes of large
-	// answers being written (streamWriter.writeAnswer): a peer that does
-	// not read cannot make the node hold an answer per stream.
-	answers, brokerAnswers *byteBudget
-	closing                atomic.Bool
-	conns                  sync.Map // *quic.Conn -> struct{}
-	lifeMu                 sync.Mutex
-	stopped                bool           // set by Shutdown before it waits for wg; guarded by lifeMu
-	wg                     sync.WaitGroup // every goroutine the node owns
-	stop                   chan struct{}
-	stopOnce               sync.Once
-	admin                  *adminServer
-	stats                  *stats
-	remoting               *remotingListener // nil unless Config.RemotingAddr is set
+	inFlight *byteBudget
+	closing  atomic.Bool
+	conns    sync.Map // *quic.Conn -> struct{}
+	lifeMu   sync.Mutex
+	stopped  bool           // set by Shutdown before it waits for wg; guarded by lifeMu
+	wg       sync.WaitGroup // every goroutine the node owns
+	stop     chan struct{}
+	stopOnce sync.Once
+	admin    *adminServer
+	stats    *stats
+	remoting *remotingListener // nil unless Config.RemotingAddr is set
+
+	// brokerInFlight is the byte budget of brokers' and operators' frames
+	// (conn.go), apart from readers' (inFlight): a reader flood cannot
+	// delay a registration or a heartbeat. answers and brokerAnswers bound,
+	// by class too, the bytes of large answers being written
+	// (streamWriter.writeAnswer): a peer that does not read cannot make the
+	// node hold an answer per stream.
+	brokerInFlight, answers, brokerAnswers *byteBudget
 
 	// brokerWorkers is the pool of brokers' and operators' requests.
 	brokerWorkers chan struct{}
@@ -98,18 +99,18 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	n := &Node{
-		cfg:            cfg,
-		log:            cfg.Logger,
-		started:        cfg.Clock.Now(),
-		workers:        make(chan struct{}, cfg.Workers),
-		inFlight:       newByteBudget(int64(cfg.MaxBytesInFlight)),
-		brokerInFlight: newByteBudget(int64(cfg.MaxBytesInFlight)),
-		answers:        newByteBudget(int64(cfg.MaxBytesInFlight)),
-		brokerAnswers:  newByteBudget(int64(cfg.MaxBytesInFlight)),
-		stop:           make(chan struct{}),
-		servers:        newStreamServers(),
-		filtered:       newFilteredGroups(),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		started:  cfg.Clock.Now(),
+		workers:  make(chan struct{}, cfg.Workers),
+		inFlight: newByteBudget(int64(cfg.MaxBytesInFlight)),
+		stop:     make(chan struct{}),
+		servers:  newStreamServers(),
+		filtered: newFilteredGroups(),
 	}
+	n.brokerInFlight = newByteBudget(int64(cfg.MaxBytesInFlight))
+	n.answers = newByteBudget(int64(cfg.MaxBytesInFlight))
+	n.brokerAnswers = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
 	n.warn = newWarnings(cfg.Logger)
 	n.adm = newAdmission(cfg)
