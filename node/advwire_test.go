@@ -458,3 +458,37 @@ func TestStreamsEndingInsideAFrame(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerOverTheFrameCapIsAnError: an answer larger than the 64 MiB
+// frame cap (a get-routes naming a topic of 90 groups 10,000 times) cannot
+// be sent. The node used to end the stream with a FIN and no answer at
+// all, which a client reads as "outcome unknown" and retries as it is;
+// it now answers with code 2 naming the size, and the stream goes on.
+func TestAnswerOverTheFrameCapIsAnError(t *testing.T) {
+	tn := startNode(t, nil)
+	routeRounds(t, tn, "wide-group-with-a-long-name-%03d", "10.7.0.%d:10911", 90, []string{"wide"})()
+	q := &wire.GetRoutes{}
+	for range 10_000 {
+		q.Topics = append(q.Topics, wire.TopicVersion{Topic: "wide"})
+	}
+	f, err := wire.NewRequest(wire.TypeGetRoutes, 7, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rawStream(t, tn, pki.RoleClient)
+	s.SetDeadline(time.Now().Add(20 * time.Second))
+	if err := wire.WriteFrame(s, f); err != nil {
+		t.Fatal(err)
+	}
+	s.Write(pingBytes(8))
+	resp, err := wire.ReadFrame(s, wire.MaxFrameLen)
+	if err != nil {
+		t.Fatalf("no answer to a request whose answer is over the frame cap: %v", err)
+	}
+	if resp.ID != 7 || resp.Error == nil || resp.Error.Code != wire.CodeFrameTooLarge || !strings.Contains(resp.Error.Message, "fewer") {
+		t.Fatalf("answer of type %v (error %+v), want code 2 for request 7 asking for fewer topics", resp.Type, resp.Error)
+	}
+	if pong, err := wire.ReadFrame(s, 1<<20); err != nil || pong.ID != 8 || pong.Error != nil {
+		t.Fatalf("the stream after the refusal: %+v, %v", pong, err)
+	}
+}

@@ -310,6 +310,9 @@ func (w *streamWriter) writeAnswer(a *answer) error {
 	buf, err := appendAnswer(w.buf[:0], a)
 	if err != nil {
 		w.mu.Unlock()
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			return w.write(tooLarge(a, err))
+		}
 		return err
 	}
 	if len(buf) > maxKeptWriteBuf && w.answers != nil {
@@ -357,11 +360,27 @@ func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
 	defer w.mu.Unlock()
 	if buf == nil {
 		var err error
-		if buf, err = appendAnswer(nil, a); err != nil {
+		if buf, err = appendAnswer(nil, a); errors.Is(err, wire.ErrFrameTooLarge) {
+			buf, err = wire.AppendFrame(nil, tooLarge(a, err))
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return w.writeLocked(buf)
+}
+
+// tooLarge is the answer to a request whose answer would be a frame over
+// wire.MaxFrameLen (err says how large): code 2 with the request's type
+// and id, where ending the stream without an answer would leave the
+// client to retry the same request.
+func tooLarge(a *answer, err error) *wire.Frame {
+	msg := err.Error()
+	var e *wire.FrameTooLargeError
+	if errors.As(err, &e) {
+		msg = fmt.Sprintf("answer of %d bytes exceeds the frame limit %d", e.Len, e.Limit)
+	}
+	return errorFrame(a.Type, a.ID, wire.Errorf(wire.CodeFrameTooLarge, "%s: ask for fewer topics at once", msg))
 }
 
 func (w *streamWriter) write(f *wire.Frame) error {
