@@ -449,7 +449,13 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 	// in a reconnect storm the node finishes the registrations of the
 	// brokers it has let in before it starts on more handshakes, so none
 	// of them waits past its request timeout behind new handshakes.
-	a.keepSlot = class == brokerClass && a.slot != nil
+	//
+	// Slots kept that way count against the host's handshakes in progress
+	// (MaxHandshakesPerHost): otherwise one certificate on one IP that
+	// connects again and again and never registers would hold every slot
+	// of the node, and no one anywhere could finish a handshake.
+	a.keepSlot = class == brokerClass && a.slot != nil &&
+		a.slot.keep(a.host, ad.handshakesPerHost-(ad.handshaking[a.host]-1))
 	if a.keepSlot {
 		a.slot.extend(brokerSlotHold)
 	}
@@ -632,10 +638,14 @@ type handshakeGate struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	waiting   atomic.Int64 // handshakes waiting for a slot now
+
+	keepMu  sync.Mutex     // a leaf lock: admission.mu may be held
+	keeping map[string]int // source IP -> slots kept past handshakes (gateSlot.keep); guarded by keepMu
 }
 
 func newHandshakeGate(slots int, wait, hold time.Duration) *handshakeGate {
-	return &handshakeGate{slots: make(chan struct{}, slots), wait: wait, hold: hold, closed: make(chan struct{})}
+	return &handshakeGate{slots: make(chan struct{}, slots), wait: wait, hold: hold, closed: make(chan struct{}),
+		keeping: make(map[string]int)}
 }
 
 // enter takes a slot, waiting at most g.wait. The slot is given back by
@@ -668,9 +678,38 @@ type gateSlot struct {
 	g    *handshakeGate
 	once sync.Once
 	hold *time.Timer
+
+	keptBy string // the host it is kept for (keep); guarded by g.keepMu
+	freed  bool   // guarded by g.keepMu
 }
 
-func (s *gateSlot) free() { s.once.Do(func() { <-s.g.slots }) }
+func (s *gateSlot) free() {
+	s.once.Do(func() {
+		<-s.g.slots
+		s.g.keepMu.Lock()
+		s.freed = true
+		if h := s.keptBy; h != "" {
+			if s.g.keeping[h]--; s.g.keeping[h] <= 0 {
+				delete(s.g.keeping, h)
+			}
+		}
+		s.g.keepMu.Unlock()
+	})
+}
+
+// keep counts the slot among those host keeps past their handshakes,
+// unless host already keeps limit or more; it reports whether it did. A
+// slot already free is not kept.
+func (s *gateSlot) keep(host string, limit int) bool {
+	s.g.keepMu.Lock()
+	defer s.g.keepMu.Unlock()
+	if s.freed || s.keptBy != "" || s.g.keeping[host] >= limit {
+		return false
+	}
+	s.keptBy = host
+	s.g.keeping[host]++
+	return true
+}
 
 // release gives the slot back; safe to call more than once.
 func (s *gateSlot) release() {

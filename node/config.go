@@ -32,7 +32,7 @@ const (
 	DefaultIdleTimeout       = 5 * time.Minute
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultMaxWatchesPerConn = 10_000
-	DefaultMaxBytesInFlight  = 256 << 20
+	DefaultMaxBytesInFlight  = 128 << 20
 	DefaultUDPReceiveBuffer  = 32 << 20
 )
 
@@ -143,11 +143,18 @@ type Config struct {
 	// and operators.
 	MaxRequestLen, MaxBrokerFrameLen int
 	// MaxBytesInFlight bounds the bytes of request frames being received
-	// at once, over all connections: a frame's buffer grows only as its
-	// bytes arrive and only within this budget, so memory follows bytes
-	// received, never lengths peers declare. A frame that cannot get
-	// budget within the read timeout is cut off as a slow sender. At least
-	// the largest frame size limit. Default 256 MiB.
+	// at once, over all connections of one class: readers (clients, nodes,
+	// anonymous peers) have one such budget, brokers and operators another,
+	// so readers holding theirs never delay a registration or a heartbeat.
+	// A frame's buffer grows only as its bytes arrive and only within its
+	// class's budget, so memory follows bytes received, never lengths
+	// peers declare. A frame that cannot get budget within the read
+	// timeout is cut off as a slow sender. At least the largest frame size
+	// limit. Default 128 MiB (256 MiB for both classes). Each class has as
+	// much again for its answers larger than 16 KiB being written, so a
+	// peer that reads nothing cannot make the node hold an answer per
+	// stream; an answer that cannot get budget within the write timeout
+	// has its stream reset as a write that timed out.
 	MaxBytesInFlight int
 	// UDPReceiveBuffer is the receive buffer asked for the node's UDP
 	// socket (SO_RCVBUFFORCE where the process may, else SO_RCVBUF up to

@@ -49,6 +49,12 @@ type connState struct {
 	adm        *admitted // the connection's admission slot (admission.go)
 	watchMu    sync.Mutex
 	watches    int // topics watched over all streams of the connection
+
+	budget  *byteBudget // the bytes in flight its class shares (readFrame)
+	answers *byteBudget // the bytes of large answers its class shares (writeAnswer)
+	// lists is a token a stream holds while the connection's one list
+	// answer (topics, cluster-info) is made and written (listTurn).
+	lists chan struct{}
 }
 
 // testHookServeConn, when set, runs as a connection's service starts, before
@@ -82,9 +88,10 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		qc.CloseWithError(codeTooManyConns, "connection limit reached: retry later or use another node")
 		return
 	}
-	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, adm: adm}
-	if p.Role == pki.RoleBroker || p.Role == pki.RoleOperator {
-		cs.frameLimit = n.cfg.MaxBrokerFrameLen
+	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, budget: n.inFlight,
+		answers: n.answers, adm: adm, lists: make(chan struct{}, 1)}
+	if classOf(p) == brokerClass {
+		cs.frameLimit, cs.budget, cs.answers = n.cfg.MaxBrokerFrameLen, n.brokerInFlight, n.brokerAnswers
 	}
 	ctx := qc.Context()
 	for {
@@ -208,6 +215,9 @@ type streamWriter struct {
 	// reset.
 	onTimeout func()
 	failed    error
+	// answers is the budget a large answer takes before it is written
+	// (writeAnswer); nil for none.
+	answers *byteBudget
 	// buf is reused to encode each frame (quic-go holds no reference to
 	// what Write was given once it returns); one that grew past
 	// maxKeptWriteBuf for a large response is let go.
@@ -285,18 +295,92 @@ const maxKeptReadBuf = 4 << 10
 const maxKeptWriteBuf = 16 << 10
 
 // writeAnswer writes a's frame, encoded straight into the buffer in one
-// pass (node/encode.go).
+// pass (node/encode.go). An answer larger than maxKeptWriteBuf is written
+// within the stream class's budget of answer bytes (writeBudgeted).
 func (w *streamWriter) writeAnswer(a *answer) error {
+	if a.routes != nil && a.Error == nil && w.answers != nil {
+		// A get-routes answer's size is known before it is encoded: take
+		// the budget first, so that streams waiting for it hold no
+		// encoding at all.
+		if bound := routesAnswerBound(a.routes); bound > maxKeptWriteBuf {
+			return w.writeBudgeted(a, nil, int64(bound))
+		}
+	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	buf, err := appendAnswer(w.buf[:0], a)
 	if err != nil {
+		w.mu.Unlock()
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			return w.write(tooLarge(a, err))
+		}
 		return err
+	}
+	if len(buf) > maxKeptWriteBuf && w.answers != nil {
+		// buf is not w.buf's memory: that is never larger.
+		w.mu.Unlock()
+		return w.writeBudgeted(a, buf, int64(len(buf)))
 	}
 	if cap(buf) <= maxKeptWriteBuf {
 		w.buf = buf[:0]
 	}
+	err = w.writeLocked(buf)
+	w.mu.Unlock()
+	return err
+}
+
+// writeBudgeted writes a's large answer, holding size bytes of the answer
+// budget (all of it for an answer wider than the budget) until the stream
+// has taken it; buf is the answer encoded, or nil when it is yet to be. A
+// large request's answer can be a hundred times its size (a get-routes
+// naming one topic 10,000 times), and a peer that reads nothing holds each
+// for the write timeout: without the budget every stream of every
+// connection could hold one. When the budget is spent an encoding is
+// dropped while the stream waits its turn, at most the write timeout
+// (then the stream is reset as a write that timed out), and a is encoded
+// once it has the budget: the same bytes.
+func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
+	k := min(size, w.answers.size)
+	if !w.answers.tryAcquire(k) {
+		buf = nil
+		if err := w.answers.acquire(w.s.Context(), k, time.Now().Add(w.timeout)); err != nil {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			switch {
+			case w.failed != nil:
+			case w.s.Context().Err() != nil: // the stream or its connection closed
+				w.failed = context.Cause(w.s.Context())
+			default:
+				w.timedOutLocked(os.ErrDeadlineExceeded)
+			}
+			return w.failed
+		}
+	}
+	defer w.answers.release(k)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if buf == nil {
+		var err error
+		if buf, err = appendAnswer(nil, a); errors.Is(err, wire.ErrFrameTooLarge) {
+			buf, err = wire.AppendFrame(nil, tooLarge(a, err))
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return w.writeLocked(buf)
+}
+
+// tooLarge is the answer to a request whose answer would be a frame over
+// wire.MaxFrameLen (err says how large): code 2 with the request's type
+// and id, where ending the stream without an answer would leave the
+// client to retry the same request.
+func tooLarge(a *answer, err error) *wire.Frame {
+	msg := err.Error()
+	var e *wire.FrameTooLargeError
+	if errors.As(err, &e) {
+		msg = fmt.Sprintf("answer of %d bytes exceeds the frame limit %d", e.Len, e.Limit)
+	}
+	return errorFrame(a.Type, a.ID, wire.Errorf(wire.CodeFrameTooLarge, "%s: ask for fewer topics at once", msg))
 }
 
 func (w *streamWriter) write(f *wire.Frame) error {
@@ -333,14 +417,36 @@ func (w *streamWriter) writeLocked(buf []byte) error {
 	if err != nil {
 		w.failed = err
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			w.s.CancelWrite(codeStreamTimeout)
-			w.s.CancelRead(codeStreamTimeout)
-			if w.onTimeout != nil {
-				w.onTimeout()
-			}
+			w.timedOutLocked(err)
 		}
 	}
 	return err
+}
+
+// routesAnswerBound is at least the size of the frame, length prefix
+// included, that appendAnswer encodes for a get-routes answer r: every
+// item's head counted at its widest.
+func routesAnswerBound(r *wire.Routes) int {
+	n := 128 + len(r.Node.NodeID) // frame, Routes and NodeState heads and integers
+	for i := range r.Results {
+		n += len(r.Results[i].Topic) + len(r.Results[i].Route) + 25
+	}
+	for i := range r.Groups {
+		n += len(r.Groups[i].BrokerName) + 31
+	}
+	return n
+}
+
+// timedOutLocked ends a stream whose write could not be made within the
+// write timeout: reset both ways with 0x20, and every later write fails
+// with err.
+func (w *streamWriter) timedOutLocked(err error) {
+	w.failed = err
+	w.s.CancelWrite(codeStreamTimeout)
+	w.s.CancelRead(codeStreamTimeout)
+	if w.onTimeout != nil {
+		w.onTimeout()
+	}
 }
 
 // serveStream answers the frames of one stream in order until the peer
@@ -353,6 +459,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 	kept.rd.reset(s)
 	defer kept.rd.reset(nil)
 	w := kept.writer(s, n.cfg.WriteTimeout)
+	w.answers = cs.answers
 	if w.onTimeout == nil {
 		w.onTimeout = n.stats.timeouts.Inc // a method value: allocated once per writer
 	}
@@ -385,12 +492,29 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 			// The length prefix kept the stream in step: answer and go on.
 			n.stats.badFrames.Inc()
 			if w.write(errorFrame(0, 0, wire.Errorf(wire.CodeBadRequest, "%v", err))) != nil {
+				s.CancelRead(codeStreamAbort) // no answer can reach the peer: stop its requests
 				return
 			}
 			continue
 		}
-		*a = n.handle(cs, f, w, &watch)
-		if w.writeAnswer(a) != nil {
+		listed := isListQuery(f.Type)
+		if listed && !cs.listTurn(n.cfg.WriteTimeout) {
+			listed = false
+			*a = errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeOverloaded,
+				"another topics or cluster-info answer of this connection is still being written: read it, or retry later"))
+		} else {
+			*a = n.handle(cs, f, w, &watch)
+		}
+		err = w.writeAnswer(a)
+		if listed {
+			<-cs.lists
+		}
+		if err != nil {
+			// The peer stopped reading (STOP_SENDING), or the write timed
+			// out (then the stream is reset already): stop reading too, so
+			// that the peer learns its later requests were dropped and the
+			// stream ends rather than fill the node's buffers unread.
+			s.CancelRead(codeStreamAbort)
 			return
 		}
 		w.keepRouteSet(a.set)
@@ -399,6 +523,33 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 		// stream waits for its next frame, maybe for minutes.
 		*f, *a = wire.Frame{}, answer{}
 	}
+}
+
+// isListQuery reports whether t is answered with a list of the whole
+// registry (every topic, every group) from a request of a few bytes.
+func isListQuery(t wire.Type) bool { return t == wire.TypeTopics || t == wire.TypeClusterInfo }
+
+// listTurn waits, at most wait, until no other stream of the connection
+// is making or writing a list answer (isListQuery), and takes the turn;
+// the caller gives it back once its answer is written. A peer that asks
+// for the registry's lists on every stream and reads none would otherwise
+// have the node build and hold one per stream: 16 bytes a topic, and the
+// answer encoded, for a request of 5 bytes.
+func (cs *connState) listTurn(wait time.Duration) bool {
+	select {
+	case cs.lists <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case cs.lists <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-cs.ctx.Done():
+	}
+	return false
 }
 
 // readFrame reads one frame: the header may take up to idle, the body up to
@@ -425,9 +576,9 @@ func (n *Node) readFrame(cs *connState, rd *frameBuffer, wd *readWatchdog, idle 
 	deadline := time.Now().Add(n.cfg.ReadTimeout)
 	wd.set(deadline)
 	var held int64
-	defer func() { n.inFlight.release(held) }()
+	defer func() { cs.budget.release(held) }()
 	return wire.ReadBodyInto(buf, rd, size, func(k int) error {
-		if err := n.inFlight.acquire(cs.ctx, int64(k), deadline); err != nil {
+		if err := cs.budget.acquire(cs.ctx, int64(k), deadline); err != nil {
 			return err
 		}
 		held += int64(k)
@@ -498,16 +649,26 @@ func (fb *frameBuffer) Read(p []byte) (int, error) {
 }
 
 // byteBudget bounds the bytes of frames being received at once over the
-// whole node (Config.MaxBytesInFlight). A reader takes budget before its
+// whole node by one class of peers (Config.MaxBytesInFlight). A reader takes budget before its
 // buffer grows and gives it back once the frame is read; one that cannot
 // get it by its read deadline is cut off like any slow sender.
 type byteBudget struct {
 	sem  *semaphore.Weighted
+	size int64
 	used atomic.Int64 // for the metric
 }
 
 func newByteBudget(size int64) *byteBudget {
-	return &byteBudget{sem: semaphore.NewWeighted(size)}
+	return &byteBudget{sem: semaphore.NewWeighted(size), size: size}
+}
+
+// tryAcquire takes k bytes of the budget if they are free now.
+func (b *byteBudget) tryAcquire(k int64) bool {
+	if !b.sem.TryAcquire(k) {
+		return false
+	}
+	b.used.Add(k)
+	return true
 }
 
 func (b *byteBudget) acquire(ctx context.Context, k int64, deadline time.Time) error {

@@ -144,6 +144,9 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 	case wire.TypeUnregister:
 		return decodeRun(f, func(u *wire.Unregister) (any, error) { return nil, n.unregister(cs, u) })
 	case wire.TypeGetRoutes:
+		if err := checkTopicCount(f); err != nil {
+			return nil, err
+		}
 		q := w.getRoutesQuery()
 		if err := f.DecodeGetRoutes(q); err != nil { // decodeRun's work, without reflection
 			return nil, err
@@ -163,6 +166,9 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 			return n.reg.BrokerMemberGroup(q.Cluster, q.BrokerName)
 		})
 	case wire.TypeWatch:
+		if err := checkTopicCount(f); err != nil {
+			return nil, err
+		}
 		return decodeRun(f, func(q *wire.Watch) (any, error) { return n.watch(cs, w, watch, q) })
 	case wire.TypeUnwatch:
 		return decodeRun(f, func(q *wire.Unwatch) (any, error) { return n.unwatch(cs, *watch, q) })
@@ -216,6 +222,28 @@ func (n *Node) dispatchAdmin(cs *connState, f *wire.Frame) (any, error) {
 		return n.nodeInfo(), nil // node/info.go
 	}
 	return n.dispatchPolicy(cs, f)
+}
+
+// checkTopicCount refuses a get-routes or watch whose topics array
+// declares more than MaxTopicsPerQuery elements, before its body is
+// decoded: a million one-byte elements would otherwise decode to 24 MiB.
+func checkTopicCount(f *wire.Frame) error {
+	if n, ok := wire.ArrayLen(f.Body, 1); ok && n > MaxTopicsPerQuery {
+		return topicCountError(f.Type, int(min(n, 1<<31)))
+	}
+	return nil
+}
+
+// topicCountError is the answer to a get-routes or watch naming n topics,
+// none or too many.
+func topicCountError(t wire.Type, n int) error {
+	if t == wire.TypeWatch {
+		return wire.Errorf(wire.CodeBadRequest, "watch names %d topics: give 1 to %d", n, MaxTopicsPerQuery)
+	}
+	if n == 0 {
+		return wire.Errorf(wire.CodeBadRequest, "get-routes names no topic")
+	}
+	return wire.Errorf(wire.CodeBadRequest, "get-routes names %d topics, more than %d", n, MaxTopicsPerQuery)
 }
 
 // decodeRun decodes a frame's body into a new T and runs fn on it.
@@ -350,11 +378,8 @@ func (n *Node) leaseAck(l registry.Lease) wire.LeaseAck {
 // getRoutes answers a get-routes request with a *routeSet, reusing the
 // one w kept from the stream's last read when it is large enough.
 func (n *Node) getRoutes(cs *connState, w *streamWriter, q *wire.GetRoutes) (any, error) {
-	if len(q.Topics) == 0 {
-		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names no topic")
-	}
-	if len(q.Topics) > MaxTopicsPerQuery {
-		return nil, wire.Errorf(wire.CodeBadRequest, "get-routes names %d topics, more than %d", len(q.Topics), MaxTopicsPerQuery)
+	if len(q.Topics) == 0 || len(q.Topics) > MaxTopicsPerQuery {
+		return nil, topicCountError(wire.TypeGetRoutes, len(q.Topics))
 	}
 	for _, tv := range q.Topics {
 		if err := registry.ValidTopicName(tv.Topic); err != nil {

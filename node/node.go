@@ -74,6 +74,14 @@ type Node struct {
 	stats    *stats
 	remoting *remotingListener // nil unless Config.RemotingAddr is set
 
+	// brokerInFlight is the byte budget of brokers' and operators' frames
+	// (conn.go), apart from readers' (inFlight): a reader flood cannot
+	// delay a registration or a heartbeat. answers and brokerAnswers bound,
+	// by class too, the bytes of large answers being written
+	// (streamWriter.writeAnswer): a peer that does not read cannot make the
+	// node hold an answer per stream.
+	brokerInFlight, answers, brokerAnswers *byteBudget
+
 	// brokerWorkers is the pool of brokers' and operators' requests.
 	brokerWorkers chan struct{}
 	adm           *admission // connection limits (admission.go)
@@ -100,6 +108,9 @@ func New(cfg Config) (*Node, error) {
 		servers:  newStreamServers(),
 		filtered: newFilteredGroups(),
 	}
+	n.brokerInFlight = newByteBudget(int64(cfg.MaxBytesInFlight))
+	n.answers = newByteBudget(int64(cfg.MaxBytesInFlight))
+	n.brokerAnswers = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
 	n.warn = newWarnings(cfg.Logger)
 	n.adm = newAdmission(cfg)

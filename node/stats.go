@@ -85,7 +85,9 @@ func newStats(n *Node) *stats {
 	}
 	gauge("edgereg_connections", "Open QUIC connections.", func() float64 { return float64(s.conns.Load()) })
 	gauge("edgereg_streams", "Open streams.", func() float64 { return float64(s.streams.Load()) })
-	gauge("edgereg_frame_bytes_in_flight", "Bytes of request frames being received (budget: max bytes in flight).", func() float64 { return float64(n.inFlight.used.Load()) })
+	gauge("edgereg_frame_bytes_in_flight", "Bytes of request frames being received (budget: max bytes in flight).", func() float64 {
+		return float64(n.inFlight.used.Load() + n.brokerInFlight.used.Load())
+	})
 	gauge("edgereg_leases", "Live broker leases.", func() float64 { return float64(n.reg.LeaseCount()) })
 	gauge("edgereg_topics", "Topics with a route.", func() float64 { return float64(n.reg.TopicCount()) })
 	gauge("edgereg_watch_streams", "Streams watching routes.", func() float64 { return float64(n.watches.watchers()) })

@@ -84,7 +84,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", node.DefaultIdleTimeout, "a stream that sends nothing for this long is closed")
 	fs.IntVar(&c.MaxWatchesPerConn, "max-watches-per-conn", node.DefaultMaxWatchesPerConn, "topics one connection may watch")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", node.DefaultWriteTimeout, "a frame the node writes must be taken by the peer within this, or its stream is reset")
-	fs.IntVar(&c.MaxBytesInFlight, "max-bytes-in-flight", node.DefaultMaxBytesInFlight, "bytes of request frames being received at once, node-wide")
+	fs.IntVar(&c.MaxBytesInFlight, "max-bytes-in-flight", node.DefaultMaxBytesInFlight, "bytes of request frames being received at once, node-wide, per class (readers; brokers and operators)")
 	fs.IntVar(&c.UDPReceiveBuffer, "udp-receive-buffer", node.DefaultUDPReceiveBuffer, "bytes of UDP receive buffer asked for the node's socket (forced past net.core.rmem_max with CAP_NET_ADMIN), where a connection storm's packets wait")
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of policy modules (route.wasm, expiry.wasm, confirm.wasm) loaded at start and on change")
 	fs.DurationVar(&c.PolicyCallTimeout, "policy-call-timeout", 20*time.Millisecond, "how long one policy call may take before the built-in behaviour answers")

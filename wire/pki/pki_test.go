@@ -594,3 +594,32 @@ func TestLoadOrCreateKey(t *testing.T) {
 		}
 	}
 }
+
+// TestOddEdgeregSANsFailClosed: a URI SAN of the edgereg scheme that is not
+// one of the two forms must not be ignored. A broker-group SAN whose host is
+// spelt in capitals (RFC 3986 hosts are case-insensitive, so it names the
+// same thing), carries a port, or is misspelt was skipped, and a broker
+// certificate meant for one group then read as one that may register any
+// group.
+func TestOddEdgeregSANsFailClosed(t *testing.T) {
+	l := ensureLocal(t, t.TempDir())
+	for _, group := range []string{
+		"edgereg://Broker-Group/a",
+		"edgereg://BROKER-GROUP/a",
+		"edgereg://broker-group:1/a",
+		"edgereg://broker-groups/a",
+		"edgereg:broker-group/a",
+	} {
+		t.Run(group, func(t *testing.T) {
+			id, err := IdentityFromCert(certWithURIs(t, l, "edgereg://role/broker", group))
+			if err == nil && id.MayRegisterGroup("b") {
+				t.Fatalf("a certificate with %s may register any group: %+v", group, id)
+			}
+		})
+	}
+	// A role host in capitals names the role host too.
+	id, err := IdentityFromCert(certWithURIs(t, l, "edgereg://ROLE/broker", "edgereg://Broker-Group/a"))
+	if err != nil || id.Role != RoleBroker || !slices.Equal(id.BrokerGroups, []string{"a"}) {
+		t.Errorf("capitalised hosts: %+v, %v; want broker of group a", id, err)
+	}
+}

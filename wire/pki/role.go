@@ -92,7 +92,11 @@ func IdentityFromCert(cert *x509.Certificate) (Identity, error) {
 			continue
 		}
 		value := strings.TrimPrefix(u.Path, "/")
-		switch u.Host {
+		// An edgereg URI is one of the two forms below or the certificate
+		// is refused: skipping a broker-group SAN spelt otherwise (a port,
+		// a typo, an opaque URI) would leave a certificate meant for one
+		// group allowed every group. Hosts are case-insensitive (RFC 3986).
+		switch strings.ToLower(u.Host) {
 		case uriRoleHost:
 			r, err := ParseRole(value)
 			if err != nil {
@@ -105,6 +109,9 @@ func IdentityFromCert(cert *x509.Certificate) (Identity, error) {
 				return Identity{}, fmt.Errorf("certificate %q: empty broker group SAN", id.Name)
 			}
 			id.BrokerGroups = append(id.BrokerGroups, value)
+		default:
+			return Identity{}, fmt.Errorf("certificate %q: URI SAN %q is neither %s://%s/<role> nor %s://%s/<group>",
+				id.Name, u.String(), uriScheme, uriRoleHost, uriScheme, uriGroupHost)
 		}
 	}
 	if roles != 1 {
