@@ -82,6 +82,10 @@ type HostConfig struct {
 	CompileMemory int64
 	// CompileTimeout bounds compiling one module; default 60 s.
 	CompileTimeout time.Duration
+	// MaxCompiledSize bounds, in bytes, the machine code a module compiles
+	// to, which the node maps for as long as it keeps the module; default
+	// 32 MiB.
+	MaxCompiledSize int64
 	// CompileInProcess compiles in the node's own process, without the
 	// child's memory and time limits; for platforms where a process cannot
 	// start itself. The structural limits still apply.
@@ -134,6 +138,9 @@ func (c *HostConfig) setDefaults() {
 	}
 	if c.CompileTimeout <= 0 {
 		c.CompileTimeout = DefaultCompileTimeout * raceSlowdown
+	}
+	if c.MaxCompiledSize <= 0 {
+		c.MaxCompiledSize = DefaultMaxCompiledSize
 	}
 	if c.MaxConcurrentCompiles <= 0 {
 		c.MaxConcurrentCompiles = 2
@@ -207,6 +214,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	removeChildCaches(dir)
 	rt := wazero.NewRuntimeWithConfig(ctx, runtimeConfig(cfg.MaxMemoryPages, cache))
 	// Guests may link only to the allow-listed functions (checkImports);
 	// with no preopened directory, empty args and environment, fake clocks

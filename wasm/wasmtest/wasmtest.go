@@ -49,7 +49,10 @@ type hostileShape struct {
 	locals [][2]uint64
 	table  []byte // a table section payload, or nil
 	start  bool   // add a start section naming the version function
-	extra  int    // extra empty functions
+	extra  int    // extra functions, empty unless extraBody is set
+	// extraBody is the body of every extra function (after its local
+	// declarations, ending in end; type () -> ()).
+	extraBody []byte
 	// elem is an element section payload, or nil.
 	elem []byte
 	// exports are extra exports of function 0, each an export entry.
@@ -97,8 +100,12 @@ func abiModule(sh hostileShape) []byte {
 		code(nil, []byte{0x0b}),
 		code(sh.locals, body),
 	}
+	extraBody := sh.extraBody
+	if extraBody == nil {
+		extraBody = []byte{0x0b}
+	}
 	for range sh.extra {
-		bodies = append(bodies, code(nil, []byte{0x0b}))
+		bodies = append(bodies, code(nil, extraBody))
 	}
 	out := []byte("\x00asm\x01\x00\x00\x00")
 	out = append(out, types...)
@@ -123,6 +130,11 @@ func abiModule(sh hostileShape) []byte {
 
 func repeat(b []byte, n int) []byte { return bytes.Repeat(b, n) }
 
+// validFilter is a route filter body that answers the empty route
+// {1: {1: [], 2: []}} (the data segment at 64): a module with it is valid,
+// so only a limit refuses it.
+var validFilter = []byte{0x42, 0x87, 0x80, 0x80, 0x80, 0x80, 0x08, 0x0b}
+
 func HostileShapes() []Shape {
 	nested := func(open []byte, n int) []byte {
 		b := repeat(open, n)
@@ -140,10 +152,6 @@ func HostileShapes() []Shape {
 		b = append(b, repeat([]byte{0x1a}, n)...)
 		return append(b, 0x42, 0, 0x0b)
 	}
-	// A route filter that answers the empty route {1: {1: [], 2: []}}
-	// (the data segment at 64): the module is valid, so only a limit
-	// refuses it.
-	valid := []byte{0x42, 0x87, 0x80, 0x80, 0x80, 0x80, 0x08, 0x0b}
 	// passive is an element section of one passive segment of n
 	// references to function 0: wazero keeps ~110 bytes per entry for the
 	// module and 8 more per instance, where the binary spends one.
@@ -180,7 +188,19 @@ func HostileShapes() []Shape {
 		{"two-tables", "tables", abiModule(hostileShape{table: vec([]byte{0x70, 0, 1}, []byte{0x70, 0, 1})})},
 		{"functions-30k", "functions", abiModule(hostileShape{extra: 30_000})},
 		{"start-function", "start function", abiModule(hostileShape{start: true})},
-		{"passive-elements-4M", "element entries", abiModule(hostileShape{body: valid, elem: passive(4_000_000)})},
-		{"exports-600k", "exports", abiModule(hostileShape{body: valid, exports: exports(600_000)})},
+		{"passive-elements-4M", "element entries", abiModule(hostileShape{body: validFilter, elem: passive(4_000_000)})},
+		{"exports-600k", "exports", abiModule(hostileShape{body: validFilter, exports: exports(600_000)})},
 	}
+}
+
+// DivisionChain returns a valid ABI module with functions extra functions,
+// each a chain of ops signed 64-bit divisions: wazero emits about 45 bytes
+// of machine code for each 3-byte division (zero and overflow checks), so
+// a module of 3.6 MB (12 functions of 100,000) compiles to about 160 MB of
+// code, which the node maps for as long as it keeps the module.
+func DivisionChain(functions, ops int) []byte {
+	body := []byte{0x42, 1}
+	body = append(body, repeat([]byte{0x42, 1, 0x7f}, ops)...)
+	body = append(body, 0x1a, 0x0b)
+	return abiModule(hostileShape{extra: functions, extraBody: body, body: validFilter})
 }
