@@ -156,6 +156,7 @@ func (h *Host) compileIsolated(ctx context.Context, hash string, module []byte) 
 	cmd.Stderr = stderr
 	cmd.WaitDelay = time.Second
 	start := time.Now()
+	h.childRuns.Add(1)
 	err = cmd.Run()
 	took := time.Since(start)
 	msg := lastLine(stderr.String())
