@@ -301,9 +301,15 @@ func (h *Host) Load(ctx context.Context, path string) (*Module, error) {
 	return h.Validate(ctx, b)
 }
 
-// readCapped reads a file, refusing one larger than max without reading
-// all of it.
+// readCapped reads a regular file, refusing one larger than max without
+// reading all of it. Anything else is refused before it is opened: opening
+// a FIFO blocks until a writer comes, and a device may never end.
 func readCapped(path string, max int) ([]byte, error) {
+	if fi, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("load policy module: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("load policy module: %s is not a regular file (%v)", path, fi.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load policy module: %w", err)
