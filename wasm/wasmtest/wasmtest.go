@@ -204,3 +204,12 @@ func DivisionChain(functions, ops int) []byte {
 	body = append(body, 0x1a, 0x0b)
 	return abiModule(hostileShape{extra: functions, extraBody: body, body: validFilter})
 }
+
+// SlowCompile returns a valid ABI module of 4 MB, within every structural
+// limit, whose compilation takes about 20 s on a loaded 2-core machine
+// (330 functions of blocks nested 4,000 deep): an upload that runs until
+// its deadline.
+func SlowCompile() []byte {
+	body := append(repeat([]byte{0x02, 0x40}, 4000), repeat([]byte{0x0b}, 4001)...)
+	return abiModule(hostileShape{extra: 330, extraBody: body, body: validFilter})
+}
