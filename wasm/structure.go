@@ -252,26 +252,23 @@ func (p *structParser) importSection() *ValidationError {
 		return ve
 	}
 	for range n {
-		for range 2 { // module and field names
+		var names [2]string // module and field
+		for j := range names {
 			k := p.r.u32()
 			if p.r.err != nil || int(k) > len(p.r.b)-p.r.i {
 				p.r.err = errTruncated
 				return nil
 			}
+			names[j] = string(p.r.b[p.r.i : p.r.i+int(k)])
 			p.r.i += int(k)
 		}
 		switch kind := p.r.byte(); kind {
 		case 0:
 			p.funcs = append(p.funcs, p.r.u32())
 			p.imported++
-		case 1: // table: refused by checkImports; skip its type
-			p.r.byte()
-			p.limits()
-		case 2:
-			p.limits()
-		case 3:
-			p.r.byte()
-			p.r.byte()
+		case 1, 2, 3: // ABI.md: functions only; checkImports checks which
+			what := [...]string{1: "table", 2: "memory", 3: "global"}[kind]
+			return refuse("", ErrForbiddenImport, "imports %s %.64q.%.64q: a module imports functions only, and defines its own memory, tables and globals", what, names[0], names[1])
 		default:
 			return refuse("", ErrMalformed, "import kind %#x", kind)
 		}
