@@ -19,17 +19,18 @@ import (
 // broker. A broker is now answered while uploads run; uploads have slots
 // of their own, and one more is refused at once.
 func TestUploadsLeaveBrokersTheirWorkers(t *testing.T) {
+	// Set before the node starts, so its goroutines see it without a race.
+	dispatched := make(chan struct{}, maxPolicyUploadsAtOnce)
+	testHookDispatch = func(f *wire.Frame) {
+		if f.Type == wire.TypePolicyPush {
+			dispatched <- struct{}{}
+		}
+	}
 	t.Cleanup(func() { testHookDispatch = nil }) // after the node's shutdown
 	tn := startNode(t, func(c *Config) { c.BrokerWorkers = 2 })
 	broker := tn.dial(pki.RoleBroker)
 	if _, err := broker.Register(ctxT(t), registration("c1", "b1", 0, "10.0.0.1:1", "t")); err != nil {
 		t.Fatal(err)
-	}
-	dispatched := make(chan struct{}, cap(tn.policyWorkers))
-	testHookDispatch = func(f *wire.Frame) {
-		if f.Type == wire.TypePolicyPush {
-			dispatched <- struct{}{}
-		}
 	}
 	// Uploads of a module that takes ~20 s to compile, each on its own
 	// connection (a connection's requests are answered in turn): each runs
