@@ -225,7 +225,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	removeChildCaches(dir)
+	removeChildCaches(dir, 2*cfg.CompileTimeout)
 	rt := wazero.NewRuntimeWithConfig(ctx, runtimeConfig(cfg.MaxMemoryPages, cache))
 	// Guests may link only to the allow-listed functions (checkImports);
 	// with no preopened directory, empty args and environment, fake clocks

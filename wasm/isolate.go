@@ -212,6 +212,9 @@ func (h *Host) adoptCompiled(hash, dir string) error {
 		files = append(files, path)
 		return nil
 	})
+	if err == nil && len(files) == 0 {
+		err = errors.New("it holds nothing") // the node would compile the module itself
+	}
 	if err != nil {
 		return fmt.Errorf("compile policy module %.12s: read the child's cache: %w", hash, err)
 	}
@@ -236,11 +239,14 @@ func (h *Host) adoptCompiled(hash, dir string) error {
 }
 
 // removeChildCaches removes compile children's cache directories left in
-// dir by a node that stopped while compiling.
-func removeChildCaches(dir string) {
+// dir by a node that stopped while compiling: those older than age, since
+// another host may share the directory and be compiling now.
+func removeChildCaches(dir string, age time.Duration) {
 	left, _ := filepath.Glob(filepath.Join(dir, childCacheDirPrefix+"*"))
 	for _, d := range left {
-		_ = os.RemoveAll(d)
+		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > age {
+			_ = os.RemoveAll(d)
+		}
 	}
 }
 
