@@ -192,3 +192,38 @@ func TestThresholdAndConfirmOutputsThatBreakTheABI(t *testing.T) {
 		m.destroy(context.Background())
 	}
 }
+
+// TestRouteOutputBoundedByItsInput: a route filter's output is a subset
+// of its input route, yet it could be as large as the output cap (1 MiB)
+// whatever the route, and decoding 1 MiB of empty broker entries took
+// +118 MiB of the node's heap for one call (several run at once) before the
+// subset check refused the first entry. An output much larger than the
+// route it filters is refused before it is decoded.
+func TestRouteOutputBoundedByItsInput(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	n := 1<<20 - 16 // empty broker entries: one byte each
+	b := wat(t, fmt.Sprintf(`(module
+  (memory (export "memory") 40)
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 2000000))
+  (func (export "edgereg_free") (param i32 i32))
+  (data (i32.const 64) "\a1\01\a1\02\9a\%02x\%02x\%02x\%02x")
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64)
+    (memory.fill (i32.const 73) (i32.const 0xa0) (i32.const %d))
+    (i64.const %d)))`, byte(n>>24), byte(n>>16), byte(n>>8), byte(n), n, 64<<32|int64(9+n)))
+	if b == nil {
+		t.Skip("wat2wasm not installed")
+	}
+	sum := sha256.Sum256(b)
+	m, err := h.compile(context.Background(), hex.EncodeToString(sum[:]), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.destroy(context.Background())
+	in, _, _ := sampleRouteInput()
+	_, err = m.FilterRoute(context.Background(), in)
+	t.Logf("a %d-byte output for a %d-byte route: %v", 9+n, len(in.Route), err)
+	if !errors.Is(err, ErrBadOutput) || !strings.Contains(err.Error(), "times the input route") {
+		t.Fatalf("FilterRoute = %v, want a refusal of the output's size against the route's", err)
+	}
+}
