@@ -178,6 +178,9 @@ func TestThresholdAndConfirmOutputsThatBreakTheABI(t *testing.T) {
 		out  []byte
 	}{
 		{"an index twice", []byte{0xa1, 0x01, 0x82, 0x00, 0x00}},
+		// More indexes than due leases: refused before a set of them is
+		// built (a 1 MiB answer of zeros was +22 MiB of heap for the set).
+		{"more indexes than due leases", []byte{0xa1, 0x01, 0x84, 0x00, 0x01, 0x02, 0x00}},
 		{"an index out of range", []byte{0xa1, 0x01, 0x81, 0x03}},
 		{"an index of 2^32", []byte{0xa1, 0x01, 0x81, 0x1b, 0, 0, 0, 1, 0, 0, 0, 0}},
 		{"a negative index", []byte{0xa1, 0x01, 0x81, 0x20}},
@@ -188,6 +191,9 @@ func TestThresholdAndConfirmOutputsThatBreakTheABI(t *testing.T) {
 		idx, err := m.ConfirmExpiry(context.Background(), sampleConfirmInput())
 		if !errors.Is(err, ErrBadOutput) {
 			t.Errorf("confirm %s: %v, %v; want an error wrapping %q", tc.name, idx, err, ErrBadOutput)
+		}
+		if tc.name == "more indexes than due leases" && (err == nil || !strings.Contains(err.Error(), "4 indexes for 3 due leases")) {
+			t.Errorf("confirm %s: %v, want it refused for its length", tc.name, err)
 		}
 		m.destroy(context.Background())
 	}
