@@ -35,10 +35,11 @@ type pool struct {
 
 	// inUse counts instances handed out and not yet given back; discarded
 	// counts instances closed after the module failed a call, until their
-	// replacements are idle; made counts instances created. Once the pool
+	// replacements are made; made counts instances created. Once the pool
 	// has been full (made >= size), a call that finds no instance while
-	// none is in use and some were discarded was starved by the module
-	// itself: every instance it had is being replaced after its failures.
+	// none is in use and at least two were discarded (one failure alone
+	// never counts twice) was starved by the module itself: every instance
+	// it had is being replaced after its failures.
 	inUse, discarded, made atomic.Int64
 
 	mu      sync.Mutex
@@ -91,7 +92,7 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 	case <-p.done:
 		return nil, fmt.Errorf("policy module %w", ErrClosed)
 	case <-ctx.Done():
-		if p.made.Load() >= int64(p.size) && p.inUse.Load() == 0 && p.discarded.Load() > 0 {
+		if p.made.Load() >= int64(p.size) && p.inUse.Load() == 0 && p.discarded.Load() >= int64(min(p.size, 2)) {
 			return nil, fmt.Errorf("%w: %w", ErrStarved, ctx.Err())
 		}
 		p.mu.Lock()
@@ -121,9 +122,19 @@ func (p *pool) getNew(ctx context.Context) (*instance, error) {
 		p.unreserve()
 		return nil, err
 	}
-	p.made.Add(1)
+	p.created()
 	p.inUse.Add(1)
 	return in, nil
+}
+
+// created counts a new instance: past the first size, each replaces one
+// closed earlier, so one discard fewer is owed.
+func (p *pool) created() {
+	if p.made.Add(1) <= int64(p.size) {
+		return
+	}
+	for d := p.discarded.Load(); d > 0 && !p.discarded.CompareAndSwap(d, d-1); d = p.discarded.Load() {
+	}
 }
 
 // reserve counts a new instance against the pool's size and the host's
@@ -206,13 +217,11 @@ func (p *pool) fill() {
 				continue
 			}
 			backoff = 10 * time.Millisecond
-			p.made.Add(1)
+			p.created()
 			if !p.offer(in, true) {
 				in.close()
 				p.unreserve()
 				return
-			}
-			for d := p.discarded.Load(); d > 0 && !p.discarded.CompareAndSwap(d, d-1); d = p.discarded.Load() {
 			}
 		}
 	}
