@@ -34,13 +34,13 @@ func TestUploadsLeaveBrokersTheirWorkers(t *testing.T) {
 	}
 	// Uploads of a module that takes ~20 s to compile, each on its own
 	// connection (a connection's requests are answered in turn): each runs
-	// until its deadline, 4 s.
+	// until its deadline, 3 s.
 	module := wasmtest.SlowCompile()
 	uploads := make(chan error, cap(tn.policyWorkers))
 	for range cap(tn.policyWorkers) {
 		op := tn.dial(pki.RoleOperator)
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			_, err := op.PolicyPush(ctx, "route", module)
 			uploads <- err
@@ -50,7 +50,7 @@ func TestUploadsLeaveBrokersTheirWorkers(t *testing.T) {
 		<-dispatched // every upload is being handled
 	}
 	// The registration has half the uploads' time.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err := broker.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t", "t2"))
@@ -63,7 +63,7 @@ func TestUploadsLeaveBrokersTheirWorkers(t *testing.T) {
 	}
 	for range cap(tn.policyWorkers) {
 		if err := <-uploads; err == nil {
-			t.Error("an upload of a module that compiles for 20 s succeeded within 4 s")
+			t.Error("an upload of a module that compiles for 20 s succeeded within 3 s")
 		}
 	}
 }
