@@ -45,7 +45,22 @@ func (n *Node) handle(cs *connState, f *wire.Frame, w *streamWriter, watch **wat
 		return errorAnswer(f.Type, f.ID, err)
 	}
 	pool := n.poolFor(cs)
-	if !n.acquireWorker(pool) {
+	if f.Type == wire.TypePolicyPush || f.Type == wire.TypePolicyTest {
+		// Uploads compile and dry-run a module for up to their deadline
+		// (minutes): on the brokers' pool, a few would hold every worker
+		// and delay heartbeats into expiries. They have slots of their own,
+		// and one that finds none is refused at once rather than queued
+		// past its sender's deadline.
+		pool = n.policyWorkers
+		select {
+		case <-n.stop:
+			return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
+		case pool <- struct{}{}:
+		default:
+			return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeOverloaded,
+				"%d policy uploads and tests in progress: retry when one has finished", cap(pool)))
+		}
+	} else if !n.acquireWorker(pool) {
 		return errorAnswer(f.Type, f.ID, wire.Errorf(wire.CodeUnavailable, "node shutting down: use another node"))
 	}
 	defer func() { <-pool }()

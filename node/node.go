@@ -84,6 +84,9 @@ type Node struct {
 
 	// brokerWorkers is the pool of brokers' and operators' requests.
 	brokerWorkers chan struct{}
+	// policyWorkers holds a slot per policy upload or test in progress,
+	// which may take minutes: off the brokers' pool (dispatch.go).
+	policyWorkers chan struct{}
 	adm           *admission // connection limits (admission.go)
 	warn          *warnings  // rate-limited security logs (audit.go)
 }
@@ -112,6 +115,7 @@ func New(cfg Config) (*Node, error) {
 	n.answers = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.brokerAnswers = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
+	n.policyWorkers = make(chan struct{}, maxPolicyUploadsAtOnce)
 	n.warn = newWarnings(cfg.Logger)
 	n.adm = newAdmission(cfg)
 	n.watches = newWatchHub()
@@ -459,7 +463,7 @@ func (n *Node) waitGoroutines(ctx context.Context) error {
 // drainWorkers waits for requests in progress by taking every worker slot;
 // requests that arrive meanwhile are told the node is shutting down.
 func (n *Node) drainWorkers(ctx context.Context) error {
-	for _, pool := range []chan struct{}{n.workers, n.brokerWorkers} {
+	for _, pool := range []chan struct{}{n.workers, n.brokerWorkers, n.policyWorkers} {
 		for range cap(pool) {
 			select {
 			case pool <- struct{}{}:

@@ -28,6 +28,10 @@ const (
 	// bounds any upload.
 	DefaultPolicyUploadTimeout = 30 * time.Second
 	MaxPolicyUploadTimeout     = 5 * time.Minute
+	// maxPolicyUploadsAtOnce bounds the policy uploads and tests handled
+	// at once (each may take minutes; the host compiles 2 modules at once),
+	// on slots of their own so they never hold a broker's worker.
+	maxPolicyUploadsAtOnce = 4
 )
 
 // policies binds the WebAssembly policy host to the node: the Set filters

@@ -32,7 +32,7 @@ func (m *Module) filterRoute(ctx context.Context, in *RouteFilterInput, orig *wi
 	var res struct {
 		Route *wire.Route `cbor:"1,keyasint"`
 	}
-	took, err := m.invoke(ctx, HookRouteFilter, input, func(out []byte) error {
+	took, err := m.invoke(ctx, HookRouteFilter, input, maxRouteOutput(len(in.Route)), func(out []byte) error {
 		if err := wire.Unmarshal(out, &res); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadOutput, err)
 		}
@@ -49,6 +49,23 @@ func (m *Module) filterRoute(ctx context.Context, in *RouteFilterInput, orig *wi
 	return *res.Route, took, nil
 }
 
+// routeOutputFactor bounds a route filter's output by the route it
+// filters: a subset re-encoded in canonical form is no larger than the
+// route, and 16 times leaves room for any encoder's longer integer forms.
+// Without it, 1 MiB of empty entries, whatever the route, decoded to over
+// 100 MiB before the subset check refused the first one.
+const routeOutputFactor = 16
+
+func maxRouteOutput(routeLen int) int { return routeOutputFactor*routeLen + 4096 }
+
+// outputCapReason names the rule behind a hook's output cap.
+func outputCapReason(h Hook) string {
+	if h == HookRouteFilter {
+		return fmt.Sprintf("the output cap, or %d times the input route plus 4 KiB", routeOutputFactor)
+	}
+	return "the output cap"
+}
+
 // ExpiryThreshold calls the module's expiry threshold hook; an answer
 // outside [lo, hi] is an error (ErrBadOutput), not clamped.
 func (m *Module) ExpiryThreshold(ctx context.Context, in ThresholdInput, lo, hi time.Duration) (time.Duration, error) {
@@ -63,7 +80,7 @@ func (m *Module) expiryThreshold(ctx context.Context, in *ThresholdInput, lo, hi
 		return 0, 0, fmt.Errorf("expiry threshold: encode input: %w", err)
 	}
 	var d time.Duration
-	took, err := m.invoke(ctx, HookExpiryThreshold, input, func(out []byte) error {
+	took, err := m.invoke(ctx, HookExpiryThreshold, input, m.host.cfg.MaxOutputSize, func(out []byte) error {
 		var res struct {
 			ThresholdMs *int64 `cbor:"1,keyasint"`
 		}
@@ -94,7 +111,7 @@ func (m *Module) confirmExpiry(ctx context.Context, in *ConfirmInput) ([]uint32,
 	var res struct {
 		Remove *[]uint32 `cbor:"1,keyasint"`
 	}
-	took, err := m.invoke(ctx, HookExpiryConfirm, input, func(out []byte) error {
+	took, err := m.invoke(ctx, HookExpiryConfirm, input, m.host.cfg.MaxOutputSize, func(out []byte) error {
 		if err := wire.Unmarshal(out, &res); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadOutput, err)
 		}

@@ -107,6 +107,9 @@ func checkThreshold(ms int64, lo, hi time.Duration) (time.Duration, error) {
 
 // checkIndexes verifies a confirmer's answer: indexes into due, each once.
 func checkIndexes(idx []uint32, due int) error {
+	if len(idx) > due { // each at most once: checked before the set is sized by it
+		return fmt.Errorf("%w: %d indexes for %d due leases", ErrBadOutput, len(idx), due)
+	}
 	seen := make(map[uint32]bool, len(idx))
 	for _, i := range idx {
 		if int(i) >= due {

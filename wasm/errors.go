@@ -25,7 +25,11 @@ var (
 	// ErrBusy wraps ErrTimeout when no instance became free before the
 	// deadline: the pool is saturated, the module is not at fault.
 	ErrBusy = fmt.Errorf("%w: no free instance", ErrTimeout)
-	ErrTrap = errors.New("policy call trapped")
+	// ErrStarved is a call that found no instance because the module's own
+	// failed calls discarded every instance of its pool and the
+	// replacements are not ready yet: unlike ErrBusy, the module's failure.
+	ErrStarved = errors.New("no instance: the module's failed calls discarded every one")
+	ErrTrap    = errors.New("policy call trapped")
 	// ErrStackOverflow wraps ErrTrap when the guest overflowed wazero's call
 	// stack: such a call costs about 100 MB and runs past its deadline, so
 	// one deactivates the module.

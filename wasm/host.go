@@ -82,6 +82,10 @@ type HostConfig struct {
 	CompileMemory int64
 	// CompileTimeout bounds compiling one module; default 60 s.
 	CompileTimeout time.Duration
+	// MaxCompiledSize bounds, in bytes, the machine code a module compiles
+	// to, which the node maps for as long as it keeps the module; default
+	// 32 MiB.
+	MaxCompiledSize int64
 	// CompileInProcess compiles in the node's own process, without the
 	// child's memory and time limits; for platforms where a process cannot
 	// start itself. The structural limits still apply.
@@ -135,6 +139,9 @@ func (c *HostConfig) setDefaults() {
 	if c.CompileTimeout <= 0 {
 		c.CompileTimeout = DefaultCompileTimeout * raceSlowdown
 	}
+	if c.MaxCompiledSize <= 0 {
+		c.MaxCompiledSize = DefaultMaxCompiledSize
+	}
 	if c.MaxConcurrentCompiles <= 0 {
 		c.MaxConcurrentCompiles = 2
 	}
@@ -168,6 +175,8 @@ type Host struct {
 	trials chan struct{}
 	// childPeak is the peak RSS of the last compile child, for tests.
 	childPeak atomic.Int64
+	// childRuns counts compile children started, for tests.
+	childRuns atomic.Int64
 	// out receives guests' stdout and stderr and counts the bytes.
 	out *countingWriter
 
@@ -178,8 +187,17 @@ type Host struct {
 	// the same bytes must not race to close each other's, while different
 	// modules compile side by side.
 	compiling map[string]*compileCall
-	closed    bool
+	// refused remembers the modules refused before their dry run, by
+	// hash, oldest first in refusedOrder (at most maxRefused): such a
+	// refusal depends on the bytes alone, and the node's policy directory
+	// is loaded again every few seconds while a file in it is refused.
+	refused      map[string]error
+	refusedOrder []string
+	closed       bool
 }
+
+// maxRefused bounds the refusals a Host remembers.
+const maxRefused = 256
 
 // compileCall is one compilation in progress; done is closed when err is
 // set (nil on success, when the module is in Host.modules).
@@ -207,6 +225,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	removeChildCaches(dir, 2*cfg.CompileTimeout)
 	rt := wazero.NewRuntimeWithConfig(ctx, runtimeConfig(cfg.MaxMemoryPages, cache))
 	// Guests may link only to the allow-listed functions (checkImports);
 	// with no preopened directory, empty args and environment, fake clocks
@@ -219,7 +238,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	return &Host{cfg: cfg, log: cfg.Logger, out: &countingWriter{w: cfg.GuestOutput}, rt: rt, cache: cache, cacheDir: dir, tempDir: temp,
 		compiles: make(chan struct{}, cfg.MaxConcurrentCompiles), budget: make(chan struct{}, cfg.MaxInstances),
 		routeCalls: make(chan struct{}, cfg.MaxConcurrentRouteCalls), trials: make(chan struct{}, 1),
-		modules: make(map[string]*Module), compiling: make(map[string]*compileCall)}, nil
+		modules: make(map[string]*Module), compiling: make(map[string]*compileCall), refused: make(map[string]error)}, nil
 }
 
 func newCache(dir string) (wazero.CompilationCache, error) {
@@ -282,9 +301,15 @@ func (h *Host) Load(ctx context.Context, path string) (*Module, error) {
 	return h.Validate(ctx, b)
 }
 
-// readCapped reads a file, refusing one larger than max without reading
-// all of it.
+// readCapped reads a regular file, refusing one larger than max without
+// reading all of it. Anything else is refused before it is opened: opening
+// a FIFO blocks until a writer comes, and a device may never end.
 func readCapped(path string, max int) ([]byte, error) {
+	if fi, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("load policy module: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("load policy module: %s is not a regular file (%v)", path, fi.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load policy module: %w", err)
@@ -351,6 +376,7 @@ func (h *Host) validateNew(ctx context.Context, hash string, module []byte) (m *
 	}
 	m, err = h.compile(ctx, hash, module)
 	if err != nil {
+		h.remember(hash, err)
 		return nil, err
 	}
 	if err := m.dryRun(ctx); err != nil {
@@ -358,6 +384,29 @@ func (h *Host) validateNew(ctx context.Context, hash string, module []byte) (m *
 		return nil, err
 	}
 	return m, nil
+}
+
+// remember keeps a refusal of compile (structure, compilation limits,
+// imports, exports, memory), which the same bytes always get, so they are
+// refused again without compiling. Failures that may pass next time (the
+// caller's deadline, a child that could not start) are not refusals; dry
+// runs, whose calls have real deadlines, are not remembered either.
+func (h *Host) remember(hash string, err error) {
+	var ve *ValidationError
+	if !errors.As(err, &ve) || isContextError(err) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.refused[hash]; ok {
+		return
+	}
+	if len(h.refusedOrder) >= maxRefused {
+		delete(h.refused, h.refusedOrder[0])
+		h.refusedOrder = h.refusedOrder[1:]
+	}
+	h.refused[hash] = err
+	h.refusedOrder = append(h.refusedOrder, hash)
 }
 
 // finishCompile publishes a compilation's result to those waiting for it.
@@ -390,6 +439,9 @@ func (h *Host) lookup(hash string) (*Module, *compileCall, error) {
 	if m := h.modules[hash]; m != nil {
 		m.refs++
 		return m, nil, nil
+	}
+	if err := h.refused[hash]; err != nil {
+		return nil, nil, err
 	}
 	if call := h.compiling[hash]; call != nil {
 		return nil, call, nil

@@ -56,6 +56,9 @@ const (
 	DefaultCompileMemory = 1 << 30
 	// DefaultCompileTimeout bounds compiling one module.
 	DefaultCompileTimeout = 60 * time.Second
+	// DefaultMaxCompiledSize bounds the machine code of one module. The
+	// shipped 2 MB Go modules compile to 7.6 MB.
+	DefaultMaxCompiledSize = 32 << 20
 )
 
 func init() {
@@ -131,11 +134,19 @@ func (h *Host) compileIsolated(ctx context.Context, hash string, module []byte) 
 	if err != nil {
 		return fmt.Errorf("compile policy module in a child process: %w", err)
 	}
+	// The child compiles into a cache of its own, so what it wrote is
+	// exactly this module's code: measured, then moved into the shared
+	// cache, or thrown away.
+	own, err := os.MkdirTemp(h.cacheDir, childCacheDirPrefix)
+	if err != nil {
+		return fmt.Errorf("compile policy module in a child process: %w", err)
+	}
+	defer os.RemoveAll(own)
 	cctx, cancel := context.WithTimeout(ctx, h.cfg.CompileTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, exe)
 	cmd.Env = append(os.Environ(),
-		childEnv+"="+h.cacheDir,
+		childEnv+"="+own,
 		childPagesEnv+"="+strconv.FormatUint(uint64(h.cfg.MaxMemoryPages), 10),
 		childMemoryEnv+"="+strconv.FormatInt(h.cfg.CompileMemory, 10),
 		childSizeEnv+"="+strconv.Itoa(h.cfg.MaxModuleSize),
@@ -145,11 +156,15 @@ func (h *Host) compileIsolated(ctx context.Context, hash string, module []byte) 
 	cmd.Stderr = stderr
 	cmd.WaitDelay = time.Second
 	start := time.Now()
+	h.childRuns.Add(1)
 	err = cmd.Run()
 	took := time.Since(start)
 	msg := lastLine(stderr.String())
 	switch {
 	case err == nil:
+		if err := h.adoptCompiled(hash, own); err != nil {
+			return err
+		}
 		_ = os.MkdirAll(filepath.Dir(marker), 0o700)
 		_ = os.WriteFile(marker, nil, 0o600)
 		peak := childPeakRSS(cmd)
@@ -172,6 +187,67 @@ func (h *Host) compileIsolated(ctx context.Context, hash string, module []byte) 
 	}
 	return refuse(hash, ErrLimit, "compilation exceeded its memory limit of %d MiB (compile memory limit): %v: %s",
 		h.cfg.CompileMemory>>20, err, msg)
+}
+
+// childCacheDirPrefix names the compile children's own cache directories
+// in the host's cache directory; NewHost removes those a crash left.
+const childCacheDirPrefix = ".compile-"
+
+// adoptCompiled moves what a compile child wrote to its own cache, dir,
+// into the host's cache, unless the module's machine code is over
+// MaxCompiledSize: the node maps all of it for as long as it keeps the
+// module, and some instructions compile to ~45 bytes of code per byte.
+func (h *Host) adoptCompiled(hash, dir string) error {
+	var size int64
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		size += info.Size()
+		files = append(files, path)
+		return nil
+	})
+	if err == nil && len(files) == 0 {
+		err = errors.New("it holds nothing") // the node would compile the module itself
+	}
+	if err != nil {
+		return fmt.Errorf("compile policy module %.12s: read the child's cache: %w", hash, err)
+	}
+	if size > h.cfg.MaxCompiledSize {
+		return refuse(hash, ErrLimit, "compiled code size: %d MiB, limit is %d MiB (compiled size limit)",
+			size>>20, h.cfg.MaxCompiledSize>>20)
+	}
+	for _, src := range files {
+		rel, err := filepath.Rel(dir, src)
+		if err != nil {
+			return fmt.Errorf("compile policy module %.12s: %w", hash, err)
+		}
+		dst := filepath.Join(h.cacheDir, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			return fmt.Errorf("compile policy module %.12s: %w", hash, err)
+		}
+		if err := os.Rename(src, dst); err != nil {
+			return fmt.Errorf("compile policy module %.12s: %w", hash, err)
+		}
+	}
+	return nil
+}
+
+// removeChildCaches removes compile children's cache directories left in
+// dir by a node that stopped while compiling: those older than age, since
+// another host may share the directory and be compiling now.
+func removeChildCaches(dir string, age time.Duration) {
+	left, _ := filepath.Glob(filepath.Join(dir, childCacheDirPrefix+"*"))
+	for _, d := range left {
+		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > age {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 // compiledMarkerDir names the directory of markers for modules already in

@@ -3,9 +3,13 @@ package wasm
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgereg/edgereg/wasm/wasmtest"
 )
 
 // TestIsolatedCompileOfShippedModule compiles a 2 MB Go module in a child
@@ -52,4 +56,38 @@ func TestIsolatedCompileLimits(t *testing.T) {
 			t.Errorf("%s: Validate = %v, want a refusal naming %q", tc.name, err, tc.limit)
 		}
 	}
+}
+
+// TestCompiledCodeBounded: the machine code a module compiles to is
+// mapped by the node for as long as it keeps the module, and wazero emits
+// up to ~45 bytes of it per byte of some instructions (a 3.6 MB module of
+// divisions was +156 MiB of the node's RSS, accepted). A module whose code
+// is over the limit is refused, and nothing of it stays in the cache.
+func TestCompiledCodeBounded(t *testing.T) {
+	dir := t.TempDir()
+	h := newHost(t, HostConfig{CacheDir: dir, MaxCompiledSize: 1 << 20})
+	m, err := h.Validate(context.Background(), wasmtest.DivisionChain(1, 20_000))
+	if m != nil {
+		m.Close()
+	}
+	t.Logf("refused: %v", err)
+	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "compiled code size") {
+		t.Fatalf("Validate = %v, want a refusal naming the compiled code size", err)
+	}
+	var files []string
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if len(files) != 0 {
+		t.Errorf("the cache holds %v after the refusal", files)
+	}
+	// A module within the limit compiles, once, into the shared cache.
+	m, err = h.Validate(context.Background(), testdata(t, "jitter-threshold.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
 }

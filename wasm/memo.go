@@ -11,18 +11,21 @@ const memoShards = 16
 
 // memo holds route-filter results by (module, topic, route version, client
 // address, zone, labels). Each shard keeps two generations: lookups promote
-// entries from the old one, and when the new one is full the old one is
-// dropped — an approximate LRU at O(1) per operation that never holds more
-// than twice its capacity.
+// entries from the old one, and when the new one is full (in entries or in
+// bytes: routes may be large, and clients choose their zones and labels)
+// the old one is dropped — an approximate LRU at O(1) per operation that
+// never holds more than twice its capacity.
 type memo struct {
-	seed     maphash.Seed
-	perShard int
-	shards   [memoShards]memoShard
+	seed          maphash.Seed
+	perShard      int
+	perShardBytes int
+	shards        [memoShards]memoShard
 }
 
 type memoShard struct {
 	mu        sync.Mutex
 	cur, prev map[uint64]*memoEntry
+	curBytes  int // what cur's entries hold (memoEntry.size)
 }
 
 type memoEntry struct {
@@ -38,8 +41,18 @@ type memoEntry struct {
 	expires     int64 // unix nanoseconds
 }
 
-func newMemo(capacity int) *memo {
-	m := &memo{seed: maphash.MakeSeed(), perShard: max(capacity/(2*memoShards), 1)}
+// size is what an entry holds, roughly: its strings, labels and route.
+func (e *memoEntry) size() int {
+	n := 128 + len(e.topic) + len(e.addr) + len(e.zone) + len(e.body)
+	for k, v := range e.labels {
+		n += 32 + len(k) + len(v)
+	}
+	return n
+}
+
+func newMemo(capacity, bytes int) *memo {
+	m := &memo{seed: maphash.MakeSeed(), perShard: max(capacity/(2*memoShards), 1),
+		perShardBytes: max(bytes/(2*memoShards), 1)}
 	for i := range m.shards {
 		m.shards[i].cur = make(map[uint64]*memoEntry)
 	}
@@ -89,7 +102,7 @@ func (m *memo) get(k uint64, now int64, mod *Module, topic string, version uint6
 	if !ok {
 		if e, ok = sh.prev[k]; ok {
 			delete(sh.prev, k)
-			sh.insert(k, e, m.perShard)
+			sh.insert(k, e, m.perShard, m.perShardBytes)
 		}
 	}
 	if !ok || now > e.expires || !e.matches(mod, topic, version, addr, zone, labels) {
@@ -102,15 +115,18 @@ func (m *memo) put(k uint64, e *memoEntry) {
 	e.labels = maps.Clone(e.labels)
 	sh := &m.shards[k%memoShards]
 	sh.mu.Lock()
-	sh.insert(k, e, m.perShard)
+	sh.insert(k, e, m.perShard, m.perShardBytes)
 	sh.mu.Unlock()
 }
 
-func (sh *memoShard) insert(k uint64, e *memoEntry, limit int) {
-	if len(sh.cur) >= limit {
-		sh.prev, sh.cur = sh.cur, make(map[uint64]*memoEntry, limit)
+func (sh *memoShard) insert(k uint64, e *memoEntry, limit, limitBytes int) {
+	size := e.size()
+	if len(sh.cur) >= limit || len(sh.cur) > 0 && sh.curBytes+size > limitBytes {
+		sh.prev, sh.cur = sh.cur, make(map[uint64]*memoEntry, min(limit, 1024))
+		sh.curBytes = 0
 	}
 	sh.cur[k] = e
+	sh.curBytes += size
 }
 
 // clear drops everything, after a policy change: the old results can no
@@ -119,7 +135,7 @@ func (m *memo) clear() {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		sh.cur, sh.prev = make(map[uint64]*memoEntry), nil
+		sh.cur, sh.prev, sh.curBytes = make(map[uint64]*memoEntry), nil, 0
 		sh.mu.Unlock()
 	}
 }

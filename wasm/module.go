@@ -138,7 +138,7 @@ func (in *instance) call(ctx context.Context, h Hook, input []byte, maxOut int) 
 		return nil, fmt.Errorf("%w: %s returned %#x", ErrGuest, h.Export(), res)
 	}
 	if int(outLen) > maxOut {
-		return nil, fmt.Errorf("%w: %d bytes, cap is %d", ErrBadOutput, outLen, maxOut)
+		return nil, fmt.Errorf("%w: %d bytes, cap is %d (%s)", ErrBadOutput, outLen, maxOut, outputCapReason(h))
 	}
 	view, ok := in.mem.Read(outPtr, outLen)
 	if !ok {
@@ -214,7 +214,7 @@ func callError(err error) error {
 // and hands the output to check. The instance goes back to the pool only
 // if the call succeeded and check accepted its output: a guest that
 // answered nonsense may have corrupted its own state.
-func (m *Module) invoke(ctx context.Context, h Hook, input []byte, check func([]byte) error) (time.Duration, error) {
+func (m *Module) invoke(ctx context.Context, h Hook, input []byte, maxOut int, check func([]byte) error) (time.Duration, error) {
 	if !m.hooks.has(h) {
 		return 0, fmt.Errorf("policy module %.12s: %w: %s", m.hash, ErrHookAbsent, h)
 	}
@@ -234,7 +234,7 @@ func (m *Module) invoke(ctx context.Context, h Hook, input []byte, check func([]
 		return 0, fmt.Errorf("policy module %.12s %s: %w", m.hash, h, err)
 	}
 	start := time.Now()
-	out, err := in.call(ctx, h, input, m.host.cfg.MaxOutputSize)
+	out, err := in.call(ctx, h, input, min(maxOut, m.host.cfg.MaxOutputSize))
 	took := time.Since(start)
 	if err == nil {
 		err = check(out)

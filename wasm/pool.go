@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,15 @@ type pool struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	filling sync.WaitGroup
+
+	// inUse counts instances handed out and not yet given back; discarded
+	// counts instances closed after the module failed a call, until their
+	// replacements are made; made counts instances created. Once the pool
+	// has been full (made >= size), a call that finds no instance while
+	// none is in use and at least two were discarded (one failure alone
+	// never counts twice) was starved by the module itself: every instance
+	// it had is being replaced after its failures.
+	inUse, discarded, made atomic.Int64
 
 	mu      sync.Mutex
 	live    int // idle, in use or being created
@@ -70,16 +80,21 @@ func (p *pool) wake() {
 func (p *pool) get(ctx context.Context) (*instance, error) {
 	select {
 	case in := <-p.idle:
+		p.inUse.Add(1)
 		return in, nil
 	default:
 	}
 	p.warm()
 	select {
 	case in := <-p.idle:
+		p.inUse.Add(1)
 		return in, nil
 	case <-p.done:
 		return nil, fmt.Errorf("policy module %w", ErrClosed)
 	case <-ctx.Done():
+		if p.made.Load() >= int64(p.size) && p.inUse.Load() == 0 && p.discarded.Load() >= int64(min(p.size, 2)) {
+			return nil, fmt.Errorf("%w: %w", ErrStarved, ctx.Err())
+		}
 		p.mu.Lock()
 		err := p.lastErr
 		p.mu.Unlock()
@@ -95,6 +110,7 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 func (p *pool) getNew(ctx context.Context) (*instance, error) {
 	select {
 	case in := <-p.idle:
+		p.inUse.Add(1)
 		return in, nil
 	default:
 	}
@@ -106,7 +122,19 @@ func (p *pool) getNew(ctx context.Context) (*instance, error) {
 		p.unreserve()
 		return nil, err
 	}
+	p.created()
+	p.inUse.Add(1)
 	return in, nil
+}
+
+// created counts a new instance: past the first size, each replaces one
+// closed earlier, so one discard fewer is owed.
+func (p *pool) created() {
+	if p.made.Add(1) <= int64(p.size) {
+		return
+	}
+	for d := p.discarded.Load(); d > 0 && !p.discarded.CompareAndSwap(d, d-1); d = p.discarded.Load() {
+	}
 }
 
 // reserve counts a new instance against the pool's size and the host's
@@ -134,10 +162,16 @@ func (p *pool) unreserve() {
 	p.wake()
 }
 
-// put returns an instance; an unhealthy one is closed and replaced.
+// put returns an instance; an unhealthy one (the module failed its call)
+// is closed and replaced, and counts as discarded until its replacement is
+// idle.
 func (p *pool) put(in *instance, healthy bool) {
+	p.inUse.Add(-1)
 	if p.offer(in, healthy) {
 		return
+	}
+	if !healthy {
+		p.discarded.Add(1)
 	}
 	in.close()
 	p.unreserve()
@@ -183,6 +217,7 @@ func (p *pool) fill() {
 				continue
 			}
 			backoff = 10 * time.Millisecond
+			p.created()
 			if !p.offer(in, true) {
 				in.close()
 				p.unreserve()

@@ -30,7 +30,7 @@ func (s *Set) RouteFilter(ctx context.Context, addr string, client wire.ClientAt
 		return route, routeVersion, nil
 	}
 	defer s.done(b)
-	if err := checkLabels(client.Labels); err != nil {
+	if err := checkClient(client); err != nil {
 		// Not the module's fault: counted as a fallback, not an error.
 		return s.routeFallback(ctx, b, 0, err, route, routeVersion)
 	}
@@ -79,15 +79,23 @@ func (s *Set) routeFallback(ctx context.Context, b *binding, took time.Duration,
 	return route, routeVersion, ctx.Err()
 }
 
-// Caps on a client's labels: they are part of the memo key and of every
-// guest input, and a client chooses them.
+// Caps on a client's zone and labels: they are part of the memo key and
+// of every guest input, and a client chooses them.
 const (
 	MaxClientLabels     = 16
 	MaxClientLabelBytes = 256 // key plus value
+	MaxClientZoneBytes  = 256
 )
 
-// checkLabels refuses labels over the caps; the read is then answered by
-// the route hook's FailMode and a fallback is counted.
+// checkClient refuses a zone or labels over the caps; the read is then
+// answered by the route hook's FailMode and a fallback is counted.
+func checkClient(client wire.ClientAttrs) error {
+	if len(client.Zone) > MaxClientZoneBytes {
+		return fmt.Errorf("%w: client zone %.32q is %d bytes, at most %d", ErrBadInput, client.Zone, len(client.Zone), MaxClientZoneBytes)
+	}
+	return checkLabels(client.Labels)
+}
+
 func checkLabels(labels map[string]string) error {
 	if len(labels) > MaxClientLabels {
 		return fmt.Errorf("%w: %d client labels, at most %d", ErrBadInput, len(labels), MaxClientLabels)

@@ -20,6 +20,7 @@ const (
 	DefaultFailureWindow        = 20
 	DefaultMaxWindowFailures    = 10
 	DefaultMemoEntries          = 1 << 16
+	DefaultMemoBytes            = 64 << 20
 	DefaultMemoTTL              = time.Minute
 	DefaultHeartbeatInterval    = 30 * time.Second
 	DefaultSetDefaultThreshold  = 120 * time.Second
@@ -52,6 +53,9 @@ type SetConfig struct {
 	RouteFailure, ConfirmFailure FailMode
 	// MemoEntries bounds the memoized route-filter results; default 65536.
 	MemoEntries int
+	// MemoBytes bounds the bytes the memoized results hold (routes, and
+	// the topics, zones and labels they were asked for); default 64 MiB.
+	MemoBytes int
 	// MemoTTL bounds how long a memoized route-filter result is served, so a
 	// policy that looks at now_ms is asked again; default 1 min.
 	MemoTTL time.Duration
@@ -104,6 +108,9 @@ func (c *SetConfig) setDefaults(h *Host) {
 	c.ConfirmFailure = c.ConfirmFailure.or(FailClosed)
 	if c.MemoEntries <= 0 {
 		c.MemoEntries = DefaultMemoEntries
+	}
+	if c.MemoBytes <= 0 {
+		c.MemoBytes = DefaultMemoBytes
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -182,7 +189,7 @@ func NewSet(ctx context.Context, host *Host, cfg SetConfig) (*Set, error) {
 		host:  host,
 		cfg:   cfg,
 		log:   cfg.Logger.With("component", "policy"),
-		memo:  newMemo(cfg.MemoEntries),
+		memo:  newMemo(cfg.MemoEntries, cfg.MemoBytes),
 		thr:   newThresholdCache(defaultThresholdQueueLength, cfg.MemoEntries),
 		beats: newBeatRate(cfg.HeartbeatInterval),
 	}

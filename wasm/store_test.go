@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -148,5 +150,34 @@ func TestParsePolicyFileName(t *testing.T) {
 		if !slices.Equal(hooks, tt.hooks) || gz != tt.gz || ok != tt.ok || (err != nil) != tt.err {
 			t.Errorf("%s: %v %v %v %v", tt.name, hooks, gz, ok, err)
 		}
+	}
+}
+
+// TestLoadDirRemembersRefusals: the node loads its policy directory again
+// every 10 s while a file in it is refused. A module refused before its
+// dry run is refused the same way every time, so it is not compiled again:
+// before, a module at the compile time limit cost a compile child of 60 s
+// (a core and a compile slot) at every reload, for as long as the file
+// stayed.
+func TestLoadDirRemembersRefusals(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "route.wasm"), testdata(t, "zone-affinity.wasm"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A compile time limit of 50 ms stands in for a module that takes
+	// 60 s to compile.
+	h := newHost(t, HostConfig{CacheDir: t.TempDir(), CompileTimeout: 50 * time.Millisecond})
+	s := newSet(t, h, SetConfig{})
+	for i := range 3 {
+		err := s.LoadDir(context.Background(), dir)
+		if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "compile time limit") {
+			t.Fatalf("load %d: %v, want a refusal naming the compile time limit", i+1, err)
+		}
+	}
+	if n := h.childRuns.Load(); n != 1 {
+		t.Errorf("%d compile children for 3 loads of the same refused module, want 1", n)
+	}
+	if s.Active(HookRouteFilter) {
+		t.Error("the refused module is active")
 	}
 }

@@ -17,25 +17,37 @@ import (
 // The defaults leave about four times the headroom the shipped Go
 // modules need (measured by TestStructureOfShippedModules).
 const (
-	DefaultMaxFunctions      = 20_000  // functions defined by the module
-	DefaultMaxTypes          = 10_000  // function types
-	DefaultMaxLocals         = 10_000  // locals per function, parameters included
-	DefaultMaxBodySize       = 1 << 20 // bytes of one function body
-	DefaultMaxNesting        = 4096    // nested block/loop/if in one function
-	DefaultMaxBrTable        = 16_384  // targets of one br_table
-	DefaultMaxStackHeight    = 4096    // estimated operand stack height in one function
-	DefaultMaxTables         = 1       // tables
-	DefaultMaxTableEntries   = 65_536  // entries of a table, declared or grown to
-	DefaultMaxGlobals        = 10_000  // globals
-	DefaultMaxDataSegments   = 100_000 // data segments (a Go module has about 23,000)
-	DefaultMaxElemSegments   = 10_000  // element segments
-	maxParamsOrResultsPerSig = 1000    // wazero's own limit
+	DefaultMaxFunctions    = 20_000  // functions defined by the module
+	DefaultMaxTypes        = 10_000  // function types
+	DefaultMaxLocals       = 10_000  // locals per function, parameters included
+	DefaultMaxBodySize     = 1 << 20 // bytes of one function body
+	DefaultMaxNesting      = 4096    // nested block/loop/if in one function
+	DefaultMaxBrTable      = 16_384  // targets of one br_table
+	DefaultMaxStackHeight  = 4096    // estimated operand stack height in one function
+	DefaultMaxTables       = 1       // tables
+	DefaultMaxTableEntries = 65_536  // entries of a table, declared or grown to
+	DefaultMaxGlobals      = 10_000  // globals
+	DefaultMaxDataSegments = 100_000 // data segments (a Go module has about 23,000)
+	DefaultMaxElemSegments = 10_000  // element segments
+	// DefaultMaxElemEntries bounds the references of all element segments
+	// together: wazero keeps about 110 bytes per entry for a compiled
+	// module and 8 more per instance, where the binary spends one (4M
+	// passive entries in a 4 MB module were +426 MiB of the node's RSS).
+	// A Go module has one segment of 1,367 entries; an active segment
+	// cannot usefully outgrow the table cap, which this equals.
+	DefaultMaxElemEntries = 65_536
+	// DefaultMaxExports bounds exports: wazero keeps about 240 bytes per
+	// export (600k three-letter exports were +140 MiB). A Go module has
+	// about ten.
+	DefaultMaxExports        = 10_000
+	maxParamsOrResultsPerSig = 1000 // wazero's own limit
 )
 
 // Limits bounds a module's structure. Zero fields get the Default* values.
 type Limits struct {
 	Functions, Types, Locals, BodySize, Nesting, BrTable, StackHeight int
 	Tables, TableEntries, Globals, DataSegments, ElemSegments         int
+	ElemEntries, Exports                                              int
 }
 
 func (l *Limits) setDefaults() {
@@ -56,6 +68,8 @@ func (l *Limits) setDefaults() {
 	def(&l.Globals, DefaultMaxGlobals)
 	def(&l.DataSegments, DefaultMaxDataSegments)
 	def(&l.ElemSegments, DefaultMaxElemSegments)
+	def(&l.ElemEntries, DefaultMaxElemEntries)
+	def(&l.Exports, DefaultMaxExports)
 }
 
 // Structure is what checkStructure measured of a module: the largest value
@@ -63,6 +77,7 @@ func (l *Limits) setDefaults() {
 type Structure struct {
 	Functions, Types, Locals, BodySize, Nesting, BrTable, StackHeight int
 	Tables, TableEntries, Globals, DataSegments, ElemSegments         int
+	ElemEntries, Exports                                              int
 	HasStart                                                          bool
 }
 
@@ -180,13 +195,15 @@ func (p *structParser) section(id byte) *ValidationError {
 		n, ve := p.count("globals", p.lim.Globals)
 		p.st.Globals = n
 		return ve
+	case 7:
+		n, ve := p.count("exports", p.lim.Exports)
+		p.st.Exports = n
+		return ve
 	case 8:
 		p.st.HasStart = true
 		return refuse("", ErrStartFunction, "a start function would run at every instantiation, before the host can set a deadline; use _initialize")
 	case 9:
-		n, ve := p.count("element segments", p.lim.ElemSegments)
-		p.st.ElemSegments = n
-		return ve
+		return p.elementSection()
 	case 10:
 		return p.codeSection()
 	case 11:
@@ -235,26 +252,23 @@ func (p *structParser) importSection() *ValidationError {
 		return ve
 	}
 	for range n {
-		for range 2 { // module and field names
+		var names [2]string // module and field
+		for j := range names {
 			k := p.r.u32()
 			if p.r.err != nil || int(k) > len(p.r.b)-p.r.i {
 				p.r.err = errTruncated
 				return nil
 			}
+			names[j] = string(p.r.b[p.r.i : p.r.i+int(k)])
 			p.r.i += int(k)
 		}
 		switch kind := p.r.byte(); kind {
 		case 0:
 			p.funcs = append(p.funcs, p.r.u32())
 			p.imported++
-		case 1: // table: refused by checkImports; skip its type
-			p.r.byte()
-			p.limits()
-		case 2:
-			p.limits()
-		case 3:
-			p.r.byte()
-			p.r.byte()
+		case 1, 2, 3: // ABI.md: functions only; checkImports checks which
+			what := [...]string{1: "table", 2: "memory", 3: "global"}[kind]
+			return refuse("", ErrForbiddenImport, "imports %s %.64q.%.64q: a module imports functions only, and defines its own memory, tables and globals", what, names[0], names[1])
 		default:
 			return refuse("", ErrMalformed, "import kind %#x", kind)
 		}
@@ -306,6 +320,76 @@ func (p *structParser) tableSection() *ValidationError {
 		p.tableMax = append(p.tableMax, hi)
 	}
 	return nil
+}
+
+// elementSection counts the entries of every element segment against
+// one limit for all of them.
+func (p *structParser) elementSection() *ValidationError {
+	n, ve := p.count("element segments", p.lim.ElemSegments)
+	if ve != nil {
+		return ve
+	}
+	p.st.ElemSegments = n
+	for i := range n {
+		flags := p.r.u32()
+		if p.r.err != nil || flags > 7 {
+			return refuse("", ErrMalformed, "element segment %d: flags %d", i, flags)
+		}
+		if flags&3 == 2 { // explicit table index
+			p.r.u32()
+		}
+		if flags&1 == 0 { // active: an offset expression
+			p.constExpr()
+		}
+		if flags&3 != 0 { // elemkind or reference type
+			p.r.byte()
+		}
+		k := p.r.u32()
+		total := uint64(p.st.ElemEntries) + uint64(k)
+		if ve := p.limit("element entries (all segments)", total, p.lim.ElemEntries, ""); ve != nil {
+			return ve
+		}
+		p.st.ElemEntries = int(total)
+		for range k {
+			if flags&4 == 0 {
+				p.r.u32() // a function index
+			} else {
+				p.constExpr()
+			}
+			if p.r.err != nil {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// constExpr skips a constant expression up to its end. wazero validates
+// it; this only finds where it ends.
+func (p *structParser) constExpr() {
+	for p.r.err == nil {
+		switch op := p.r.byte(); op {
+		case 0x0B:
+			return
+		case 0x41, 0x42: // i32.const, i64.const
+			p.r.sleb()
+		case 0x43:
+			p.r.i += 4
+		case 0x44:
+			p.r.i += 8
+		case 0x23, 0xD2: // global.get, ref.func
+			p.r.u32()
+		case 0xD0: // ref.null t
+			p.r.byte()
+		case 0x6A, 0x6B, 0x6C, 0x7C, 0x7D, 0x7E: // extended constant arithmetic
+		case 0xFD:
+			if p.r.u32() == 12 { // v128.const
+				p.r.i += 16
+			}
+		default:
+			p.r.err = fmt.Errorf("instruction %#x in a constant expression at offset %d", op, p.r.i-1)
+		}
+	}
 }
 
 func (p *structParser) codeSection() *ValidationError {

@@ -65,6 +65,12 @@ func TestValidateRefuses(t *testing.T) {
 		{"no hook", wat(t, noHook), ErrNoHooks},
 		{"wrong hook signature", wat(t, badSignature), ErrExport},
 		{"imports from env", wat(t, envImport), ErrForbiddenImport},
+		// ABI.md allows function imports only; these were refused by the
+		// dry run's instantiation failing, not as forbidden imports.
+		{"imports a global", wat(t, `(module (import "wasi_snapshot_preview1" "g" (global i32)) `+abiPrelude+`
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64) (i64.const 0x0000004000000007)))`), ErrForbiddenImport},
+		{"imports a table", wat(t, `(module (import "wasi_snapshot_preview1" "t" (table 1 funcref)) `+abiPrelude+`
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64) (i64.const 0x0000004000000007)))`), ErrForbiddenImport},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,7 +49,14 @@ type hostileShape struct {
 	locals [][2]uint64
 	table  []byte // a table section payload, or nil
 	start  bool   // add a start section naming the version function
-	extra  int    // extra empty functions
+	extra  int    // extra functions, empty unless extraBody is set
+	// extraBody is the body of every extra function (after its local
+	// declarations, ending in end; type () -> ()).
+	extraBody []byte
+	// elem is an element section payload, or nil.
+	elem []byte
+	// exports are extra exports of function 0, each an export entry.
+	exports [][]byte
 }
 
 // abiModule builds a module with the ABI's exports and shape's bombs.
@@ -68,13 +75,13 @@ func abiModule(sh hostileShape) []byte {
 	}
 	funcs := wasmSection(3, vec(fnTypes...))
 	memory := wasmSection(5, vec([]byte{0, 1}))
-	exports := wasmSection(7, vec(
+	exports := wasmSection(7, vec(append([][]byte{
 		append(name("memory"), 2, 0),
 		append(name("edgereg_abi_version"), 0, 0),
 		append(name("edgereg_alloc"), 0, 1),
 		append(name("edgereg_free"), 0, 2),
 		append(name("edgereg_route_filter"), 0, 3),
-	))
+	}, sh.exports...)...))
 	code := func(locals [][2]uint64, body []byte) []byte {
 		var decl [][]byte
 		for _, l := range locals {
@@ -93,8 +100,12 @@ func abiModule(sh hostileShape) []byte {
 		code(nil, []byte{0x0b}),
 		code(sh.locals, body),
 	}
+	extraBody := sh.extraBody
+	if extraBody == nil {
+		extraBody = []byte{0x0b}
+	}
 	for range sh.extra {
-		bodies = append(bodies, code(nil, []byte{0x0b}))
+		bodies = append(bodies, code(nil, extraBody))
 	}
 	out := []byte("\x00asm\x01\x00\x00\x00")
 	out = append(out, types...)
@@ -107,10 +118,22 @@ func abiModule(sh hostileShape) []byte {
 	if sh.start {
 		out = append(out, wasmSection(8, uleb(0))...)
 	}
-	return append(out, wasmSection(10, vec(bodies...))...)
+	if sh.elem != nil {
+		out = append(out, wasmSection(9, sh.elem)...)
+	}
+	out = append(out, wasmSection(10, vec(bodies...))...)
+	// {1: {1: [], 2: []}} at 64: the empty route, for a valid filter.
+	route := []byte{0xa1, 0x01, 0xa2, 0x01, 0x80, 0x02, 0x80}
+	seg := append([]byte{0x00, 0x41, 0xc0, 0x00, 0x0b}, uleb(uint64(len(route)))...)
+	return append(out, wasmSection(11, vec(append(seg, route...)))...)
 }
 
 func repeat(b []byte, n int) []byte { return bytes.Repeat(b, n) }
+
+// validFilter is a route filter body that answers the empty route
+// {1: {1: [], 2: []}} (the data segment at 64): a module with it is valid,
+// so only a limit refuses it.
+var validFilter = []byte{0x42, 0x87, 0x80, 0x80, 0x80, 0x80, 0x08, 0x0b}
 
 func HostileShapes() []Shape {
 	nested := func(open []byte, n int) []byte {
@@ -128,6 +151,21 @@ func HostileShapes() []Shape {
 		b := repeat([]byte{0x41, 0}, n)
 		b = append(b, repeat([]byte{0x1a}, n)...)
 		return append(b, 0x42, 0, 0x0b)
+	}
+	// passive is an element section of one passive segment of n
+	// references to function 0: wazero keeps ~110 bytes per entry for the
+	// module and 8 more per instance, where the binary spends one.
+	passive := func(n int) []byte {
+		seg := append([]byte{0x01, 0x00}, uleb(uint64(n))...)
+		return vec(append(seg, repeat([]byte{0}, n)...))
+	}
+	// exports are n distinct three-character export names for function 0.
+	exports := func(n int) [][]byte {
+		out := make([][]byte, n)
+		for i := range out {
+			out[i] = append(name(string([]byte{byte(0x21 + i%94), byte(0x21 + i/94%94), byte(0x21 + i/94/94%94)})), 0, 0)
+		}
+		return out
 	}
 	tableGrow := append(append([]byte{0xd0, 0x70, 0x41}, uleb(1_000_000)...), 0xfc, 15, 0, 0x1a, 0x42, 0, 0x0b)
 	return []Shape{
@@ -150,5 +188,28 @@ func HostileShapes() []Shape {
 		{"two-tables", "tables", abiModule(hostileShape{table: vec([]byte{0x70, 0, 1}, []byte{0x70, 0, 1})})},
 		{"functions-30k", "functions", abiModule(hostileShape{extra: 30_000})},
 		{"start-function", "start function", abiModule(hostileShape{start: true})},
+		{"passive-elements-4M", "element entries", abiModule(hostileShape{body: validFilter, elem: passive(4_000_000)})},
+		{"exports-600k", "exports", abiModule(hostileShape{body: validFilter, exports: exports(600_000)})},
 	}
+}
+
+// DivisionChain returns a valid ABI module with functions extra functions,
+// each a chain of ops signed 64-bit divisions: wazero emits about 45 bytes
+// of machine code for each 3-byte division (zero and overflow checks), so
+// a module of 3.6 MB (12 functions of 100,000) compiles to about 160 MB of
+// code, which the node maps for as long as it keeps the module.
+func DivisionChain(functions, ops int) []byte {
+	body := []byte{0x42, 1}
+	body = append(body, repeat([]byte{0x42, 1, 0x7f}, ops)...)
+	body = append(body, 0x1a, 0x0b)
+	return abiModule(hostileShape{extra: functions, extraBody: body, body: validFilter})
+}
+
+// SlowCompile returns a valid ABI module of 4 MB, within every structural
+// limit, whose compilation takes about 20 s on a loaded 2-core machine
+// (330 functions of blocks nested 4,000 deep): an upload that runs until
+// its deadline.
+func SlowCompile() []byte {
+	body := append(repeat([]byte{0x02, 0x40}, 4000), repeat([]byte{0x0b}, 4001)...)
+	return abiModule(hostileShape{extra: 330, extraBody: body, body: validFilter})
 }
