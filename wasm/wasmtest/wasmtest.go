@@ -12,7 +12,7 @@ type Shape struct {
 	Module      []byte
 }
 
-// HostileShapes returns every shape.
+// uleb encodes v as an unsigned LEB128 integer, as WebAssembly does.
 func uleb(v uint64) []byte {
 	var out []byte
 	for {
@@ -135,6 +135,8 @@ func repeat(b []byte, n int) []byte { return bytes.Repeat(b, n) }
 // so only a limit refuses it.
 var validFilter = []byte{0x42, 0x87, 0x80, 0x80, 0x80, 0x80, 0x08, 0x0b}
 
+// HostileShapes returns every hostile shape, each a module that a policy
+// host must refuse by the limit the shape names.
 func HostileShapes() []Shape {
 	nested := func(open []byte, n int) []byte {
 		b := repeat(open, n)
