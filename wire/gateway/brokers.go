@@ -89,6 +89,17 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 	}
 	e := t.brokers[key]
 	var replaced *brokerEntry
+	why := "broker address registered with another identity: replacing its registration"
+	if e != nil && e.id == r.id && refusedEverywhere(e.reg) {
+		// Every node refused the registrar for good, but a refusal can
+		// stand on another broker's lease (the group held in another
+		// cluster, a newer state at another address) that has expired
+		// since. A NameServer judges every periodic registration afresh:
+		// so does the gateway, at the broker's own pace.
+		why = "every node had refused the broker: registering it afresh"
+		replaced, e = e, nil
+		delete(t.brokers, key)
+	}
 	if e != nil && e.id != r.id {
 		// Same address, another identity (a slave promoted, a group
 		// renamed): a fresh registrar registers the new identity, which
@@ -136,8 +147,7 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 	}
 	t.mu.Unlock()
 	if replaced != nil {
-		t.g.log.Info("broker address registered with another identity: replacing its registration",
-			"cluster", key.cluster, "addr", key.addr, "was", replaced.id.BrokerName, "id", replaced.id.BrokerID)
+		t.g.log.Info(why, "cluster", key.cluster, "addr", key.addr, "was", replaced.id.BrokerName, "id", replaced.id.BrokerID)
 		replaced.reg.Close()
 	}
 	if fresh {
@@ -148,11 +158,25 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 	states := e.reg.Nodes()
 	if !slices.ContainsFunc(states, func(s broker.NodeState) bool { return s.Registered }) {
 		// Say so rather than SUCCESS: the broker logs it and registers
-		// again at its next period, while the registrar keeps trying.
+		// again at its next period, while the registrar keeps trying
+		// (or, refused by every node, is replaced by that registration).
+		if refusedEverywhere(e.reg) {
+			return "", "", fmt.Errorf("%w: %s", errRefusedEverywhere, lastError(states))
+		}
 		return "", "", fmt.Errorf("%w: %s", errNotAcked, lastError(states))
 	}
 	masterAddr, masterHA = masterOf(states)
 	return masterAddr, masterHA, nil
+}
+
+// errRefusedEverywhere is returned for a registration every node refused.
+var errRefusedEverywhere = errors.New("edgereg gateway: every node refused the registration (judged again at the broker's next registration)")
+
+// refusedEverywhere reports whether every node listed refused reg for good,
+// so that it has stopped trying.
+func refusedEverywhere(reg *broker.Registrar) bool {
+	states := reg.Nodes()
+	return len(states) > 0 && !slices.ContainsFunc(states, func(s broker.NodeState) bool { return s.Refused == nil })
 }
 
 // errNotAcked is returned for a registration no node has acknowledged yet.
@@ -242,7 +266,7 @@ func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
 		states := e.reg.Nodes()
 		if slices.ContainsFunc(states, func(s broker.NodeState) bool {
 			return s.Registered && (e.id.BrokerID == wire.MasterID || s.MasterAddr != "")
-		}) {
+		}) || refusedEverywhere(e.reg) {
 			return
 		}
 		select {
