@@ -89,6 +89,7 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 	}
 	e := t.brokers[key]
 	var replaced *brokerEntry
+	var displaced []*brokerEntry
 	why := "broker address registered with another identity: replacing its registration"
 	if e != nil && e.id == r.id && refusedEverywhere(e.reg) {
 		// Every node refused the registrar for good, but a refusal can
@@ -135,6 +136,7 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 			return "", "", err
 		}
 		t.brokers[key] = e
+		displaced = t.displacedLocked(e)
 	} else if err = e.reg.UpsertTopics(topics...); err != nil {
 		t.mu.Unlock()
 		return "", "", err
@@ -149,6 +151,11 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 	if replaced != nil {
 		t.g.log.Info(why, "cluster", key.cluster, "addr", key.addr, "was", replaced.id.BrokerName, "id", replaced.id.BrokerID)
 		replaced.reg.Close()
+	}
+	for _, d := range displaced {
+		t.g.log.Info("broker id registered at another address: dropping the old address's registration",
+			"cluster", d.key.cluster, "broker", d.id.BrokerName, "id", d.id.BrokerID, "was", d.key.addr, "now", key.addr)
+		d.reg.Close()
 	}
 	if fresh {
 		t.g.log.Info("broker registered through the gateway", "cluster", key.cluster, "broker", r.id.BrokerName,
@@ -177,6 +184,27 @@ var errRefusedEverywhere = errors.New("edgereg gateway: every node refused the r
 func refusedEverywhere(reg *broker.Registrar) bool {
 	states := reg.Nodes()
 	return len(states) > 0 && !slices.ContainsFunc(states, func(s broker.NodeState) bool { return s.Refused == nil })
+}
+
+// displacedLocked removes from the table, and returns, the entries of e's
+// broker id (cluster, group, id) at other addresses. One id is one address
+// (the node moves the id with the newer registration): a broker that came
+// back at a new address has left the old one, and the old address's
+// registrar, renewing a lease for a broker that is silent now, would
+// register the old address again once the node dropped its lease, taking
+// the id back from the live broker at every heartbeat. It is closed without
+// unregistering, as the node already dropped that lease; a broker still
+// alive there registers again at its next period, as with a NameServer,
+// where the latest registration of an id wins. With t.mu held.
+func (t *brokerTable) displacedLocked(e *brokerEntry) []*brokerEntry {
+	var out []*brokerEntry
+	for k, o := range t.brokers {
+		if o != e && k.cluster == e.key.cluster && o.id.BrokerName == e.id.BrokerName && o.id.BrokerID == e.id.BrokerID {
+			out = append(out, o)
+			delete(t.brokers, k)
+		}
+	}
+	return out
 }
 
 // errNotAcked is returned for a registration no node has acknowledged yet.

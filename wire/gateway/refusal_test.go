@@ -48,3 +48,65 @@ func TestRefusedRegistrationRetriedAtTheBrokersNextPeriod(t *testing.T) {
 		t.Errorf("registration answered SUCCESS (%q) but the node holds no lease for %s", last.Remark, masterAddr)
 	}
 }
+
+// A master that comes back at another address (a new pod, a new host) takes
+// its broker id there. The gateway's registrar for the old address, whose
+// broker is silent now, must not fight it: before, it heartbeated on for the
+// broker timeout (120 s), found its lease dropped, registered the dead
+// address as the master again, and the group's master address flipped
+// between the live and the dead broker at every heartbeat. A NameServer
+// keeps the latest registration of an id (the dead broker re-registers
+// nothing); so does the gateway, which drops the old address's registrar.
+func TestMasterMovedToANewAddressIsNotFoughtBack(t *testing.T) {
+	s := startSite(t, 1, func(c *gateway.Config) { c.HeartbeatInterval = 20 * time.Millisecond })
+	c := s.dial()
+	old := fixtureCommand(t, "v5_register_broker_request.hex")
+	if resp := c.call(old); resp.Code != remoting.Success {
+		t.Fatalf("first registration: %d %q", resp.Code, resp.Remark)
+	}
+	const movedAddr = "127.0.0.1:10931"
+	moved := fixtureCommand(t, "v5_register_broker_request.hex")
+	moved.ExtFields["brokerAddr"] = movedAddr
+	moved.Opaque = opaque.Add(1)
+	if resp := c.call(moved); resp.Code != remoting.Success {
+		t.Fatalf("registration at the new address: %d %q", resp.Code, resp.Remark)
+	}
+	// Both registrars heartbeat every 20 ms; 25 heartbeats of the new
+	// address on one epoch give the old registrar ample time to fight.
+	tn := s.nodes[0]
+	epochs := map[uint64]bool{}
+	oldSeen := 0
+	var first wire.LeaseInfo
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, ok := s.lease(tn, masterAddr); ok {
+			oldSeen++
+		}
+		l, ok := s.lease(tn, movedAddr)
+		if !ok {
+			continue
+		}
+		epochs[l.Epoch] = true
+		if first.Epoch == 0 {
+			first = l
+		}
+		if l.Epoch == first.Epoch && l.Heartbeats >= first.Heartbeats+25 {
+			break
+		}
+	}
+	if len(epochs) != 1 || oldSeen > 1 {
+		t.Errorf("the moved master was displaced: %d epochs of %s, and the old address %s held a lease in %d polls",
+			len(epochs), movedAddr, masterAddr, oldSeen)
+	}
+	if l, ok := s.lease(tn, masterAddr); ok {
+		t.Errorf("the node holds a lease for the old address again (epoch %d, broker id %d): the gateway re-registered a silent broker over the live one", l.Epoch, l.BrokerID)
+	}
+	route, ok := s.routeTopics(tn, "TopicTest")
+	if !ok || route.Brokers[0].Addrs[wire.MasterID] != movedAddr {
+		t.Errorf("route of TopicTest names master %v, want %s", route.Brokers, movedAddr)
+	}
+	for _, b := range s.gw.Brokers() {
+		if b.Addr == masterAddr {
+			t.Errorf("the gateway still keeps the old address %s registered", masterAddr)
+		}
+	}
+}
