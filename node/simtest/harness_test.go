@@ -351,6 +351,11 @@ type simConfig struct {
 	// FirstClientFanout, when set, is client 0's routeclient Fanout (the
 	// others keep the default).
 	FirstClientFanout int
+	// ExtraTopics, when set, is how many topics each broker holds besides
+	// its own and the shared one: a large registration.
+	ExtraTopics int
+	// Broker, when set, edits every broker's registrar configuration.
+	Broker func(*broker.Config)
 }
 
 // sim is one deployment inside a synctest bubble. newSim registers a
@@ -579,14 +584,21 @@ func (s *sim) startBroker(i int) *simBroker {
 		{Name: sharedTopic, ReadQueues: 4, WriteQueues: 4, Perm: wire.PermRead | wire.PermWrite},
 		{Name: b.topic, ReadQueues: 8, WriteQueues: 8, Perm: wire.PermRead | wire.PermWrite},
 	}
-	r, err := broker.New(broker.Config{
+	for j := range s.cfg.ExtraTopics {
+		topics = append(topics, wire.TopicConfig{Name: fmt.Sprintf("%s-extra-%06d", b.topic, j), ReadQueues: 8, WriteQueues: 8, Perm: wire.PermRead | wire.PermWrite})
+	}
+	bc := broker.Config{
 		Identity:  broker.Identity{Cluster: clusterName, BrokerName: b.name, Addr: b.addr},
 		Topics:    topics,
 		Nodes:     nodes.Static(s.nodeAddrs()...),
 		TLS:       s.tlsFor(pki.RoleBroker, b.name, []string{b.name}),
 		Logger:    s.ev.logger("broker", i),
 		Transport: b.tr,
-	})
+	}
+	if s.cfg.Broker != nil {
+		s.cfg.Broker(&bc)
+	}
+	r, err := broker.New(bc)
 	if err != nil {
 		s.t.Fatalf("broker %d: %v", i, err)
 	}

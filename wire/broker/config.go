@@ -88,8 +88,11 @@ type Config struct {
 	// means the node's default (120 s unless configured otherwise).
 	HeartbeatTimeout time.Duration
 	// RequestTimeout bounds each request. Default 5 s, at most
-	// MaxRequestTimeout. Run also bounds its graceful unregistration
-	// (dial included) by it.
+	// MaxRequestTimeout. A request carrying topics (a full registration,
+	// a topic update) may take a millisecond per topic longer, so that a
+	// large registration crosses a slow, lossy link instead of being cut
+	// and started over at every attempt. Run also bounds its graceful
+	// unregistration (dial included) by it.
 	RequestTimeout time.Duration
 	// DialTimeout bounds each dial of a session, the QUIC handshake.
 	// Default three times RequestTimeout (DefaultDialTimeout, 15 s), at

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgereg/edgereg/node"
+	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/broker"
 	"github.com/edgereg/edgereg/wire/nodes"
@@ -184,4 +185,41 @@ func TestFollowsTheTightestNode(t *testing.T) {
 	waitFor(t, "the default node's interval once the tight node left the list", func() bool {
 		return r.HeartbeatInterval() == node.DefaultHeartbeatInterval
 	})
+}
+
+// TestRunEndsWhenTheListShrinksToRefusingNodes lists two nodes, one of
+// which refuses the broker for good (its group is held in another cluster
+// there), then drops the one that accepted it. Every node still listed has
+// refused: Run returns the refusal, as it does when every node refuses at
+// once, instead of running on with the broker registered nowhere.
+func TestRunEndsWhenTheListShrinksToRefusingNodes(t *testing.T) {
+	ca := newTestCA(t)
+	tns, addrs := startNodes(t, ca, 2)
+	if _, err := tns[0].Node().Registry().Register(registry.Registration{
+		Cluster: "other-cluster", BrokerName: brokerName, Addr: "127.0.0.1:10999"}); err != nil {
+		t.Fatal(err)
+	}
+	list := nodes.NewList(addrs...)
+	r, err := broker.New(testConfig(t, ca, list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(context.Background()) }()
+	waitFor(t, "the refusal of the first node and the registration with the second", func() bool {
+		a, _ := stateOf(r, addrs[0])
+		b, _ := stateOf(r, addrs[1])
+		return a.Refused != nil && b.Registered
+	})
+
+	list.Set(addrs[0])
+	select {
+	case err = <-ran:
+	case <-time.After(10 * time.Second):
+		r.Close()
+		t.Fatal("Run kept running with every listed node refusing the broker")
+	}
+	if !errors.Is(err, broker.ErrRefused) || !errors.Is(err, wire.ErrConflict) {
+		t.Errorf("Run returned %v, want the first node's conflict", err)
+	}
 }

@@ -441,6 +441,7 @@ func (r *Registrar) setNodes(addrs []string) {
 		r.wg.Add(1)
 		go s.run()
 	}
+	r.checkRefusedLocked() // the nodes left may all have refused
 	r.broadcastLocked()
 }
 

@@ -632,3 +632,42 @@ func TestWaitSyncedBeforeRun(t *testing.T) {
 		t.Errorf("WaitSynced on a registrar closed before it started: %v, want ErrStopped", err)
 	}
 }
+
+// TestStopWithOneNodeBlackHoled cuts the link to one of two nodes, so that
+// its packets vanish without an error (no ICMP, no reset): Stop still
+// unregisters from the other node, returns by its context, and reports the
+// black-holed node as failed.
+func TestStopWithOneNodeBlackHoled(t *testing.T) {
+	ca := newTestCA(t)
+	tns, addrs := startNodes(t, ca, 2)
+	p := newProxy(t, addrs[1])
+	cfg := testConfig(t, ca, nodes.Static(addrs[0], p.Addr()))
+	cfg.ProbeInterval = -1 // nothing notices the cut before Stop
+	r := startRegistrar(t, cfg)
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	p.SetDrop(100)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(ctx) }()
+	var err error
+	select {
+	case err = <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stop did not return after its context ended")
+	}
+	if err == nil || !strings.Contains(err.Error(), p.Addr()) {
+		t.Errorf("Stop returned %v, want the black-holed node's failure", err)
+	}
+	if strings.Contains(err.Error(), addrs[0]) {
+		t.Errorf("Stop reported the reachable node as failed: %v", err)
+	}
+	if _, ok := lease(tns[0], brokerAddr); ok {
+		t.Error("the reachable node still holds the lease after Stop")
+	}
+	if _, ok := lease(tns[1], brokerAddr); !ok {
+		t.Error("the black-holed node lost the lease: the cut did not hold")
+	}
+}

@@ -366,7 +366,20 @@ func (s *session) opContext() (context.Context, context.CancelFunc) {
 // request to a node that stopped reading gives up at that deadline too
 // (client.Pipe bounds its writes by the context).
 func (s *session) do(conn *client.Conn, fn func(context.Context) error) error {
-	ctx, cancel := s.opContext()
+	return s.doTopics(conn, 0, fn)
+}
+
+// timePerTopic is how much longer than RequestTimeout a request carrying
+// topics (a full registration, a topic update) may take, per topic: about
+// 32 KB/s. A registration of 20,000 topics (0.65 MB) takes some 10 s to
+// cross a 100 ms link losing 10 % of its packets; bounded by RequestTimeout
+// alone, every attempt was cut and started over, and the broker never
+// registered.
+const timePerTopic = time.Millisecond
+
+// doTopics is do for a request carrying n topics.
+func (s *session) doTopics(conn *client.Conn, n int, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(s.opCtx, s.r.cfg.RequestTimeout+time.Duration(n)*timePerTopic)
 	defer cancel()
 	return fn(ctx)
 }
@@ -385,7 +398,7 @@ func (s *session) register(conn *client.Conn) error {
 	r.mu.Unlock()
 
 	var ack wire.RegisterAck
-	err := s.do(conn, func(ctx context.Context) (err error) {
+	err := s.doTopics(conn, len(req.Topics), func(ctx context.Context) (err error) {
 		ack, err = conn.Register(ctx, req)
 		return err
 	})
@@ -446,7 +459,7 @@ func (s *session) updateTopics(conn *client.Conn) error {
 	slices.SortFunc(req.Upsert, func(a, b wire.TopicConfig) int { return strings.Compare(a.Name, b.Name) })
 
 	var ack wire.LeaseAck
-	err := s.do(conn, func(ctx context.Context) (err error) {
+	err := s.doTopics(conn, len(req.Upsert)+len(req.Remove), func(ctx context.Context) (err error) {
 		ack, err = conn.UpdateTopics(ctx, req)
 		return err
 	})

@@ -89,6 +89,18 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 	}
 	e := t.brokers[key]
 	var replaced *brokerEntry
+	var displaced []*brokerEntry
+	why := "broker address registered with another identity: replacing its registration"
+	if e != nil && e.id == r.id && refusedEverywhere(e.reg) {
+		// Every node refused the registrar for good, but a refusal can
+		// stand on another broker's lease (the group held in another
+		// cluster, a newer state at another address) that has expired
+		// since. A NameServer judges every periodic registration afresh:
+		// so does the gateway, at the broker's own pace.
+		why = "every node had refused the broker: registering it afresh"
+		replaced, e = e, nil
+		delete(t.brokers, key)
+	}
 	if e != nil && e.id != r.id {
 		// Same address, another identity (a slave promoted, a group
 		// renamed): a fresh registrar registers the new identity, which
@@ -124,6 +136,7 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 			return "", "", err
 		}
 		t.brokers[key] = e
+		displaced = t.displacedLocked(e)
 	} else if err = e.reg.UpsertTopics(topics...); err != nil {
 		t.mu.Unlock()
 		return "", "", err
@@ -136,9 +149,13 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 	}
 	t.mu.Unlock()
 	if replaced != nil {
-		t.g.log.Info("broker address registered with another identity: replacing its registration",
-			"cluster", key.cluster, "addr", key.addr, "was", replaced.id.BrokerName, "id", replaced.id.BrokerID)
+		t.g.log.Info(why, "cluster", key.cluster, "addr", key.addr, "was", replaced.id.BrokerName, "id", replaced.id.BrokerID)
 		replaced.reg.Close()
+	}
+	for _, d := range displaced {
+		t.g.log.Info("broker id registered at another address: dropping the old address's registration",
+			"cluster", d.key.cluster, "broker", d.id.BrokerName, "id", d.id.BrokerID, "was", d.key.addr, "now", key.addr)
+		d.reg.Close()
 	}
 	if fresh {
 		t.g.log.Info("broker registered through the gateway", "cluster", key.cluster, "broker", r.id.BrokerName,
@@ -148,11 +165,46 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 	states := e.reg.Nodes()
 	if !slices.ContainsFunc(states, func(s broker.NodeState) bool { return s.Registered }) {
 		// Say so rather than SUCCESS: the broker logs it and registers
-		// again at its next period, while the registrar keeps trying.
+		// again at its next period, while the registrar keeps trying
+		// (or, refused by every node, is replaced by that registration).
+		if refusedEverywhere(e.reg) {
+			return "", "", fmt.Errorf("%w: %s", errRefusedEverywhere, lastError(states))
+		}
 		return "", "", fmt.Errorf("%w: %s", errNotAcked, lastError(states))
 	}
 	masterAddr, masterHA = masterOf(states)
 	return masterAddr, masterHA, nil
+}
+
+// errRefusedEverywhere is returned for a registration every node refused.
+var errRefusedEverywhere = errors.New("edgereg gateway: every node refused the registration (judged again at the broker's next registration)")
+
+// refusedEverywhere reports whether every node listed refused reg for good,
+// so that it has stopped trying.
+func refusedEverywhere(reg *broker.Registrar) bool {
+	states := reg.Nodes()
+	return len(states) > 0 && !slices.ContainsFunc(states, func(s broker.NodeState) bool { return s.Refused == nil })
+}
+
+// displacedLocked removes from the table, and returns, the entries of e's
+// broker id (cluster, group, id) at other addresses. One id is one address
+// (the node moves the id with the newer registration): a broker that came
+// back at a new address has left the old one, and the old address's
+// registrar, renewing a lease for a broker that is silent now, would
+// register the old address again once the node dropped its lease, taking
+// the id back from the live broker at every heartbeat. It is closed without
+// unregistering, as the node already dropped that lease; a broker still
+// alive there registers again at its next period, as with a NameServer,
+// where the latest registration of an id wins. With t.mu held.
+func (t *brokerTable) displacedLocked(e *brokerEntry) []*brokerEntry {
+	var out []*brokerEntry
+	for k, o := range t.brokers {
+		if o != e && k.cluster == e.key.cluster && o.id.BrokerName == e.id.BrokerName && o.id.BrokerID == e.id.BrokerID {
+			out = append(out, o)
+			delete(t.brokers, k)
+		}
+	}
+	return out
 }
 
 // errNotAcked is returned for a registration no node has acknowledged yet.
@@ -242,7 +294,7 @@ func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
 		states := e.reg.Nodes()
 		if slices.ContainsFunc(states, func(s broker.NodeState) bool {
 			return s.Registered && (e.id.BrokerID == wire.MasterID || s.MasterAddr != "")
-		}) {
+		}) || refusedEverywhere(e.reg) {
 			return
 		}
 		select {
