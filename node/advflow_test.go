@@ -135,7 +135,13 @@ func unreadBytesHeld(t *testing.T, tn *testNode, tr *quic.Transport, role pki.Ro
 		}
 	}
 	var held atomic.Int64
-	bulk := make([]byte, 32<<20)
+	// Frames too, so that a stream server that is not blocked yet reads
+	// at most one before its answer blocks (zeros would be an empty
+	// frame, and a stream the node stops reading).
+	var bulk []byte
+	for len(bulk) < 32<<20 {
+		bulk = append(bulk, frame...)
+	}
 	for _, s := range ss {
 		wg.Add(1)
 		go func() {
