@@ -29,6 +29,7 @@ const (
 	refusedHandshakes  = "handshakes_per_host" // handshakes in progress from one IP
 	refusedPerHost     = "conns_per_host"      // established connections of a class from one IP
 	refusedClientShare = "client_share"        // clients may hold at most 90 % of MaxConns
+	refusedPerIdentity = "conns_per_identity"  // a broker certificate's connections, every one holding a live session
 	refusedNoIdentity  = "no_identity"         // the certificate carries no usable identity
 	refusedQueue       = "handshake_queue"     // waited longer than HandshakeQueueTimeout for a handshake slot
 )
@@ -85,7 +86,7 @@ func classOf(p peer) connClass {
 type admission struct {
 	max, clientMax, handshakesPerHost int
 	perHost                           [2]int // by class
-	perIdentity                       int    // readers only; brokers are bounded per host
+	perIdentity                       [2]int // by class
 
 	mu          sync.Mutex
 	total       int
@@ -220,7 +221,7 @@ func newAdmission(cfg Config) *admission {
 		clientMax:         cfg.MaxConns - cfg.MaxConns/10,
 		handshakesPerHost: cfg.MaxHandshakesPerHost,
 		perHost:           [2]int{brokerClass: cfg.MaxBrokerConnsPerHost, userClass: cfg.MaxConnsPerHost},
-		perIdentity:       cfg.MaxConnsPerIdentity,
+		perIdentity:       [2]int{brokerClass: cfg.MaxBrokerConnsPerIdentity, userClass: cfg.MaxConnsPerIdentity},
 		handshaking:       make(map[string]int),
 		hosts:             [2]map[string]int{make(map[string]int), make(map[string]int)},
 		idents:            make(map[string][]*admitted),
@@ -500,7 +501,7 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 func (ad *admission) place(a *admitted) (victim *admitted, reason string) {
 	mine := ad.idents[a.ident] // none for an anonymous peer
 	hostFull := ad.hosts[a.class][a.host] >= ad.perHost[a.class]
-	identFull := a.ident != "" && a.class == userClass && len(mine) >= ad.perIdentity
+	identFull := a.ident != "" && len(mine) >= ad.perIdentity[a.class]
 	shareFull := a.class == userClass && ad.clients >= ad.clientMax
 	switch {
 	case hostFull:
@@ -510,6 +511,13 @@ func (ad *admission) place(a *admitted) (victim *admitted, reason string) {
 		// its new connection, or ended) still frees its slot at once.
 		if victim = ad.oldestReplaceable(mine, a.host); victim == nil {
 			return nil, refusedPerHost
+		}
+	case identFull && a.class == brokerClass:
+		// As on a full host: one certificate from many IPs cannot take
+		// every connection of the node, and its brokers with live
+		// sessions are not pushed out by a newcomer.
+		if victim = ad.oldestReplaceable(mine, ""); victim == nil {
+			return nil, refusedPerIdentity
 		}
 	case identFull:
 		victim = oldest(mine, "")
@@ -559,12 +567,12 @@ func (ad *admission) uncount(a *admitted) {
 	}
 }
 
-// oldestReplaceable is oldest among the connections of list on host that
-// hold no live broker session. With mu held.
+// oldestReplaceable is oldest among the connections of list on host (any
+// host when host is "") that hold no live broker session. With mu held.
 func (ad *admission) oldestReplaceable(list []*admitted, host string) *admitted {
 	var o *admitted
 	for _, c := range list {
-		if c.host != host || (c.class == brokerClass && ad.holdsLiveSession(c)) {
+		if (host != "" && c.host != host) || (c.class == brokerClass && ad.holdsLiveSession(c)) {
 			continue
 		}
 		if o == nil || c.last.Load() < o.last.Load() {

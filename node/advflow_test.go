@@ -15,6 +15,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
 )
 
@@ -251,4 +252,104 @@ func BenchmarkLargeRegistration(b *testing.B) {
 	// node's answers are mostly acknowledgements and window updates.
 	b.ReportMetric(float64(sent)/float64(b.N), "pkts-sent/op")
 	b.ReportMetric(float64(got)/float64(b.N), "pkts-from-node/op")
+}
+
+// TestOneBrokerCertificateCannotFillTheNode: broker and operator
+// connections were bounded per source IP only (1,024), so one broker
+// certificate dialling from a few IPs (about 10 by default) took every
+// connection of the node, and every other broker was refused before its
+// handshake. A broker certificate now has a limit over all IPs; past it,
+// its own connections without a live session are replaced, or the newest
+// is refused, and the node has room for other brokers.
+func TestOneBrokerCertificateCannotFillTheNode(t *testing.T) {
+	const maxConns, perHost, perIdent = 24, 8, 8
+	tn := startNode(t, func(c *Config) {
+		c.MaxConns, c.MaxBrokerConnsPerHost, c.MaxBrokerConnsPerIdentity = maxConns, perHost, perIdent
+	})
+	flood := tn.tlsFor(pki.RoleBroker, "flooding-broker")
+	dialed := 0
+	for _, ip := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+		tr := transportFrom(t, ip)
+		for range perHost + 2 {
+			if qc, err := dialFrom(tn, tr, flood, 5*time.Second); err == nil {
+				dialed++
+				defer qc.CloseWithError(0, "")
+			}
+		}
+	}
+	held := func() int {
+		tn.adm.mu.Lock()
+		defer tn.adm.mu.Unlock()
+		if tn.adm.handshakes > 0 {
+			return -1
+		}
+		n := 0
+		for _, l := range tn.adm.idents {
+			n += len(l)
+		}
+		return n
+	}
+	waitFor(t, "the flood's handshakes to end", func() bool { return held() >= 0 })
+	t.Logf("one broker certificate from 3 IPs: %d dials succeeded, %d connections held of the node's %d", dialed, held(), maxConns)
+	// Another broker, with its own certificate, on another IP, still gets
+	// in and registers.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: tn.tlsFor(pki.RoleBroker, "honest-broker")})
+	if err != nil {
+		t.Fatalf("another broker could not connect while one certificate flooded the node: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Register(ctx, registration("c", "honest", 0, "10.0.0.9:10911", "honest-topic")); err != nil {
+		t.Fatalf("another broker could not register while one certificate flooded the node: %v", err)
+	}
+	if n := held(); n > perIdent+1 {
+		t.Errorf("the flooding certificate holds %d connections, over its limit %d", n-1, perIdent)
+	}
+}
+
+// TestBrokerIdentityLimitReplacesOnlyDeadConnections checks the rule on
+// its own: a broker certificate at its limit over several hosts replaces
+// its least recently active connection without a live session, on any
+// host; when every one holds a live session the newcomer is refused.
+func TestBrokerIdentityLimitReplacesOnlyDeadConnections(t *testing.T) {
+	ad := newAdmission(Config{MaxConns: 20, MaxBrokerConnsPerHost: 3, MaxBrokerConnsPerIdentity: 2}.WithDefaults())
+	live := map[string]bool{}
+	ad.leaseLive = func(cluster, addr string) bool { return live[cluster+"/"+addr] }
+	seq := int64(0)
+	admit := func(host string) (*admitted, *admitted, string) {
+		seq++
+		a := &admitted{host: host, ident: "shared", class: brokerClass}
+		a.last.Store(seq)
+		ad.mu.Lock()
+		defer ad.mu.Unlock()
+		v, reason := ad.place(a)
+		if reason == "" {
+			if v != nil {
+				ad.uncount(v)
+			}
+			ad.countLocked(a)
+		}
+		return a, v, reason
+	}
+	a1, _, _ := admit("h1")
+	a2, _, _ := admit("h2")
+	// Neither holds a session (never registered): a third on h3 replaces
+	// the oldest, on another host.
+	a3, v, reason := admit("h3")
+	if reason != "" || v != a1 {
+		t.Fatalf("third connection of a certificate at its limit: victim %v, reason %q; want the oldest replaced", v, reason)
+	}
+	for i, a := range []*admitted{a2, a3} {
+		addr := fmt.Sprintf("10.0.0.%d:10911", i)
+		live["c/"+addr] = true
+		ad.holdSession(a, "c", addr)
+	}
+	// Both hold live sessions: the newcomer is refused, nobody replaced.
+	if _, v, reason := admit("h4"); reason != refusedPerIdentity || v != nil {
+		t.Fatalf("newcomer of a certificate whose connections all hold live sessions: victim %v, reason %q; want refused", v, reason)
+	}
+	if n := len(ad.idents["shared"]); n != 2 {
+		t.Fatalf("the certificate holds %d connections, want its limit 2", n)
+	}
 }

@@ -43,7 +43,13 @@ const (
 	// DefaultMaxBrokerConnsPerHost is generous: many brokers may share an
 	// IP behind NAT, and brokers never compete with readers for it.
 	DefaultMaxBrokerConnsPerHost = 1024
-	DefaultMaxHandshakesPerHost  = 128
+	// DefaultMaxBrokerConnsPerIdentity bounds one broker or operator
+	// certificate over every source IP: as many as one IP's broker budget,
+	// so a gateway's 1,000 brokers behind one certificate fit, while one
+	// certificate from many IPs can no longer take every connection of
+	// the node (MaxConns) and lock every other broker out.
+	DefaultMaxBrokerConnsPerIdentity = DefaultMaxBrokerConnsPerHost
+	DefaultMaxHandshakesPerHost      = 128
 	// DefaultHandshakeQueueTimeout is how long a handshake may wait for a
 	// slot: within the broker agent's dial timeout (wire/broker
 	// DefaultDialTimeout, 15 s) with time to spare for the handshake.
@@ -126,6 +132,12 @@ type Config struct {
 	// replaces its own least recently active connection there that holds
 	// no live broker session (admission.go). Default 1024.
 	MaxBrokerConnsPerHost int
+	// MaxBrokerConnsPerIdentity bounds the connections of one broker or
+	// operator certificate, over every source IP. At the limit its least
+	// recently active connection that holds no live broker session is
+	// replaced; when all hold one, the newest is refused (brokers sharing
+	// a certificate never push each other out). Default 1024.
+	MaxBrokerConnsPerIdentity int
 	// MaxHandshakesPerHost bounds handshakes in progress from one source IP,
 	// before any certificate is seen. Default 128.
 	MaxHandshakesPerHost int
@@ -256,6 +268,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxConnsPerHost, DefaultMaxConnsPerHost)
 	setDefault(&c.MaxConnsPerIdentity, DefaultMaxConnsPerIdentity)
 	setDefault(&c.MaxBrokerConnsPerHost, DefaultMaxBrokerConnsPerHost)
+	setDefault(&c.MaxBrokerConnsPerIdentity, DefaultMaxBrokerConnsPerIdentity)
 	setDefault(&c.MaxHandshakesPerHost, DefaultMaxHandshakesPerHost)
 	setDefault(&c.MaxHandshakes, DefaultMaxHandshakes())
 	setDefault(&c.HandshakeQueueTimeout, DefaultHandshakeQueueTimeout)
@@ -357,6 +370,7 @@ func (c Config) Validate() error {
 		{"--max-streams-per-conn", c.MaxStreamsPerConn}, {"--workers", c.Workers},
 		{"--max-conns-per-identity", c.MaxConnsPerIdentity},
 		{"--max-broker-conns-per-host", c.MaxBrokerConnsPerHost},
+		{"--max-broker-conns-per-identity", c.MaxBrokerConnsPerIdentity},
 		{"--max-handshakes-per-host", c.MaxHandshakesPerHost}, {"--broker-workers", c.BrokerWorkers},
 		{"--max-handshakes", c.MaxHandshakes},
 		{"--max-request-size", c.MaxRequestLen}, {"--max-broker-frame-size", c.MaxBrokerFrameLen},
