@@ -121,7 +121,10 @@ type Config struct {
 	// MaxConns bounds connections in total (readers may hold at most 90 %
 	// of it, so brokers and operators always find room), MaxConnsPerHost a
 	// source IP's reader connections (clients, nodes, anonymous peers),
-	// MaxStreamsPerConn concurrent streams per connection.
+	// MaxStreamsPerConn concurrent streams per connection. An idle stream
+	// costs the node about 10 KiB (its goroutine's stack, buffers, QUIC
+	// state), so one IP's readers may hold about MaxConnsPerHost x
+	// MaxStreamsPerConn x 10 KiB: 64 MiB at the defaults.
 	MaxConns, MaxConnsPerHost, MaxStreamsPerConn int
 	// MaxConnsPerIdentity bounds the connections of one reader certificate;
 	// a certificate at its limit replaces its least recently active
