@@ -177,7 +177,7 @@ func TestUnreadStreamDataHeldWithinReaderWindows(t *testing.T) {
 	tn := startNode(t, func(c *Config) { c.WriteTimeout = 30 * time.Second })
 	tr := delayedTransportFrom(t, "127.0.0.2", 10*time.Millisecond)
 	before := heapInUse()
-	held := unreadBytesHeld(t, tn, tr, pki.RoleClient, "hog", 8, 2<<20)
+	held := unreadBytesHeld(t, tn, tr, pki.RoleClient, "hog", 8, 1<<20)
 	t.Logf("one reader connection: %d KiB taken into streams the node does not read; heap in use grew by %d KiB",
 		held>>10, (int64(heapInUse())-int64(before))>>10)
 	if limit := int64(connWindow) + 16<<10; held > limit {
@@ -203,7 +203,7 @@ func TestBrokerWindowsGrowWithinOneBudget(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			held[i] = unreadBytesHeld(t, tn, tr, pki.RoleBroker, fmt.Sprintf("broker-%d", i), 8, 2<<20)
+			held[i] = unreadBytesHeld(t, tn, tr, pki.RoleBroker, fmt.Sprintf("broker-%d", i), 6, 1<<20)
 		}()
 	}
 	wg.Wait()

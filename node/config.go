@@ -169,7 +169,11 @@ type Config struct {
 	// much again for its answers larger than 16 KiB being written, so a
 	// peer that reads nothing cannot make the node hold an answer per
 	// stream; an answer that cannot get budget within the write timeout
-	// has its stream reset as a write that timed out.
+	// has its stream reset as a write that timed out. It is also what
+	// brokers' and operators' QUIC connection receive windows may grow by
+	// together, past their initial 128 KiB (readers' never grow), since
+	// what a peer sent and the node has not read waits in QUIC's buffers
+	// (admission.go, allowWindowIncrease).
 	MaxBytesInFlight int
 	// UDPReceiveBuffer is the receive buffer asked for the node's UDP
 	// socket (SO_RCVBUFFORCE where the process may, else SO_RCVBUF up to
