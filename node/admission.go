@@ -29,6 +29,7 @@ const (
 	refusedHandshakes  = "handshakes_per_host" // handshakes in progress from one IP
 	refusedPerHost     = "conns_per_host"      // established connections of a class from one IP
 	refusedClientShare = "client_share"        // clients may hold at most 90 % of MaxConns
+	refusedPerIdentity = "conns_per_identity"  // a broker certificate's connections, every one holding a live session
 	refusedNoIdentity  = "no_identity"         // the certificate carries no usable identity
 	refusedQueue       = "handshake_queue"     // waited longer than HandshakeQueueTimeout for a handshake slot
 )
@@ -85,7 +86,7 @@ func classOf(p peer) connClass {
 type admission struct {
 	max, clientMax, handshakesPerHost int
 	perHost                           [2]int // by class
-	perIdentity                       int    // readers only; brokers are bounded per host
+	perIdentity                       [2]int // by class
 
 	mu          sync.Mutex
 	total       int
@@ -103,6 +104,10 @@ type admission struct {
 	leaseLive func(cluster, addr string) bool
 
 	gate *handshakeGate
+
+	// windows is what brokers' connection receive windows may grow by,
+	// node-wide (allowWindowIncrease).
+	windows windowBudget
 
 	// Handshakes that timed out and ones that completed in the evidence
 	// window that began at evidenceSince, and in the window before it.
@@ -130,6 +135,9 @@ type admitted struct {
 	sessions    []sessionKey // leases renewed over this connection; guarded by admission.mu
 	slot        *gateSlot    // the handshake slot held; guarded by admission.mu
 	keepSlot    bool         // a broker keeps its slot until it registers; guarded by admission.mu
+
+	windowGrows bool  // its receive window may grow (a broker's); guarded by windows.mu
+	windowGrown int64 // what its window grew by, from the budget; guarded by windows.mu
 }
 
 // giveBackSlot returns a's handshake slot, if it holds one. With
@@ -213,12 +221,13 @@ func newAdmission(cfg Config) *admission {
 		clientMax:         cfg.MaxConns - cfg.MaxConns/10,
 		handshakesPerHost: cfg.MaxHandshakesPerHost,
 		perHost:           [2]int{brokerClass: cfg.MaxBrokerConnsPerHost, userClass: cfg.MaxConnsPerHost},
-		perIdentity:       cfg.MaxConnsPerIdentity,
+		perIdentity:       [2]int{brokerClass: cfg.MaxBrokerConnsPerIdentity, userClass: cfg.MaxConnsPerIdentity},
 		handshaking:       make(map[string]int),
 		hosts:             [2]map[string]int{make(map[string]int), make(map[string]int)},
 		idents:            make(map[string][]*admitted),
 		sessions:          make(map[sessionKey]*admitted),
 		gate:              newHandshakeGate(cfg.MaxHandshakes, cfg.HandshakeQueueTimeout, handshakeSlotHold),
+		windows:           windowBudget{left: int64(cfg.MaxBytesInFlight)},
 	}
 }
 
@@ -363,6 +372,7 @@ func (ad *admission) release(a *admitted, cause error) {
 	}
 	ad.uncount(a)
 	ad.dropSessions(a)
+	ad.windows.giveBack(a)
 	ad.mu.Unlock()
 	if failed && ad.onFailure != nil {
 		ad.onFailure(a, cause) // the handshake never completed
@@ -466,6 +476,9 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 			ad.uncount(victim)
 		}
 		ad.countLocked(a)
+		if class == brokerClass {
+			ad.windows.letGrow(a)
+		}
 	}
 	ad.mu.Unlock()
 	if victim != nil {
@@ -488,7 +501,7 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 func (ad *admission) place(a *admitted) (victim *admitted, reason string) {
 	mine := ad.idents[a.ident] // none for an anonymous peer
 	hostFull := ad.hosts[a.class][a.host] >= ad.perHost[a.class]
-	identFull := a.ident != "" && a.class == userClass && len(mine) >= ad.perIdentity
+	identFull := a.ident != "" && len(mine) >= ad.perIdentity[a.class]
 	shareFull := a.class == userClass && ad.clients >= ad.clientMax
 	switch {
 	case hostFull:
@@ -498,6 +511,13 @@ func (ad *admission) place(a *admitted) (victim *admitted, reason string) {
 		// its new connection, or ended) still frees its slot at once.
 		if victim = ad.oldestReplaceable(mine, a.host); victim == nil {
 			return nil, refusedPerHost
+		}
+	case identFull && a.class == brokerClass:
+		// As on a full host: one certificate from many IPs cannot take
+		// every connection of the node, and its brokers with live
+		// sessions are not pushed out by a newcomer.
+		if victim = ad.oldestReplaceable(mine, ""); victim == nil {
+			return nil, refusedPerIdentity
 		}
 	case identFull:
 		victim = oldest(mine, "")
@@ -547,12 +567,12 @@ func (ad *admission) uncount(a *admitted) {
 	}
 }
 
-// oldestReplaceable is oldest among the connections of list on host that
-// hold no live broker session. With mu held.
+// oldestReplaceable is oldest among the connections of list on host (any
+// host when host is "") that hold no live broker session. With mu held.
 func (ad *admission) oldestReplaceable(list []*admitted, host string) *admitted {
 	var o *admitted
 	for _, c := range list {
-		if c.host != host || (c.class == brokerClass && ad.holdsLiveSession(c)) {
+		if (host != "" && c.host != host) || (c.class == brokerClass && ad.holdsLiveSession(c)) {
 			continue
 		}
 		if o == nil || c.last.Load() < o.last.Load() {
@@ -743,4 +763,81 @@ func (l *limitedLog) Warn(msg string, args ...any) {
 		args = append(args, "suppressed_since_last", n)
 	}
 	l.log.Warn(msg, args...)
+}
+
+// Connection receive windows. Data a peer has sent and the node has not
+// read yet sits in quic-go's buffers, outside the byte budgets of
+// conn.go, up to the connection's receive window; quic-go grows a window
+// that is read fast (auto-tuning) up to quic.Config's
+// MaxConnectionReceiveWindow. quic-go's defaults (15 MiB a connection)
+// let one peer that sends fast, then into streams the node is not reading
+// (their answers unread, or waiting for a byte budget), make the node
+// hold 15 MiB per connection, 960 MiB from one IP's 64 reader
+// connections. The initial windows are one setting for every connection,
+// but each increase is asked of allowWindowIncrease with the connection:
+//
+//   - a reader's requests are small, so its window never grows past
+//     connWindow: one IP's readers hold at most 64 x 128 KiB = 8 MiB
+//     unread;
+//   - a broker's or operator's window grows, for large registrations, up
+//     to maxConnWindow, and all of their growth together comes from one
+//     node-wide budget of MaxBytesInFlight, given back as connections end.
+const (
+	// streamWindow is a stream's initial receive window: a request, a
+	// registration of a few hundred topics.
+	streamWindow = 64 << 10
+	// connWindow is a connection's initial receive window, and a
+	// reader's for good.
+	connWindow = 128 << 10
+	// maxStreamWindow and maxConnWindow bound a broker's windows
+	// (quic-go's defaults, 6 and 15 MiB, rounded up to a broker frame).
+	maxStreamWindow = 8 << 20
+	maxConnWindow   = 16 << 20
+)
+
+// windowBudget is what brokers' connection windows may grow by, over the
+// whole node.
+type windowBudget struct {
+	// mu is a leaf lock: quic-go holds its flow controller's lock when it
+	// asks allowWindowIncrease, and admission.mu may be held around
+	// letGrow and giveBack.
+	mu   sync.Mutex
+	left int64
+}
+
+// letGrow lets a's window grow (a broker's or operator's connection,
+// once established).
+func (w *windowBudget) letGrow(a *admitted) {
+	w.mu.Lock()
+	a.windowGrows = true
+	w.mu.Unlock()
+}
+
+// giveBack returns what a's window grew by, once its connection ended.
+func (w *windowBudget) giveBack(a *admitted) {
+	w.mu.Lock()
+	a.windowGrows = false
+	w.left += a.windowGrown
+	a.windowGrown = 0
+	w.mu.Unlock()
+}
+
+// allowWindowIncrease is quic.Config.AllowConnectionWindowIncrease: a
+// reader's window never grows, a broker's by delta if the node-wide
+// budget has it. It runs inside quic-go (with its flow controller locked)
+// and so calls nothing on the connection but its Context.
+func (ad *admission) allowWindowIncrease(qc *quic.Conn, delta uint64) bool {
+	a, _ := qc.Context().Value(admittedKey{}).(*admitted)
+	if a == nil {
+		return false
+	}
+	w := &ad.windows
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !a.windowGrows || delta > uint64(w.left) {
+		return false
+	}
+	w.left -= int64(delta)
+	a.windowGrown += int64(delta)
+	return true
 }

@@ -43,7 +43,13 @@ const (
 	// DefaultMaxBrokerConnsPerHost is generous: many brokers may share an
 	// IP behind NAT, and brokers never compete with readers for it.
 	DefaultMaxBrokerConnsPerHost = 1024
-	DefaultMaxHandshakesPerHost  = 128
+	// DefaultMaxBrokerConnsPerIdentity bounds one broker or operator
+	// certificate over every source IP: as many as one IP's broker budget,
+	// so a gateway's 1,000 brokers behind one certificate fit, while one
+	// certificate from many IPs can no longer take every connection of
+	// the node (MaxConns) and lock every other broker out.
+	DefaultMaxBrokerConnsPerIdentity = DefaultMaxBrokerConnsPerHost
+	DefaultMaxHandshakesPerHost      = 128
 	// DefaultHandshakeQueueTimeout is how long a handshake may wait for a
 	// slot: within the broker agent's dial timeout (wire/broker
 	// DefaultDialTimeout, 15 s) with time to spare for the handshake.
@@ -115,7 +121,10 @@ type Config struct {
 	// MaxConns bounds connections in total (readers may hold at most 90 %
 	// of it, so brokers and operators always find room), MaxConnsPerHost a
 	// source IP's reader connections (clients, nodes, anonymous peers),
-	// MaxStreamsPerConn concurrent streams per connection.
+	// MaxStreamsPerConn concurrent streams per connection. An idle stream
+	// costs the node about 10 KiB (its goroutine's stack, buffers, QUIC
+	// state), so one IP's readers may hold about MaxConnsPerHost x
+	// MaxStreamsPerConn x 10 KiB: 64 MiB at the defaults.
 	MaxConns, MaxConnsPerHost, MaxStreamsPerConn int
 	// MaxConnsPerIdentity bounds the connections of one reader certificate;
 	// a certificate at its limit replaces its least recently active
@@ -126,6 +135,12 @@ type Config struct {
 	// replaces its own least recently active connection there that holds
 	// no live broker session (admission.go). Default 1024.
 	MaxBrokerConnsPerHost int
+	// MaxBrokerConnsPerIdentity bounds the connections of one broker or
+	// operator certificate, over every source IP. At the limit its least
+	// recently active connection that holds no live broker session is
+	// replaced; when all hold one, the newest is refused (brokers sharing
+	// a certificate never push each other out). Default 1024.
+	MaxBrokerConnsPerIdentity int
 	// MaxHandshakesPerHost bounds handshakes in progress from one source IP,
 	// before any certificate is seen. Default 128.
 	MaxHandshakesPerHost int
@@ -154,7 +169,11 @@ type Config struct {
 	// much again for its answers larger than 16 KiB being written, so a
 	// peer that reads nothing cannot make the node hold an answer per
 	// stream; an answer that cannot get budget within the write timeout
-	// has its stream reset as a write that timed out.
+	// has its stream reset as a write that timed out. It is also what
+	// brokers' and operators' QUIC connection receive windows may grow by
+	// together, past their initial 128 KiB (readers' never grow), since
+	// what a peer sent and the node has not read waits in QUIC's buffers
+	// (admission.go, allowWindowIncrease).
 	MaxBytesInFlight int
 	// UDPReceiveBuffer is the receive buffer asked for the node's UDP
 	// socket (SO_RCVBUFFORCE where the process may, else SO_RCVBUF up to
@@ -256,6 +275,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxConnsPerHost, DefaultMaxConnsPerHost)
 	setDefault(&c.MaxConnsPerIdentity, DefaultMaxConnsPerIdentity)
 	setDefault(&c.MaxBrokerConnsPerHost, DefaultMaxBrokerConnsPerHost)
+	setDefault(&c.MaxBrokerConnsPerIdentity, DefaultMaxBrokerConnsPerIdentity)
 	setDefault(&c.MaxHandshakesPerHost, DefaultMaxHandshakesPerHost)
 	setDefault(&c.MaxHandshakes, DefaultMaxHandshakes())
 	setDefault(&c.HandshakeQueueTimeout, DefaultHandshakeQueueTimeout)
@@ -357,6 +377,7 @@ func (c Config) Validate() error {
 		{"--max-streams-per-conn", c.MaxStreamsPerConn}, {"--workers", c.Workers},
 		{"--max-conns-per-identity", c.MaxConnsPerIdentity},
 		{"--max-broker-conns-per-host", c.MaxBrokerConnsPerHost},
+		{"--max-broker-conns-per-identity", c.MaxBrokerConnsPerIdentity},
 		{"--max-handshakes-per-host", c.MaxHandshakesPerHost}, {"--broker-workers", c.BrokerWorkers},
 		{"--max-handshakes", c.MaxHandshakes},
 		{"--max-request-size", c.MaxRequestLen}, {"--max-broker-frame-size", c.MaxBrokerFrameLen},

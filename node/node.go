@@ -260,8 +260,15 @@ func (n *Node) listen() error {
 	n.ln, err = n.tr.Listen(n.gatedTLS(), &quic.Config{
 		MaxIncomingStreams:    int64(n.cfg.MaxStreamsPerConn),
 		MaxIncomingUniStreams: -1, // the protocol uses none
-		KeepAlivePeriod:       15 * time.Second,
-		MaxIdleTimeout:        60 * time.Second,
+		// Receive windows bound what peers can make the node hold unread
+		// (admission.go, allowWindowIncrease).
+		InitialStreamReceiveWindow:     streamWindow,
+		InitialConnectionReceiveWindow: connWindow,
+		MaxStreamReceiveWindow:         maxStreamWindow,
+		MaxConnectionReceiveWindow:     maxConnWindow,
+		AllowConnectionWindowIncrease:  n.adm.allowWindowIncrease,
+		KeepAlivePeriod:                15 * time.Second,
+		MaxIdleTimeout:                 60 * time.Second,
 		// A handshake may wait HandshakeQueueTimeout for a slot (and quic-go
 		// gives a handshake twice this in all), so a queued one is not
 		// timed out by the time its turn comes.

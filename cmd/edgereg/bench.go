@@ -257,6 +257,7 @@ func startTarget(g *globals, bf *benchFlags, extraNodeArgs ...string) (*benchTar
 	args := append([]string{"node", "--data", dir, "--addr", addr, "--admin-addr", "off", "--warm-up", "-1s",
 		"--max-conns-per-host", strconv.Itoa(max(conns, 64)),
 		"--max-broker-conns-per-host", strconv.Itoa(max(conns, node.DefaultMaxBrokerConnsPerHost)),
+		"--max-broker-conns-per-identity", strconv.Itoa(max(conns, node.DefaultMaxBrokerConnsPerIdentity)), // one certificate for every simulated broker
 		"--max-handshakes-per-host", strconv.Itoa(max(conns, node.DefaultMaxHandshakesPerHost)),
 		"--max-conns", strconv.Itoa(max(2*conns, node.DefaultMaxConns)), "--log-format", "json", "--log-level", "warn"}, extraNodeArgs...)
 	child := exec.Command(self, args...)

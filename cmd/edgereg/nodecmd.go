@@ -102,6 +102,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.StringVar(&c.StatusAddr, "status-addr", "", `HTTP address for the status page and /status.json (default: on the admin address when that is loopback, else off); "off" disables`)
 	fs.IntVar(&c.MaxConnsPerIdentity, "max-conns-per-identity", node.DefaultMaxConnsPerIdentity, "connections per reader certificate; at the limit its oldest is replaced")
 	fs.IntVar(&c.MaxBrokerConnsPerHost, "max-broker-conns-per-host", node.DefaultMaxBrokerConnsPerHost, "broker and operator connections per source IP, apart from readers'")
+	fs.IntVar(&c.MaxBrokerConnsPerIdentity, "max-broker-conns-per-identity", node.DefaultMaxBrokerConnsPerIdentity, "connections per broker or operator certificate over every source IP; at the limit its oldest without a live session is replaced, else the newest refused")
 	fs.IntVar(&c.MaxHandshakesPerHost, "max-handshakes-per-host", node.DefaultMaxHandshakesPerHost, "handshakes in progress per source IP")
 	fs.IntVar(&c.MaxHandshakes, "max-handshakes", 0, "TLS handshakes worked on at once, node-wide; more wait their turn (default 256 per CPU)")
 	fs.DurationVar(&c.HandshakeQueueTimeout, "handshake-queue-timeout", node.DefaultHandshakeQueueTimeout, "how long a handshake may wait for one of --max-handshakes before it fails")
