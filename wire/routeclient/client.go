@@ -63,10 +63,12 @@ const (
 	// jitter of a few milliseconds does not drop an answer from the merge.
 	MinMergeWait = 50 * time.Millisecond
 	// MaxTopicsPerRequest is the most topics one get-routes or watch
-	// request names (the node's limit); a refresh of more topics is split.
+	// request names (the node's limit); a refresh or watch of more topics
+	// is split, as is one whose names would pass maxRequestBytes.
 	MaxTopicsPerRequest = 10_000
-	// maxRequestBytes keeps a refresh request under the node's 1 MiB
-	// request cap, with room for the client attributes.
+	// maxRequestBytes keeps a refresh, watch or unwatch request under the
+	// node's 1 MiB request cap, with room for the client attributes: 10,000
+	// names of 127 characters would not fit.
 	maxRequestBytes = 768 << 10
 )
 

@@ -435,11 +435,7 @@ func (c *Client) Refresh(ctx context.Context) error {
 	slices.SortFunc(held, func(a, b heldRoute) int { return strings.Compare(a.tv.Topic, b.tv.Topic) })
 	var errs []error
 	for len(held) > 0 {
-		n, size := 0, 0
-		for n < len(held) && n < MaxTopicsPerRequest && size < maxRequestBytes {
-			size += len(held[n].tv.Topic) + 12 // name, version and CBOR framing
-			n++
-		}
+		n := batchLen(len(held), func(i int) string { return held[i].tv.Topic })
 		batch := held[:n]
 		held = held[n:]
 		ms, err := c.query(ctx, batch, &c.stats.refreshes)
@@ -453,6 +449,18 @@ func (c *Client) Refresh(ctx context.Context) error {
 		return fmt.Errorf("refresh routes: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// batchLen is how many of the next n topics (name(i) is the i-th) one
+// request names: at most MaxTopicsPerRequest, and no more than keep the
+// request under the node's 1 MiB request cap (maxRequestBytes).
+func batchLen(n int, name func(int) string) int {
+	k, size := 0, 0
+	for k < n && k < MaxTopicsPerRequest && size < maxRequestBytes {
+		size += len(name(k)) + 12 // name, version and CBOR framing
+		k++
+	}
+	return k
 }
 
 // applyRefresh records a refresh's merged answers in the cache. An entry

@@ -613,7 +613,7 @@ func (h *watchHub) sync(slot int, st *stream, sent map[string]bool) error {
 	}
 	h.mu.Unlock()
 	for len(add) > 0 {
-		n := min(len(add), MaxTopicsPerRequest)
+		n := batchLen(len(add), func(i int) string { return add[i].Topic })
 		if err := st.call(c, wire.TypeWatch, &wire.Watch{Topics: add[:n], Client: c.cfg.Attrs}, nil); err != nil {
 			h.refresh(slot, add) // subscribe them on the next stream
 			return fmt.Errorf("watch on %s: %w", st.node.addr, err)
@@ -624,7 +624,7 @@ func (h *watchHub) sync(slot int, st *stream, sent map[string]bool) error {
 		add = add[n:]
 	}
 	for len(remove) > 0 {
-		n := min(len(remove), MaxTopicsPerRequest)
+		n := batchLen(len(remove), func(i int) string { return remove[i] })
 		if err := st.call(c, wire.TypeUnwatch, &wire.Unwatch{Topics: remove[:n]}, nil); err != nil {
 			return fmt.Errorf("unwatch on %s: %w", st.node.addr, err)
 		}
