@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/edgereg/edgereg/wire"
-	"github.com/edgereg/edgereg/wire/client"
 )
 
 // Route returns a topic's route and its version. It is served from the
@@ -353,7 +352,7 @@ func mergeReplies(held []heldRoute, got []reply) []merged {
 			a := &answers[i]
 			switch res.Status {
 			case wire.StatusOK:
-				route, v, err := client.DecodeResult(res)
+				route, v, err := decodeRoute(res)
 				if err != nil {
 					continue // an undecodable route says nothing
 				}

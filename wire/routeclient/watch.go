@@ -735,7 +735,7 @@ func (h *watchHub) apply(slot int, f *wire.Frame) {
 	v := slotView{known: true, fresh: freshnessOf(ev.Groups), at: time.Now(), ready: !ev.Node.WarmingUp}
 	switch res.Status {
 	case wire.StatusOK:
-		route, version, err := client.DecodeResult(res)
+		route, version, err := decodeRoute(res)
 		if err != nil {
 			c.log.Warn("undecodable route event", "topic", res.Topic, "err", err)
 			return
