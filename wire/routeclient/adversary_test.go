@@ -3,7 +3,9 @@ package routeclient_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,3 +57,82 @@ func TestWatchOfManyLongTopicsIsSplitBySize(t *testing.T) {
 }
 
 var _ = routeclient.Update{}
+
+// blackhole is a UDP socket that answers nothing, as a node behind a
+// partition or a dead host whose packets are dropped; it counts the dials
+// it saw (each dial of the client binds a socket of its own, so a new
+// source address is a new dial).
+type blackhole struct {
+	conn  *net.UDPConn
+	mu    sync.Mutex
+	peers map[string]bool
+	done  chan struct{}
+}
+
+func newBlackhole(t *testing.T) *blackhole {
+	t.Helper()
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackhole{conn: conn, peers: make(map[string]bool), done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		buf := make([]byte, 2048)
+		for {
+			_, from, err := conn.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.peers[from.String()] = true
+			b.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { conn.Close(); <-b.done })
+	return b
+}
+
+func (b *blackhole) addr() string { return b.conn.LocalAddr().String() }
+
+func (b *blackhole) dials() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.peers)
+}
+
+// TestDeadNodeIsDialledOnceByConcurrentReads: reads that queue for a
+// node's connection while another read dials it share that dial's
+// failure. Before, each waiter dialled the dead node again in turn as the
+// one before it gave up: 8 reads, 8 dials one after another, the last
+// read waiting 8 request timeouts for a node that was known dead after
+// the first.
+func TestDeadNodeIsDialledOnceByConcurrentReads(t *testing.T) {
+	ca := newTestCA(t)
+	dead := newBlackhole(t)
+	c := newClient(t, ca, nodes.Static(dead.addr()), func(cfg *routeclient.Config) {
+		cfg.RequestTimeout = time.Second
+		cfg.Backoff = nodes.Backoff{Min: time.Minute, Max: time.Minute}
+	})
+	const reads = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, reads)
+	for i := range reads {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+			defer cancel()
+			_, _, err := c.Route(ctx, fmt.Sprintf("topic-%d", i))
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err == nil {
+			t.Error("a read of a dead node succeeded")
+		}
+	}
+	if n := dead.dials(); n > 2 {
+		t.Errorf("%d concurrent reads dialled the dead node %d times, want 1 (2 at most, for a read scheduled after the first dial failed)", reads, n)
+	}
+}

@@ -384,7 +384,7 @@ func mergeReplies(held []heldRoute, got []reply) []merged {
 func (c *Client) ask(ctx context.Context, n *node, req []wire.TopicVersion, sent *atomic.Uint64) (wire.Routes, error) {
 	conn, err := n.get(ctx)
 	if err != nil {
-		if !errors.Is(err, errNodeGone) && ctx.Err() == nil {
+		if !errors.Is(err, errNodeGone) && !errors.Is(err, errSharedDial) && ctx.Err() == nil {
 			n.failed()
 		}
 		return wire.Routes{}, err

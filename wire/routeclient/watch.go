@@ -499,7 +499,7 @@ func (h *watchHub) open(n *node) (*stream, bool, error) {
 	defer cancel()
 	conn, err := n.get(ctx)
 	if err != nil {
-		if !errors.Is(err, errNodeGone) && c.ctx.Err() == nil {
+		if !errors.Is(err, errNodeGone) && !errors.Is(err, errSharedDial) && c.ctx.Err() == nil {
 			n.failed()
 		}
 		return nil, false, err
