@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire/nodes"
 	"github.com/edgereg/edgereg/wire/routeclient"
 )
@@ -134,5 +135,134 @@ func TestDeadNodeIsDialledOnceByConcurrentReads(t *testing.T) {
 	}
 	if n := dead.dials(); n > 2 {
 		t.Errorf("%d concurrent reads dialled the dead node %d times, want 1 (2 at most, for a read scheduled after the first dial failed)", reads, n)
+	}
+}
+
+// TestWatchChurnAndCloseDuringDelivery: many watches on one client (one
+// stream per node), some cancelled while routes change and events are in
+// flight, some never read, then Close from another goroutine in the middle
+// of deliveries: every channel closes, Close returns, and nothing is left
+// running (goleak in TestMain). The watches still read get the final
+// version of their topics before that.
+func TestWatchChurnAndCloseDuringDelivery(t *testing.T) {
+	ca := newTestCA(t)
+	tns := sortedNodes(t, ca, 2, nil)
+	const topics = 200
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("churn-%d", i)
+	}
+	for _, tn := range tns {
+		register(t, tn, "b1", "10.0.0.1:10911", 1, names...)
+	}
+	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), nil)
+	ctx := ctxT(t)
+	type watch struct {
+		ch     <-chan routeclient.Update
+		cancel context.CancelFunc
+	}
+	var ws []watch
+	for i := range 40 {
+		wctx, cancel := context.WithCancel(ctx)
+		ch, err := c.Watch(wctx, names[i*4:i*4+20]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, watch{ch, cancel})
+	}
+	// A reader of every even watch; odd ones are never read.
+	var readers sync.WaitGroup
+	var mu sync.Mutex
+	final := make([]map[string]uint32, len(ws))
+	for i := 0; i < len(ws); i += 2 {
+		final[i] = make(map[string]uint32)
+		readers.Go(func() {
+			for u := range ws[i].ch {
+				mu.Lock()
+				final[i][u.Topic] = writeQueues(u)
+				mu.Unlock()
+			}
+		})
+	}
+	// Routes change on both nodes while some watches go away.
+	cancelled := make([]bool, len(ws))
+	for round := uint32(2); round <= 6; round++ {
+		for _, tn := range tns {
+			register(t, tn, "b1", "10.0.0.1:10911", round, names...)
+		}
+		for i := int(round); i < len(ws); i += 6 {
+			ws[i].cancel()
+			cancelled[i] = true
+		}
+	}
+	// The read watches still open see the final version of every topic.
+	waitFor(t, "every open read watch to get the final routes", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := 0; i < len(ws); i += 2 {
+			if cancelled[i] {
+				continue
+			}
+			for _, name := range names[i*4 : i*4+20] {
+				if final[i][name] != 6 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	// More changes, and Close in the middle of their deliveries.
+	for _, tn := range tns {
+		register(t, tn, "b1", "10.0.0.1:10911", 7, names...)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		w.cancel()
+		for range w.ch {
+		}
+	}
+	readers.Wait()
+}
+
+// TestWarmingNodesRouteIsNotServedAlone: a node that restarted and is
+// warming up holds only the brokers that re-registered so far (b1; b2 has
+// not yet), and the other node asked does not answer. The warming node's
+// route proves nothing about what it lacks (PROTOCOL.md 9), so the read
+// must not return it on MergeWait as if the merge were done: it goes on to
+// the next node, which holds b1 and b2. Before, the read returned the
+// warming node's half route 50 ms after its answer.
+func TestWarmingNodesRouteIsNotServedAlone(t *testing.T) {
+	ca := newTestCA(t)
+	warming := startNode(t, ca, func(cfg *node.Config) { cfg.WarmUp = time.Hour })
+	// The node list is sorted by address: the ready node must come last,
+	// after the warming node and the silent one.
+	var ready *testNode
+	for range 20 {
+		if ready = startNode(t, ca, nil); ready.Addr() > warming.Addr() {
+			break
+		}
+	}
+	var silent *blackhole
+	for range 50 {
+		if silent = newBlackhole(t); silent.addr() < ready.Addr() {
+			break
+		}
+	}
+	if ready.Addr() < warming.Addr() || silent.addr() > ready.Addr() {
+		t.Skip("could not order the addresses") // 20 and 50 tries of a coin toss
+	}
+	register(t, warming, "b1", "10.0.0.1:10911", 4, "orders")
+	register(t, ready, "b1", "10.0.0.1:10911", 4, "orders")
+	register(t, ready, "b2", "10.0.0.2:10911", 4, "orders")
+	c := newClient(t, ca, nodes.Static(warming.Addr(), silent.addr(), ready.Addr()), func(cfg *routeclient.Config) {
+		cfg.RequestTimeout = time.Second
+	})
+	route, _, err := c.Route(ctxT(t), "orders")
+	if err != nil || len(route.Brokers) != 2 {
+		t.Fatalf("route: %d groups (%v), want b1 and b2: the warming node's half route was served", len(route.Brokers), err)
 	}
 }

@@ -13,7 +13,8 @@
 // only when every ready node that answered says so; the merged route's
 // version is that of its bytes, so "not modified" works across nodes. The
 // read returns MergeWait after the first answer (by default as long as
-// that answer took) when every topic has a route by then.
+// that answer took) when every topic has a route from a node past its
+// warm-up by then.
 //
 // # Failover
 //
@@ -117,7 +118,8 @@ type Config struct {
 	// holds asks every node.
 	Fanout int
 	// MergeWait is how long a read waits for the other nodes asked once
-	// the first has answered with a route for every topic; what has not
+	// the first has answered with a route for every topic (a node that is
+	// warming up does not count: its route may lack groups); what has not
 	// arrived by then is not merged. Default: as long as the first answer
 	// took, and at least MinMergeWait, so a slow or dead node never holds
 	// a read up by more than that. When every asked node answers, the read

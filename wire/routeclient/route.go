@@ -133,9 +133,10 @@ type reply struct {
 // (merge.go). A node that fails is replaced by the next candidate; a topic
 // that only warming-up nodes answered is asked of the next candidate. It
 // returns once every asked node answered, or MergeWait after the first
-// answer when every topic has a route by then (a topic that has only
-// not-found answers waits for the other nodes asked: not-found is final
-// only when every ready node answering says so). It fails only when no
+// answer when every topic has a route from a ready node by then (a topic
+// that has only not-found answers, or only a warming node's route, waits
+// for the other nodes asked: not-found is final only when every ready
+// node answering says so, and a warming node's route may lack groups). It fails only when no
 // node answered.
 func (c *Client) query(ctx context.Context, held []heldRoute, sent *atomic.Uint64) ([]merged, error) {
 	cands, err := c.candidates(ctx)
@@ -303,10 +304,16 @@ func (c *Client) prefer(got []reply) {
 	}
 }
 
-// allRouted reports whether some answer carries a route for every topic.
+// allRouted reports whether, for every topic, some ready node's answer
+// carries a route. A warming node's route does not count: it lacks the
+// brokers that have not re-registered with it yet, and what it lacks
+// proves nothing (PROTOCOL.md 9), so a read does not stop at it.
 func allRouted(held []heldRoute, got []reply) bool {
 	routed := make([]bool, len(held))
 	for _, r := range got {
+		if r.rs.Node.WarmingUp {
+			continue
+		}
 		for j, i := range r.idx {
 			if s := r.rs.Results[j].Status; r.rs.Results[j].Topic == held[i].tv.Topic && (s == wire.StatusOK || s == wire.StatusNotModified) {
 				routed[i] = true
