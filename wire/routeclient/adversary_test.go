@@ -266,3 +266,47 @@ func TestWarmingNodesRouteIsNotServedAlone(t *testing.T) {
 		t.Fatalf("route: %d groups (%v), want b1 and b2: the warming node's half route was served", len(route.Brokers), err)
 	}
 }
+
+// TestWatchOverTheNodesCapKeepsItsStream: a client watches more topics
+// than the node lets one connection watch (--max-watches-per-conn, here
+// 50). The node refuses the watch request that would pass the cap (code
+// 12, changing nothing); the topics it accepted stay watched on the same
+// stream, and the client does not tear the stream down and re-watch
+// everything in a loop. Before, every refusal ended the stream: a new
+// stream and a full re-watch every backoff, for as long as the watch
+// lasted.
+func TestWatchOverTheNodesCapKeepsItsStream(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, func(cfg *node.Config) { cfg.MaxWatchesPerConn = 50 })
+	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) { cfg.Fanout = 1 })
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	first := make([]string, 40)
+	for i := range first {
+		first[i] = fmt.Sprintf("first-%d", i)
+	}
+	ch, err := c.Watch(ctx, first...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, tn, "b1", "10.0.0.1:10911", 4, first[0])
+	until(t, ch, "the first topic's route", func(u routeclient.Update) bool { return u.Topic == first[0] })
+	more := make([]string, 40)
+	for i := range more {
+		more[i] = fmt.Sprintf("more-%d", i)
+	}
+	ch2, err := c.Watch(ctx, more...) // 80 in all: over the cap of 50
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ch2
+	streams := c.Stats().WatchStreams
+	// The first watch's topics are still watched: changes are pushed.
+	for q := uint32(5); q <= 8; q++ {
+		register(t, tn, "b1", "10.0.0.1:10911", q, first[0])
+		until(t, ch, "the change", func(u routeclient.Update) bool { return writeQueues(u) == q })
+	}
+	if now := c.Stats().WatchStreams; now != streams {
+		t.Errorf("watch streams went from %d to %d while the node refused topics over its cap: the stream was torn down", streams, now)
+	}
+}
