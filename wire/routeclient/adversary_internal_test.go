@@ -55,3 +55,25 @@ func TestLyingVersionDoesNotPoison(t *testing.T) {
 		t.Errorf("after the honest push: %+v, want the honest route", wt.last)
 	}
 }
+
+// TestFreshnessFromTheFutureIsIgnored: a node claims to have heard from
+// group b in the future (a negative AgeMs, which no clock gives). For the
+// merge, the group's data comes from the node that heard from it last: a
+// claim from the future would win over every honest node for as long as
+// that answer is held (a watch keeps it until the node's next push). An
+// impossible age is no freshness: that node's data for the group comes
+// last, as an older node's would.
+func TestFreshnessFromTheFutureIsIgnored(t *testing.T) {
+	liar, liarV := testRoute("a", "b")
+	liar.Brokers[1].Addrs = map[int64]string{0: "stale:10911"}
+	honest, honestV := testRoute("a", "b")
+	now := time.Now()
+	a := topicAnswers{views: []view{
+		{route: liar, version: liarV, fresh: fresh(-1_000_000_000, 60_000, "a", "b"), at: now, ready: true, order: 0},
+		{route: honest, version: honestV, fresh: fresh(10, 60_000, "a", "b"), at: now, ready: true, order: 1},
+	}}
+	m := a.merge("t", 0)
+	if got := m.route.Brokers[1].Addrs[0]; got != "b:10911" {
+		t.Errorf("b's data from %q, want the honest node's b:10911", got)
+	}
+}

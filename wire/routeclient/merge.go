@@ -83,7 +83,10 @@ func (a *topicAnswers) merge(topic string, named uint64) merged {
 			}
 			heard, live := int64(math.MinInt64), true
 			if f, ok := v.fresh[q.BrokerName]; ok {
-				heard, live = v.at.UnixMilli()-f.AgeMs, f.DeadlineInMs > 0
+				live = f.DeadlineInMs > 0
+				if f.AgeMs >= 0 { // a negative age, from the future, is no freshness
+					heard = v.at.UnixMilli() - f.AgeMs
+				}
 			}
 			c := groups[q.BrokerName]
 			if c == nil {
