@@ -64,8 +64,10 @@ func TestLyingVersionDoesNotPoison(t *testing.T) {
 // impossible age is no freshness: that node's data for the group comes
 // last, as an older node's would.
 func TestFreshnessFromTheFutureIsIgnored(t *testing.T) {
-	liar, liarV := testRoute("a", "b")
+	liar, _ := testRoute("a", "b")
 	liar.Brokers[1].Addrs = map[int64]string{0: "stale:10911"}
+	liarBody, _ := wire.Marshal(liar)
+	liarV := wire.RouteVersion(liarBody)
 	honest, honestV := testRoute("a", "b")
 	now := time.Now()
 	a := topicAnswers{views: []view{
