@@ -57,8 +57,6 @@ func TestWatchOfManyLongTopicsIsSplitBySize(t *testing.T) {
 	t.Fatalf("no update for a watched topic in 20 s (%d watch streams opened)", c.Stats().WatchStreams)
 }
 
-var _ = routeclient.Update{}
-
 // blackhole is a UDP socket that answers nothing, as a node behind a
 // partition or a dead host whose packets are dropped; it counts the dials
 // it saw (each dial of the client binds a socket of its own, so a new
@@ -295,11 +293,9 @@ func TestWatchOverTheNodesCapKeepsItsStream(t *testing.T) {
 	for i := range more {
 		more[i] = fmt.Sprintf("more-%d", i)
 	}
-	ch2, err := c.Watch(ctx, more...) // 80 in all: over the cap of 50
-	if err != nil {
+	if _, err := c.Watch(ctx, more...); err != nil { // 80 in all: over the cap of 50
 		t.Fatal(err)
 	}
-	_ = ch2
 	streams := c.Stats().WatchStreams
 	// The first watch's topics are still watched: changes are pushed.
 	for q := uint32(5); q <= 8; q++ {
@@ -309,4 +305,50 @@ func TestWatchOverTheNodesCapKeepsItsStream(t *testing.T) {
 	if now := c.Stats().WatchStreams; now != streams {
 		t.Errorf("watch streams went from %d to %d while the node refused topics over its cap: the stream was torn down", streams, now)
 	}
+}
+
+// TestWatchThroughANodeRestartShowsNoPartialView: two nodes hold b1 and
+// b2; one restarts empty and warms up, b1 re-registers with it first and
+// pushes a route without b2 on the resumed stream. The merged watch never
+// delivers that half route, nor "gone": the other node still holds b2
+// live, and the restarted node is warming (PROTOCOL.md 9.1).
+func TestWatchThroughANodeRestartShowsNoPartialView(t *testing.T) {
+	ca := newTestCA(t)
+	var mu sync.Mutex
+	warmUp := time.Duration(-1)
+	withWarmUp := func(cfg *node.Config) {
+		mu.Lock()
+		cfg.WarmUp = warmUp
+		mu.Unlock()
+	}
+	tns := sortedNodes(t, ca, 2, withWarmUp)
+	for _, tn := range tns {
+		register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+		register(t, tn, "b2", "10.0.0.2:10911", 4, "orders")
+	}
+	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), nil)
+	ch, err := c.Watch(ctxT(t), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, ch, "both groups", func(u routeclient.Update) bool { return len(u.Route.Brokers) == 2 })
+	waitFor(t, "a stream to each node", func() bool { return c.Stats().WatchStreams == 2 })
+	mu.Lock()
+	warmUp = time.Hour
+	mu.Unlock()
+	tns[0].Restart()
+	waitFor(t, "the watch to resume on the restarted node", func() bool { return c.Stats().WatchStreams >= 3 })
+	events := c.Stats().Events
+	register(t, tns[0], "b1", "10.0.0.1:10911", 4, "orders") // b2 has not re-registered yet
+	waitFor(t, "the restarted node's push", func() bool { return c.Stats().Events > events })
+	// A change both nodes see, so that the watch delivers after the push.
+	for _, tn := range tns {
+		register(t, tn, "b1", "10.0.0.1:10911", 8, "orders")
+	}
+	until(t, ch, "the change", func(u routeclient.Update) bool {
+		if u.Gone || len(u.Route.Brokers) != 2 {
+			t.Fatalf("partial view delivered: %+v", u)
+		}
+		return writeQueues(u) == 8
+	})
 }
