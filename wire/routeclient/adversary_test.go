@@ -374,11 +374,20 @@ func TestWatchOverALossyLinkGetsTheFinalVersion(t *testing.T) {
 	}
 	until(t, ch, "the first route", func(u routeclient.Update) bool { return writeQueues(u) == 1 })
 	p.SetDrop(33)
-	for q := uint32(2); q <= 20; q++ {
+	dropped := func() bool { to, from := p.Dropped(); return to+from > 0 }
+	// Changes until the proxy has really dropped some of their packets
+	// (a few changes may coalesce into a packet or two that all got
+	// through), and at least 20.
+	q := uint32(2)
+	for ; q < 20 || !dropped(); q++ {
+		if q > 5000 {
+			t.Fatal("the proxy dropped nothing in 5,000 changes: the test tested no loss")
+		}
 		register(t, tn, "b1", "10.0.0.1:10911", q, "orders")
+		if q%50 == 0 { // let pushes go out between bursts
+			time.Sleep(time.Millisecond)
+		}
 	}
-	until(t, ch, "the final version", func(u routeclient.Update) bool { return writeQueues(u) == 20 })
-	if to, from := p.Dropped(); to+from == 0 {
-		t.Error("the proxy dropped nothing: the test tested no loss")
-	}
+	final := q - 1
+	until(t, ch, "the final version", func(u routeclient.Update) bool { return writeQueues(u) == final })
 }
