@@ -13,7 +13,8 @@
 // only when every ready node that answered says so; the merged route's
 // version is that of its bytes, so "not modified" works across nodes. The
 // read returns MergeWait after the first answer (by default as long as
-// that answer took) when every topic has a route by then.
+// that answer took) when every topic has a route from a node past its
+// warm-up by then.
 //
 // # Failover
 //
@@ -63,10 +64,12 @@ const (
 	// jitter of a few milliseconds does not drop an answer from the merge.
 	MinMergeWait = 50 * time.Millisecond
 	// MaxTopicsPerRequest is the most topics one get-routes or watch
-	// request names (the node's limit); a refresh of more topics is split.
+	// request names (the node's limit); a refresh or watch of more topics
+	// is split, as is one whose names would pass maxRequestBytes.
 	MaxTopicsPerRequest = 10_000
-	// maxRequestBytes keeps a refresh request under the node's 1 MiB
-	// request cap, with room for the client attributes.
+	// maxRequestBytes keeps a refresh, watch or unwatch request under the
+	// node's 1 MiB request cap, with room for the client attributes: 10,000
+	// names of 127 characters would not fit.
 	maxRequestBytes = 768 << 10
 )
 
@@ -115,7 +118,8 @@ type Config struct {
 	// holds asks every node.
 	Fanout int
 	// MergeWait is how long a read waits for the other nodes asked once
-	// the first has answered with a route for every topic; what has not
+	// the first has answered with a route for every topic (a node that is
+	// warming up does not count: its route may lack groups); what has not
 	// arrived by then is not merged. Default: as long as the first answer
 	// took, and at least MinMergeWait, so a slow or dead node never holds
 	// a read up by more than that. When every asked node answers, the read

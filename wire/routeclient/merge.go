@@ -1,12 +1,14 @@
 package routeclient
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/client"
 )
 
 // This file is the merge rule of PROTOCOL.md section 9.1: how the answers
@@ -81,7 +83,10 @@ func (a *topicAnswers) merge(topic string, named uint64) merged {
 			}
 			heard, live := int64(math.MinInt64), true
 			if f, ok := v.fresh[q.BrokerName]; ok {
-				heard, live = v.at.UnixMilli()-f.AgeMs, f.DeadlineInMs > 0
+				live = f.DeadlineInMs > 0
+				if f.AgeMs >= 0 { // a negative age, from the future, is no freshness
+					heard = v.at.UnixMilli() - f.AgeMs
+				}
 			}
 			c := groups[q.BrokerName]
 			if c == nil {
@@ -150,4 +155,18 @@ func freshnessOf(gs []wire.GroupFreshness) map[string]wire.GroupFreshness {
 		m[g.BrokerName] = g
 	}
 	return m
+}
+
+// decodeRoute decodes a result of status ok, first checking that its
+// version is that of its route's bytes (PROTOCOL.md 9). A node that sent
+// another route under a version (a lie, or bytes corrupted on the way)
+// would otherwise have the client cache that route under the version,
+// and every honest node would then confirm it "not modified" for good.
+// The check costs one SHA-256 of the route per ok result: results come
+// with a route only when it changed.
+func decodeRoute(res *wire.RouteResult) (wire.Route, uint64, error) {
+	if v := wire.RouteVersion(res.Route); v != res.Version {
+		return wire.Route{}, 0, fmt.Errorf("route of %s: version %x is not its route's (%x)", res.Topic, res.Version, v)
+	}
+	return client.DecodeResult(res)
 }

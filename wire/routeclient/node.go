@@ -13,6 +13,11 @@ import (
 // errNodeGone is returned for a node that left the node list.
 var errNodeGone = errors.New("node left the node list")
 
+// errSharedDial wraps the failure of a dial that another caller made while
+// this one waited for it: the node is not dialled again at once, and the
+// failure is counted once (by the caller that dialled).
+var errSharedDial = errors.New("dial failed while waiting for it")
+
 // maxNodeFailures is how many requests in a row may fail on a node's
 // connection before it is closed and dialled anew.
 const maxNodeFailures = 2
@@ -37,6 +42,9 @@ type node struct {
 	failures int
 	retryAt  time.Time
 	state    ConnState // last reported to Config.OnConnState
+	// dials counts dials that ended; dialErr is the last one's error.
+	dials   uint64
+	dialErr error
 }
 
 func newNode(c *Client, addr string) *node {
@@ -46,7 +54,15 @@ func newNode(c *Client, addr string) *node {
 
 // get returns the node's connection, dialling it if there is none or it is
 // gone. Concurrent callers wait for one dial.
+//
+// A caller that waited while another caller's dial failed gets that
+// failure (wrapped in errSharedDial) instead of dialling again: readers
+// queued on a dead node would otherwise dial it one after another, each
+// for a full RequestTimeout.
 func (n *node) get(ctx context.Context) (*client.Conn, error) {
+	n.health.Lock()
+	seen := n.dials
+	n.health.Unlock()
 	select {
 	case n.slot <- struct{}{}:
 	case <-ctx.Done():
@@ -65,6 +81,30 @@ func (n *node) get(ctx context.Context) (*client.Conn, error) {
 			return n.conn, nil
 		}
 	}
+	n.health.Lock()
+	shared := n.dials != seen && n.dialErr != nil
+	err := n.dialErr
+	n.health.Unlock()
+	if shared {
+		return nil, fmt.Errorf("%w: %w", errSharedDial, err)
+	}
+	conn, err := n.dial(ctx)
+	n.health.Lock()
+	n.dials++
+	n.dialErr = err
+	if ctx.Err() != nil {
+		n.dialErr = nil // cut short by this caller: says nothing to the others
+	}
+	n.health.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	n.conn = conn
+	return conn, nil
+}
+
+// dial dials the node, with the slot held.
+func (n *node) dial(ctx context.Context) (*client.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, n.c.cfg.RequestTimeout)
 	stop := context.AfterFunc(n.ctx, cancel)
 	conn, err := client.Dial(dctx, n.addr, client.Config{TLS: n.c.cfg.TLS, RequestTimeout: n.c.cfg.RequestTimeout, Transport: n.c.cfg.Transport})
@@ -82,7 +122,6 @@ func (n *node) get(ctx context.Context) (*client.Conn, error) {
 		}
 		return nil, err
 	}
-	n.conn = conn
 	n.report(nil)
 	return conn, nil
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/edgereg/edgereg/wire"
-	"github.com/edgereg/edgereg/wire/client"
 )
 
 // Route returns a topic's route and its version. It is served from the
@@ -134,9 +133,10 @@ type reply struct {
 // (merge.go). A node that fails is replaced by the next candidate; a topic
 // that only warming-up nodes answered is asked of the next candidate. It
 // returns once every asked node answered, or MergeWait after the first
-// answer when every topic has a route by then (a topic that has only
-// not-found answers waits for the other nodes asked: not-found is final
-// only when every ready node answering says so). It fails only when no
+// answer when every topic has a route from a ready node by then (a topic
+// that has only not-found answers, or only a warming node's route, waits
+// for the other nodes asked: not-found is final only when every ready
+// node answering says so, and a warming node's route may lack groups). It fails only when no
 // node answered.
 func (c *Client) query(ctx context.Context, held []heldRoute, sent *atomic.Uint64) ([]merged, error) {
 	cands, err := c.candidates(ctx)
@@ -304,10 +304,16 @@ func (c *Client) prefer(got []reply) {
 	}
 }
 
-// allRouted reports whether some answer carries a route for every topic.
+// allRouted reports whether, for every topic, some ready node's answer
+// carries a route. A warming node's route does not count: it lacks the
+// brokers that have not re-registered with it yet, and what it lacks
+// proves nothing (PROTOCOL.md 9), so a read does not stop at it.
 func allRouted(held []heldRoute, got []reply) bool {
 	routed := make([]bool, len(held))
 	for _, r := range got {
+		if r.rs.Node.WarmingUp {
+			continue
+		}
 		for j, i := range r.idx {
 			if s := r.rs.Results[j].Status; r.rs.Results[j].Topic == held[i].tv.Topic && (s == wire.StatusOK || s == wire.StatusNotModified) {
 				routed[i] = true
@@ -353,7 +359,7 @@ func mergeReplies(held []heldRoute, got []reply) []merged {
 			a := &answers[i]
 			switch res.Status {
 			case wire.StatusOK:
-				route, v, err := client.DecodeResult(res)
+				route, v, err := decodeRoute(res)
 				if err != nil {
 					continue // an undecodable route says nothing
 				}
@@ -385,7 +391,7 @@ func mergeReplies(held []heldRoute, got []reply) []merged {
 func (c *Client) ask(ctx context.Context, n *node, req []wire.TopicVersion, sent *atomic.Uint64) (wire.Routes, error) {
 	conn, err := n.get(ctx)
 	if err != nil {
-		if !errors.Is(err, errNodeGone) && ctx.Err() == nil {
+		if !errors.Is(err, errNodeGone) && !errors.Is(err, errSharedDial) && ctx.Err() == nil {
 			n.failed()
 		}
 		return wire.Routes{}, err
@@ -435,11 +441,7 @@ func (c *Client) Refresh(ctx context.Context) error {
 	slices.SortFunc(held, func(a, b heldRoute) int { return strings.Compare(a.tv.Topic, b.tv.Topic) })
 	var errs []error
 	for len(held) > 0 {
-		n, size := 0, 0
-		for n < len(held) && n < MaxTopicsPerRequest && size < maxRequestBytes {
-			size += len(held[n].tv.Topic) + 12 // name, version and CBOR framing
-			n++
-		}
+		n := batchLen(len(held), func(i int) string { return held[i].tv.Topic })
 		batch := held[:n]
 		held = held[n:]
 		ms, err := c.query(ctx, batch, &c.stats.refreshes)
@@ -453,6 +455,18 @@ func (c *Client) Refresh(ctx context.Context) error {
 		return fmt.Errorf("refresh routes: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// batchLen is how many of the next n topics (name(i) is the i-th) one
+// request names: at most MaxTopicsPerRequest, and no more than keep the
+// request under the node's 1 MiB request cap (maxRequestBytes).
+func batchLen(n int, name func(int) string) int {
+	k, size := 0, 0
+	for k < n && k < MaxTopicsPerRequest && size < maxRequestBytes {
+		size += len(name(k)) + 12 // name, version and CBOR framing
+		k++
+	}
+	return k
 }
 
 // applyRefresh records a refresh's merged answers in the cache. An entry

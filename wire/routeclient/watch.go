@@ -55,6 +55,12 @@ type Update struct {
 // a refusal by every node (ErrRefused) is delivered as an Update with Err
 // set, and the channel closes. Config.OnConnState tells every change of a
 // node's connection state meanwhile.
+//
+// A node lets one connection watch a bounded number of topics (10,000 by
+// default, its --max-watches-per-conn). Topics past a node's cap are not
+// watched on that node (a warning is logged) while the stream goes on for
+// the others; they are tried again whenever the set of watched topics
+// changes, and their merged state comes from the other nodes watched.
 func (c *Client) Watch(ctx context.Context, topics ...string) (<-chan Update, error) {
 	if len(topics) == 0 {
 		return nil, fmt.Errorf("%w: watch names no topic", ErrInvalidTopic)
@@ -499,7 +505,7 @@ func (h *watchHub) open(n *node) (*stream, bool, error) {
 	defer cancel()
 	conn, err := n.get(ctx)
 	if err != nil {
-		if !errors.Is(err, errNodeGone) && c.ctx.Err() == nil {
+		if !errors.Is(err, errNodeGone) && !errors.Is(err, errSharedDial) && c.ctx.Err() == nil {
 			n.failed()
 		}
 		return nil, false, err
@@ -569,7 +575,7 @@ func (h *watchHub) serve(slot int, st *stream) bool {
 				}
 				return true
 			}
-			if len(sent) == 0 {
+			if len(h.watching()) == 0 {
 				return true // nothing left to watch: close the stream
 			}
 		case <-ping.C:
@@ -612,19 +618,35 @@ func (h *watchHub) sync(slot int, st *stream, sent map[string]bool) error {
 		}
 	}
 	h.mu.Unlock()
+	limit := MaxTopicsPerRequest
 	for len(add) > 0 {
-		n := min(len(add), MaxTopicsPerRequest)
-		if err := st.call(c, wire.TypeWatch, &wire.Watch{Topics: add[:n], Client: c.cfg.Attrs}, nil); err != nil {
+		n := min(limit, batchLen(len(add), func(i int) string { return add[i].Topic }))
+		err := st.call(c, wire.TypeWatch, &wire.Watch{Topics: add[:n], Client: c.cfg.Attrs}, nil)
+		switch {
+		case err == nil:
+			for _, tv := range add[:n] {
+				sent[tv.Topic] = true
+			}
+			add = add[n:]
+		case errors.Is(err, wire.ErrOverloaded) && n > 1:
+			// Over the node's cap of watched topics per connection (the
+			// request changed nothing): smaller requests find how many fit.
+			limit = n / 2
+		case errors.Is(err, wire.ErrOverloaded):
+			// The connection is at the cap: the rest are not watched on
+			// this node. The stream stays, for the topics it watches; the
+			// rest are tried again at the next change of the topic set.
+			c.log.Warn("node watches no more topics on this connection: the rest are not watched there",
+				"node", st.node.addr, "watched", len(sent), "not watched", len(add), "err", err)
+			h.unwatched(slot, add)
+			add = nil
+		default:
 			h.refresh(slot, add) // subscribe them on the next stream
 			return fmt.Errorf("watch on %s: %w", st.node.addr, err)
 		}
-		for _, tv := range add[:n] {
-			sent[tv.Topic] = true
-		}
-		add = add[n:]
 	}
 	for len(remove) > 0 {
-		n := min(len(remove), MaxTopicsPerRequest)
+		n := batchLen(len(remove), func(i int) string { return remove[i] })
 		if err := st.call(c, wire.TypeUnwatch, &wire.Unwatch{Topics: remove[:n]}, nil); err != nil {
 			return fmt.Errorf("unwatch on %s: %w", st.node.addr, err)
 		}
@@ -707,6 +729,20 @@ func (h *watchHub) deliverLocked(topic string, wt *watchedTopic) (Update, bool) 
 	return u, true
 }
 
+// unwatched records that slot's node refused to watch topics (its cap):
+// its view of them, set by sync as "holds the route named", says nothing
+// after all, or it would vouch for groups that node never confirmed.
+func (h *watchHub) unwatched(slot int, tvs []wire.TopicVersion) {
+	h.mu.Lock()
+	for _, tv := range tvs {
+		if wt := h.topics[tv.Topic]; wt != nil {
+			wt.views[slot] = slotView{}
+		}
+	}
+	h.mu.Unlock()
+	h.remerge()
+}
+
 // refresh marks topics to be subscribed again on slot's next stream.
 func (h *watchHub) refresh(slot int, tvs []wire.TopicVersion) {
 	h.mu.Lock()
@@ -735,7 +771,7 @@ func (h *watchHub) apply(slot int, f *wire.Frame) {
 	v := slotView{known: true, fresh: freshnessOf(ev.Groups), at: time.Now(), ready: !ev.Node.WarmingUp}
 	switch res.Status {
 	case wire.StatusOK:
-		route, version, err := client.DecodeResult(res)
+		route, version, err := decodeRoute(res)
 		if err != nil {
 			c.log.Warn("undecodable route event", "topic", res.Topic, "err", err)
 			return
