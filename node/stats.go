@@ -51,8 +51,8 @@ func newStats(n *Node) *stats {
 	s.expiries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_expiries_total", Help: "Brokers removed, by reason."}, []string{"reason"})
 	s.badFrames = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_bad_frames_total", Help: "Malformed, oversized or unknown frames."})
 	s.denied = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_requests_denied_total", Help: "Requests refused as not authorized, by the peer's role and the request's kind."}, []string{"role", "kind"})
-	s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_connections_refused_total", Help: "Connections refused, by reason: max_conns, handshakes_per_host, conns_per_host, client_share, no_identity."}, []string{"reason"})
-	for _, r := range []string{refusedMaxConns, refusedHandshakes, refusedPerHost, refusedClientShare, refusedNoIdentity, refusedQueue} {
+	s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_connections_refused_total", Help: "Connections refused, by reason: max_conns, handshakes_per_host, conns_per_host, client_share, conns_per_identity, no_identity, handshake_queue."}, []string{"reason"})
+	for _, r := range []string{refusedMaxConns, refusedHandshakes, refusedPerHost, refusedClientShare, refusedPerIdentity, refusedNoIdentity, refusedQueue} {
 		s.refused.WithLabelValues(r) // present at 0, so alerts see the series
 	}
 	s.replaced = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_connections_replaced_total", Help: "Connections closed because a newer connection with the same certificate took their slot."})
