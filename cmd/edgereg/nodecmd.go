@@ -50,6 +50,9 @@ SIGINT or SIGTERM stops it gracefully.`,
 					return usageError{err}
 				}
 			}
+			if err := refuseZeroSettings(cmd.Flags()); err != nil {
+				return usageError{fmt.Errorf("invalid configuration: %w", err)}
+			}
 			nf.cfg.DataDir = g.data
 			return runNode(cmd, g, nf)
 		},
@@ -113,6 +116,32 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.StringVar(&nf.configFile, "config", "", "YAML config file of flag-name: value (flags and EDGEREG_* variables win)")
 	fs.BoolVar(&nf.printConfig, "print-config", false, "print the effective configuration and exit")
 	fs.DurationVar(&nf.shutdown, "shutdown-timeout", node.DefaultShutdownTimeout, "how long a graceful stop waits for requests in progress")
+}
+
+// refuseZeroSettings refuses a count or duration set to zero (on the
+// command line, by a variable or in the config file) where the flag's
+// default is not zero: node.Config reads zero as "the default", so the node
+// would quietly run with the default while --print-config showed 0. Zero
+// stays valid where it is the flag's own default (--workers, --warm-up:
+// chosen by the node), and for --shutdown-timeout, where it means "do not
+// wait". A negative count is refused too: node.Config reads a negative
+// --workers or --broker-workers as the default as well. (A negative
+// duration is Validate's to refuse; --warm-up takes one to disable it.)
+func refuseZeroSettings(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || !f.Changed || f.Name == "shutdown-timeout" {
+			return
+		}
+		t, v := f.Value.Type(), f.Value.String()
+		switch {
+		case t == "int" && strings.HasPrefix(v, "-"):
+			err = fmt.Errorf("--%s may not be negative, got %s (%s)", f.Name, v, flagSource(f))
+		case (t == "int" || t == "duration") && (v == "0" || v == "0s") && v != f.DefValue:
+			err = fmt.Errorf("--%s must be positive, got %s (%s)", f.Name, v, flagSource(f))
+		}
+	})
+	return err
 }
 
 func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
@@ -197,6 +226,7 @@ func effectiveConfig(cmd *cobra.Command, cfg node.Config) []configEntry {
 		"warm-up":        cfg.WarmUp.String(),
 		"workers":        strconv.Itoa(cfg.Workers),
 		"max-handshakes": strconv.Itoa(cfg.MaxHandshakes),
+		"broker-workers": strconv.Itoa(cfg.BrokerWorkers),
 		"data":           cfg.DataDir,
 	}
 	if cfg.WarmUp < 0 {

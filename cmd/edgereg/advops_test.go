@@ -1,0 +1,80 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/edgereg/edgereg/node"
+)
+
+// TestNodePortInUseIsNotUnreachable: a node that cannot bind its port
+// exited 4, "unreachable: no node answered in time", which sends a script
+// looking for a network problem; a bind failure is the node's own failure
+// (exit 1) and its message names the address.
+func TestNodePortInUseIsNotUnreachable(t *testing.T) {
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	for _, args := range [][]string{
+		{"--addr", udp.LocalAddr().String(), "--admin-addr", "off"},
+		{"--addr", freeUDPAddr(t), "--admin-addr", tcp.Addr().String()},
+	} {
+		_, stderr, code := run(t, nil, append([]string{"node", "--data", t.TempDir(), "--log-format", "json"}, args...)...)
+		if code != exitFailure || !strings.Contains(stderr, "address already in use") {
+			t.Errorf("node %v on a port in use: exit %d (want %d), stderr %q", args, code, exitFailure, stderr)
+		}
+	}
+}
+
+// TestNodeRefusesZeroAndNegativeSettings: a zero from the command line, a
+// variable or the config file silently became the default (--max-conns 0
+// ran with 10000 while --print-config showed 0), and --workers -1 ran with
+// the default worker count; every such value is refused, naming the flag.
+// 0 stays valid where the flag's own default is 0 (auto).
+func TestNodeRefusesZeroAndNegativeSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "edgereg.yaml")
+	if err := os.WriteFile(file, []byte("scan-interval: 0s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		env  []string
+		args []string
+		flag string
+	}{
+		{nil, []string{"--max-conns", "0"}, "--max-conns"},
+		{nil, []string{"--heartbeat-interval", "0s"}, "--heartbeat-interval"},
+		{[]string{"EDGEREG_MAX_REQUEST_SIZE=0"}, nil, "--max-request-size"},
+		{nil, []string{"--config", file}, "--scan-interval"},
+		{nil, []string{"--workers", "-1"}, "--workers"},
+		{nil, []string{"--broker-workers", "-4"}, "--broker-workers"},
+	}
+	for _, tc := range cases {
+		_, stderr, code := run(t, tc.env, append([]string{"node", "--print-config"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.flag) {
+			t.Errorf("node %v %v: exit %d (want %d), stderr %q (want %s named)", tc.env, tc.args, code, exitUsage, stderr, tc.flag)
+		}
+	}
+	m := printConfigJSON(t, nil, "--workers", "0", "--max-handshakes", "0", "--warm-up", "0s")
+	def := node.Config{}.WithDefaults()
+	for name, want := range map[string]string{
+		"workers":        strconv.Itoa(def.Workers),
+		"broker-workers": strconv.Itoa(def.BrokerWorkers),
+		"max-handshakes": strconv.Itoa(def.MaxHandshakes),
+		"warm-up":        def.WarmUp.String(),
+	} {
+		if got := m[name].Value; got != want {
+			t.Errorf("print-config %s = %q, want the value the node uses, %q", name, got, want)
+		}
+	}
+}
