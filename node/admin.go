@@ -123,13 +123,23 @@ func (a *adminServer) bind(what, addr string, h http.Handler) (net.Listener, err
 		return nil, fmt.Errorf("%s listen on %s: %w", what, addr, err)
 	}
 	a.listeners = append(a.listeners, ln)
-	a.servers = append(a.servers, &http.Server{
-		Addr: ln.Addr().String(), Handler: h,
+	srv := NewHTTPServer(h, a.n.log)
+	srv.Addr = ln.Addr().String()
+	a.servers = append(a.servers, srv)
+	return ln, nil
+}
+
+// NewHTTPServer returns an HTTP server for h with the node's admin
+// timeouts (header, read, write and idle), so a slow or idle client cannot
+// hold a connection for ever; its errors go to log at debug level. The
+// gateway's admin address uses it too.
+func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
 		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout,
-		ErrorLog: slog.NewLogLogger(a.n.log.Handler(), slog.LevelDebug),
-	})
-	return ln, nil
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
 }
 
 func (a *adminServer) closeListeners() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -76,5 +77,18 @@ func TestNodeRefusesZeroAndNegativeSettings(t *testing.T) {
 		if got := m[name].Value; got != want {
 			t.Errorf("print-config %s = %q, want the value the node uses, %q", name, got, want)
 		}
+	}
+}
+
+// TestGatewayAdminServerTimesOut: the gateway's admin server had a header
+// timeout alone, so a client that sent its headers and then its body a
+// byte at a time, or kept an idle connection open, held a connection (and
+// a file descriptor) for ever; the README says every HTTP server has read,
+// write and idle timeouts, as the node's do.
+func TestGatewayAdminServerTimesOut(t *testing.T) {
+	srv := gatewayAdminServer(http.NotFoundHandler(), discardLogger())
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 {
+		t.Errorf("gateway admin server: read header %s, read %s, write %s, idle %s; want every timeout set",
+			srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
 	}
 }
