@@ -92,3 +92,23 @@ func TestGatewayAdminServerTimesOut(t *testing.T) {
 			srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
 	}
 }
+
+// TestNodesWithoutPortIsUsage: `--nodes nohost` (no port) exited 1, "any
+// other failure", after a dial attempt; a malformed address is a wrong
+// argument (exit 2), named before anything is dialled.
+func TestNodesWithoutPortIsUsage(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := run(t, nil, "--data", dir, "cert", "init"); code != 0 {
+		t.Fatalf("cert init: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{
+		{"clusters", "--nodes", "nohost"},
+		{"route", "orders", "--nodes", "127.0.0.1:9876,nohost", "--wait", "0s"},
+		{"kv", "put", "ns", "k", "v", "--nodes", "nohost"},
+	} {
+		_, stderr, code := run(t, []string{"EDGEREG_TIMEOUT=2s"}, append([]string{"--data", dir}, args...)...)
+		if code != exitUsage || !strings.Contains(stderr, `--nodes "nohost"`) {
+			t.Errorf("edgereg %v: exit %d (want %d), stderr %q", args, code, exitUsage, stderr)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,9 +48,16 @@ func (g *globals) context(parent context.Context) (context.Context, context.Canc
 func (g *globals) nodeList() ([]string, error) {
 	var out []string
 	for _, n := range g.nodes {
-		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, n)
+		if n = strings.TrimSpace(n); n == "" {
+			continue
 		}
+		// A malformed address is a usage error, named before any dial
+		// (the route client would wait out --timeout on it).
+		_, port, err := net.SplitHostPort(n)
+		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p <= 0 || p > 65535 {
+			return nil, usageError{fmt.Errorf("--nodes %q: want HOST:PORT", n)}
+		}
+		out = append(out, n)
 	}
 	if len(out) == 0 {
 		return nil, usageError{errors.New("--nodes names no node")}
