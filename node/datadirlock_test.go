@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -37,4 +38,21 @@ func TestDataDirHeldByOneNode(t *testing.T) {
 		t.Fatalf("after the first node stopped: %v", err)
 	}
 	shutdown(again)
+}
+
+// TestPprofOffByDefault: the profiler (heap contents, command line,
+// goroutine stacks with their arguments) is served only with Pprof; a node
+// started with defaults answers 404 under /debug/pprof/ while its other
+// admin endpoints work.
+func TestPprofOffByDefault(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.AdminAddr = "127.0.0.1:0" })
+	base := "http://" + tn.AdminAddr().String()
+	if code, _ := httpGet(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz = %d", code)
+	}
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=2", "/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=1"} {
+		if code, _ := httpGet(t, base+path); code != http.StatusNotFound {
+			t.Errorf("%s without Pprof = %d, want 404", path, code)
+		}
+	}
 }

@@ -108,8 +108,19 @@ func TestKubernetesManifestsUseRealFlags(t *testing.T) {
 			env, _ := c["env"].([]any)
 			for _, e := range env {
 				name := fmt.Sprint(e.(map[string]any)["name"])
-				if strings.HasPrefix(name, "EDGEREG_") && !hasFlagForEnv(fs, name) {
+				if !strings.HasPrefix(name, "EDGEREG_") {
+					continue
+				}
+				f := flagForEnv(fs, name)
+				if f == nil {
 					t.Errorf("%s: env %s sets no flag of %s", where, name, args[0])
+					continue
+				}
+				// The value parses as the flag's, as bindEnv would set it.
+				if v, ok := e.(map[string]any)["value"]; ok {
+					if err := setFlag(f, fmt.Sprint(v)); err != nil {
+						t.Errorf("%s: env %s=%v: %v", where, name, v, err)
+					}
 				}
 			}
 			checked++
@@ -120,9 +131,13 @@ func TestKubernetesManifestsUseRealFlags(t *testing.T) {
 	}
 }
 
-func hasFlagForEnv(fs *pflag.FlagSet, env string) bool {
-	found := false
-	fs.VisitAll(func(f *pflag.Flag) { found = found || EnvName(f.Name) == env })
+func flagForEnv(fs *pflag.FlagSet, env string) *pflag.Flag {
+	var found *pflag.Flag
+	fs.VisitAll(func(f *pflag.Flag) {
+		if EnvName(f.Name) == env {
+			found = f
+		}
+	})
 	return found
 }
 
