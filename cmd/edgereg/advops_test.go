@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/edgereg/edgereg/node"
 )
 
@@ -111,4 +113,44 @@ func TestNodesWithoutPortIsUsage(t *testing.T) {
 			t.Errorf("edgereg %v: exit %d (want %d), stderr %q", args, code, exitUsage, stderr)
 		}
 	}
+}
+
+// TestConfigFileRefusesClientSettings: the node's config file accepted the
+// client commands' settings (cert, key, ca, nodes, timeout), which the node
+// never reads: `cert: node.crt` looked like the node's certificate and was
+// ignored without a word. Such a key is an error naming the line and the
+// node's own setting; data (the node's directory) and output (the format
+// of --print-config) stay valid.
+func TestConfigFileRefusesClientSettings(t *testing.T) {
+	dir := t.TempDir()
+	for key, want := range map[string]string{
+		"cert: node.crt": `:2: cert is a client setting the node does not use (did you mean "tls-cert"?)`,
+		"ca: ca.crt":     `:2: ca is a client setting the node does not use`,
+		"nodes: [a:1]":   `:2: nodes is a client setting the node does not use`,
+		"timeout: 5s":    `:2: timeout is a client setting`,
+		"key: node.key":  `:2: key is a client setting`,
+	} {
+		path := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(path, []byte("max-conns: 5\n"+key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := run(t, nil, "node", "--print-config", "--config", path)
+		if code != exitUsage || !strings.Contains(stderr, path+want) {
+			t.Errorf("%s: exit %d, stderr %q; want %q", key, code, stderr, path+want)
+		}
+	}
+	path := filepath.Join(dir, "ok.yaml")
+	if err := os.WriteFile(path, []byte("data: "+dir+"\noutput: json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := printConfigJSON(t, nil, "--config", path)
+	if m["data"].Value != dir {
+		t.Errorf("data from the config file = %+v", m["data"])
+	}
+	// A flag added to the root later is classified too.
+	newRootCmd().PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if _, ok := clientSettings[f.Name]; !ok && f.Name != "data" && f.Name != "output" {
+			t.Errorf("root flag --%s: is it the node's (config.go clientSettings)?", f.Name)
+		}
+	})
 }
