@@ -154,3 +154,23 @@ func TestConfigFileRefusesClientSettings(t *testing.T) {
 		}
 	})
 }
+
+// TestEveryNodeReadsUnreachable: status, ping and the --all-nodes reads
+// exited 1 when no node answered; the exit code table says 4
+// (unreachable), as every other command does. When some nodes answer
+// they still exit 1, as their help says, with the answers printed.
+func TestEveryNodeReadsUnreachable(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := run(t, nil, "--data", dir, "cert", "init"); code != 0 {
+		t.Fatalf("cert init: exit %d: %s", code, stderr)
+	}
+	dead := freeUDPAddr(t)
+	for _, args := range [][]string{
+		{"status"}, {"ping", "--count", "1"}, {"leases", "--all-nodes"}, {"topics", "--all-nodes"}, {"clusters", "--all-nodes"},
+	} {
+		out, stderr, code := run(t, []string{"EDGEREG_TIMEOUT=1s"}, append([]string{"--data", dir, "--nodes", dead, "-o", "json"}, args...)...)
+		if code != exitUnreachable || !strings.Contains(out, dead) {
+			t.Errorf("edgereg %v with no node answering: exit %d (want %d), stdout %q, stderr %q", args, code, exitUnreachable, out, stderr)
+		}
+	}
+}

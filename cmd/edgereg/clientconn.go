@@ -180,3 +180,18 @@ func tryNext(err error) bool {
 	}
 	return true
 }
+
+// nodesFailed is the error of a read asked of every node (status, ping,
+// --all-nodes) when failed of them did not answer; errs holds each node's
+// error, nil for those that answered. When none answered it wraps their
+// errors, so the exit code says why (4 unreachable, 5 refused); when some
+// did, their answers are printed and it is a plain failure (exit 1).
+func nodesFailed(what string, failed int, errs []error) error {
+	switch {
+	case failed == 0:
+		return nil
+	case failed < len(errs):
+		return fmt.Errorf("%d of %d nodes %s", failed, len(errs), what)
+	}
+	return fmt.Errorf("%d of %d nodes %s: %w", failed, len(errs), what, errors.Join(errs...))
+}

@@ -115,10 +115,7 @@ and maximum round trip per node. Exits 1 when a node did not answer.`,
 			}); err != nil {
 				return err
 			}
-			if failed > 0 {
-				return fmt.Errorf("%d of %d nodes did not answer", failed, len(addrs))
-			}
-			return nil
+			return nodesFailed("did not answer", failed, errs)
 		},
 	}
 	src.add(cmd)

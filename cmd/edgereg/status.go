@@ -187,10 +187,7 @@ func runStatus(cmd *cobra.Command, g *globals, src *nodeSourceFlags, tolerance i
 	}); err != nil {
 		return err
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d nodes did not answer", failed, len(addrs))
-	}
-	return nil
+	return nodesFailed("did not answer", failed, errs)
 }
 
 func hookHashes(p map[string]string) string {
@@ -361,10 +358,7 @@ func (g *globals) readOneOrAll(cmd *cobra.Command, all bool, fn func(*client.Con
 	}); err != nil {
 		return err
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d nodes failed", failed, len(addrs))
-	}
-	return nil
+	return nodesFailed("failed", failed, errs)
 }
 
 // Rows compared by --all-nodes.
