@@ -174,3 +174,17 @@ func TestEveryNodeReadsUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeRefusesEmptySettings: an empty variable (EDGEREG_ADDR= in a
+// systemd EnvironmentFile) ran the node on the default address while
+// --print-config showed an empty one from EDGEREG_ADDR; an empty value
+// where the default is not empty is refused, naming the flag.
+func TestNodeRefusesEmptySettings(t *testing.T) {
+	for _, env := range []string{"EDGEREG_ADDR=", "EDGEREG_ADMIN_ADDR=", "EDGEREG_DATA=", "EDGEREG_TLS_KEY_EXCHANGE="} {
+		flag := "--" + strings.ReplaceAll(strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(env, "EDGEREG_"), "=")), "_", "-")
+		_, stderr, code := run(t, []string{env}, "node", "--print-config")
+		if code != exitUsage || !strings.Contains(stderr, flag) {
+			t.Errorf("%s: exit %d (want %d), stderr %q (want %s named)", env, code, exitUsage, stderr, flag)
+		}
+	}
+}

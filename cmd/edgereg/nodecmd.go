@@ -118,10 +118,11 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.DurationVar(&nf.shutdown, "shutdown-timeout", node.DefaultShutdownTimeout, "how long a graceful stop waits for requests in progress")
 }
 
-// refuseZeroSettings refuses a count or duration set to zero (on the
-// command line, by a variable or in the config file) where the flag's
-// default is not zero: node.Config reads zero as "the default", so the node
-// would quietly run with the default while --print-config showed 0. Zero
+// refuseZeroSettings refuses a count or duration set to zero, or a string
+// set empty (on the command line, by a variable or in the config file),
+// where the flag's default is not: node.Config reads zero and "" as "the
+// default", so the node would quietly run with the default while
+// --print-config showed 0 (or nothing). Zero
 // stays valid where it is the flag's own default (--workers, --warm-up:
 // chosen by the node), and for --shutdown-timeout, where it means "do not
 // wait". A negative count is refused too: node.Config reads a negative
@@ -139,6 +140,8 @@ func refuseZeroSettings(fs *pflag.FlagSet) error {
 			err = fmt.Errorf("--%s may not be negative, got %s (%s)", f.Name, v, flagSource(f))
 		case (t == "int" || t == "duration") && (v == "0" || v == "0s") && v != f.DefValue:
 			err = fmt.Errorf("--%s must be positive, got %s (%s)", f.Name, v, flagSource(f))
+		case t == "string" && v == "" && f.DefValue != "":
+			err = fmt.Errorf("--%s may not be empty (%s); its default is %s", f.Name, flagSource(f), f.DefValue)
 		}
 	})
 	return err
