@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -185,6 +187,35 @@ func TestNodeRefusesEmptySettings(t *testing.T) {
 		_, stderr, code := run(t, []string{env}, "node", "--print-config")
 		if code != exitUsage || !strings.Contains(stderr, flag) {
 			t.Errorf("%s: exit %d (want %d), stderr %q (want %s named)", env, code, exitUsage, stderr, flag)
+		}
+	}
+}
+
+// TestLogsPlainWhenNotATerminal: logs to a pipe (a file, journald, a
+// container runtime) are JSON by default and never carry ANSI colour, even
+// as --log-format text; colour is for a terminal alone.
+func TestLogsPlainWhenNotATerminal(t *testing.T) {
+	for _, format := range []string{"auto", "text", "json"} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, err := newLogger(w, format, "info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Warn("broker expired", "broker", "b1")
+		w.Close()
+		b, _ := io.ReadAll(r)
+		r.Close()
+		line := string(b)
+		if strings.Contains(line, "\x1b[") {
+			t.Errorf("--log-format %s to a pipe has ANSI colour: %q", format, line)
+		}
+		var v map[string]any
+		isJSON := json.Unmarshal(b, &v) == nil
+		if wantJSON := format != "text"; isJSON != wantJSON || !strings.Contains(line, "broker expired") {
+			t.Errorf("--log-format %s to a pipe: %q (JSON %v, want %v)", format, line, isJSON, wantJSON)
 		}
 	}
 }
