@@ -56,3 +56,12 @@ func TestPprofOffByDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestPprofNeedsTheAdminAddress: --pprof with --admin-addr off started a
+// node with no profiler and no word about it; the combination is refused.
+func TestPprofNeedsTheAdminAddress(t *testing.T) {
+	err := Config{Pprof: true, AdminAddr: AdminOff}.WithDefaults().Validate()
+	if err == nil || !strings.Contains(err.Error(), "--pprof") || !strings.Contains(err.Error(), "--admin-addr") {
+		t.Fatalf("Validate = %v, want a refusal naming --pprof and --admin-addr", err)
+	}
+}
