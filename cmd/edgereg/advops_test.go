@@ -219,3 +219,36 @@ func TestLogsPlainWhenNotATerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestUnansweredNodeHasNoFacts: in status and ping -o json a node that did
+// not answer carried "warming_up": false, "lease_count": 0 and round trips
+// of 0 beside its error, so `jq '.nodes[] | select(.warming_up == false)'`
+// listed a dead node as ready. It has its address and error only.
+func TestUnansweredNodeHasNoFacts(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := run(t, nil, "--data", dir, "cert", "init"); code != 0 {
+		t.Fatalf("cert init: exit %d: %s", code, stderr)
+	}
+	dead := freeUDPAddr(t)
+	for _, args := range [][]string{{"status"}, {"ping", "--count", "1"}} {
+		out, _, _ := run(t, []string{"EDGEREG_TIMEOUT=1s"}, append([]string{"--data", dir, "--nodes", dead, "-o", "json"}, args...)...)
+		var list []map[string]any
+		if args[0] == "status" {
+			var st struct{ Nodes []map[string]any }
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatalf("%v: %v\n%s", args, err, out)
+			}
+			list = st.Nodes
+		} else if err := json.Unmarshal([]byte(out), &list); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		if len(list) != 1 {
+			t.Fatalf("%v: %d nodes\n%s", args, len(list), out)
+		}
+		for k := range list[0] {
+			if k != "node" && k != "error" {
+				t.Errorf("%v: the node that did not answer has %q: %v", args, k, list[0])
+			}
+		}
+	}
+}
