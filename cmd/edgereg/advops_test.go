@@ -252,3 +252,35 @@ func TestUnansweredNodeHasNoFacts(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyHookCheckedLocally: `policy push|rollback|rm --hook bogus` was
+// sent to every node and exited 1 with each node's refusal; a wrong hook
+// is a usage error (exit 2) found before anything is sent. A node's
+// refusal of a real hook has no "value" beside its error (it printed
+// ": built-in behaviour").
+func TestPolicyHookCheckedLocally(t *testing.T) {
+	addr, dir := cliNode(t)
+	env := []string{"EDGEREG_TIMEOUT=5s"}
+	module := filepath.Join(t.TempDir(), "junk.wasm")
+	if err := os.WriteFile(module, []byte("not wasm"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"policy", "push", module, "--hook", "bogus"},
+		{"policy", "rollback", "--hook", "bogus"},
+		{"policy", "rm", "--hook", "bogus"},
+	} {
+		out, stderr, code := run(t, env, append([]string{"--data", dir, "--nodes", addr, "-o", "json"}, args...)...)
+		if code != exitUsage || !strings.Contains(stderr, "--hook") || out != "" {
+			t.Errorf("edgereg %v: exit %d (want %d), stdout %q, stderr %q", args, code, exitUsage, out, stderr)
+		}
+	}
+	out, _, code := run(t, env, "--data", dir, "--nodes", addr, "-o", "json", "policy", "push", module, "--hook", "route")
+	var results []map[string]any
+	if err := json.Unmarshal([]byte(out), &results); err != nil || code == 0 || len(results) != 1 {
+		t.Fatalf("push of a module that is not wasm: exit %d, %v\n%s", code, err, out)
+	}
+	if v, ok := results[0]["value"]; ok {
+		t.Errorf("a refused push has value %q beside its error", v)
+	}
+}
