@@ -284,3 +284,23 @@ func TestPolicyHookCheckedLocally(t *testing.T) {
 		t.Errorf("a refused push has value %q beside its error", v)
 	}
 }
+
+// TestRefusedChangeHasNoValue: `perm wipe` refused by a node printed
+// "value": {"topics_changed": 0} beside the error, a count that reads as
+// an answer; a failed node's result has its error alone.
+func TestRefusedChangeHasNoValue(t *testing.T) {
+	addr, dir := cliNode(t)
+	cl := t.TempDir()
+	if _, stderr, code := run(t, nil, "--data", dir, "cert", "issue", "--role", "client", "--name", "c1", "--out", cl); code != 0 {
+		t.Fatalf("cert issue: exit %d: %s", code, stderr)
+	}
+	out, _, code := run(t, []string{"EDGEREG_TIMEOUT=5s"}, "--nodes", addr, "-o", "json", "--cert", filepath.Join(cl, "c1.crt"),
+		"--key", filepath.Join(cl, "c1.key"), "--ca", filepath.Join(cl, "ca.crt"), "perm", "wipe", "broker-a")
+	var results []map[string]any
+	if err := json.Unmarshal([]byte(out), &results); err != nil || code != exitRefused || len(results) != 1 {
+		t.Fatalf("perm wipe as a client: exit %d, %v\n%s", code, err, out)
+	}
+	if v, ok := results[0]["value"]; ok {
+		t.Errorf("a refused perm wipe has value %v beside its error", v)
+	}
+}

@@ -145,12 +145,11 @@ func (g *globals) withEveryNode(ctx context.Context, fn func(*client.Conn) (any,
 			}
 			defer c.Close()
 			v, err := fn(c)
-			results[i].Value = v
-			if err != nil {
+			if err != nil { // the error alone: a zero value would read as an answer
 				results[i].Error, results[i].err = err.Error(), fmt.Errorf("%s: %w", addr, err)
 				return
 			}
-			results[i].OK = true
+			results[i].OK, results[i].Value = true, v
 		}()
 	}
 	for range nodes {
