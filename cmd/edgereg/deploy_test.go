@@ -176,7 +176,13 @@ func TestSystemdUnit(t *testing.T) {
 	if exec[1] != "node" {
 		t.Fatalf("ExecStart %v does not run a node", exec)
 	}
-	commandFor(t, "edgereg.service", exec[1:])
+	fs := commandFor(t, "edgereg.service", exec[1:])
+	// ProtectSystem=strict leaves only the StateDirectory writable: --data
+	// must be it, or the node cannot create its identity and keys.
+	if state := sections["Service"]["StateDirectory"]; state == "" || fs.Lookup("data").Value.String() != "/var/lib/"+state {
+		t.Errorf("--data=%s is not the unit's StateDirectory (/var/lib/%s), the one path ProtectSystem=strict leaves writable",
+			fs.Lookup("data").Value.String(), state)
+	}
 	if sections["Service"]["KillSignal"] != "SIGTERM" || sections["Install"]["WantedBy"] == "" {
 		t.Errorf("unit does not stop gracefully or is not installable: %v", sections)
 	}
