@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -302,5 +306,42 @@ func TestRefusedChangeHasNoValue(t *testing.T) {
 	}
 	if v, ok := results[0]["value"]; ok {
 		t.Errorf("a refused perm wipe has value %v beside its error", v)
+	}
+}
+
+// TestNodeStopPastDeadlineExitsFailure: a node whose graceful stop ran
+// past --shutdown-timeout exited 4 ("unreachable", for the deadline's
+// context.DeadlineExceeded); the node's own failures exit 1. And
+// --shutdown-timeout 0 made every stop such a failure: it is refused.
+func TestNodeStopPastDeadlineExitsFailure(t *testing.T) {
+	if _, stderr, code := run(t, nil, "node", "--print-config", "--shutdown-timeout", "0s"); code != exitUsage || !strings.Contains(stderr, "--shutdown-timeout") {
+		t.Errorf("--shutdown-timeout 0s: exit %d (want %d), %q", code, exitUsage, stderr)
+	}
+	cmd := exec.Command(binary, "node", "--data", t.TempDir(), "--addr", freeUDPAddr(t), "--admin-addr", "off",
+		"--log-format", "json", "--shutdown-timeout", "1ns")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stderr)
+	var logs strings.Builder
+	for lines.Scan() {
+		logs.WriteString(lines.Text() + "\n")
+		if strings.Contains(lines.Text(), `"msg":"node started"`) {
+			break
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	for lines.Scan() {
+		logs.WriteString(lines.Text() + "\n")
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFailure || !strings.Contains(logs.String(), "shutdown") {
+		t.Errorf("node stopped past its 1ns deadline: %v (want exit %d)\n%s", err, exitFailure, logs.String())
 	}
 }

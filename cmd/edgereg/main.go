@@ -54,7 +54,10 @@ func exitCode(err error) int {
 		return exitUsage
 	}
 	var pe *partialError
+	var nf nodeFailure
 	switch {
+	case errors.As(err, &nf):
+		return exitFailure
 	case errors.As(err, &pe):
 		return exitPartial
 	case anyError(err, isRefused):

@@ -54,7 +54,14 @@ SIGINT or SIGTERM stops it gracefully.`,
 				return usageError{fmt.Errorf("invalid configuration: %w", err)}
 			}
 			nf.cfg.DataDir = g.data
-			return runNode(cmd, g, nf)
+			if err := runNode(cmd, g, nf); err != nil {
+				var ue usageError
+				if errors.As(err, &ue) {
+					return err
+				}
+				return nodeFailure{err}
+			}
+			return nil
 		},
 	}
 	addNodeFlags(cmd.Flags(), nf)
@@ -124,14 +131,13 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 // default", so the node would quietly run with the default while
 // --print-config showed 0 (or nothing). Zero
 // stays valid where it is the flag's own default (--workers, --warm-up:
-// chosen by the node), and for --shutdown-timeout, where it means "do not
-// wait". A negative count is refused too: node.Config reads a negative
+// chosen by the node). A negative count is refused too: node.Config reads a negative
 // --workers or --broker-workers as the default as well. (A negative
 // duration is Validate's to refuse; --warm-up takes one to disable it.)
 func refuseZeroSettings(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || !f.Changed || f.Name == "shutdown-timeout" {
+		if err != nil || !f.Changed {
 			return
 		}
 		t, v := f.Value.Type(), f.Value.String()
@@ -146,6 +152,13 @@ func refuseZeroSettings(fs *pflag.FlagSet) error {
 	})
 	return err
 }
+
+// nodeFailure is a failure of the node itself (a port in use, a data
+// directory it cannot use, a stop past --shutdown-timeout): exit 1, never
+// a client's exit code such as 4, which a deadline's error would get.
+type nodeFailure struct{ error }
+
+func (f nodeFailure) Unwrap() error { return f.error }
 
 func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
 	logger, err := newLogger(os.Stderr, nf.logFormat, nf.logLevel)
