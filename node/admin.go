@@ -79,10 +79,16 @@ func (a *adminServer) adminMux() *http.ServeMux {
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
 	if n.cfg.Pprof {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		// On loopback the profiler gets the status page's guard against
+		// DNS rebinding: a web page must not start profiles or read dumps.
+		guard := func(h http.HandlerFunc) http.HandlerFunc { return h }
+		if isLoopback(n.cfg.AdminAddr) {
+			guard = loopbackHostOnly
+		}
+		mux.HandleFunc("GET /debug/pprof/", guard(pprof.Index))
+		mux.HandleFunc("GET /debug/pprof/profile", guard(pprof.Profile))
+		mux.HandleFunc("GET /debug/pprof/symbol", guard(pprof.Symbol))
+		mux.HandleFunc("GET /debug/pprof/trace", guard(pprof.Trace))
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.stats.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelError)}))
 	return mux

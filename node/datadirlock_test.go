@@ -65,3 +65,29 @@ func TestPprofNeedsTheAdminAddress(t *testing.T) {
 		t.Fatalf("Validate = %v, want a refusal naming --pprof and --admin-addr", err)
 	}
 }
+
+// TestPprofRefusesRebindingOnLoopback: on a loopback admin address the
+// profiler answered any Host, so a hostile web page in a browser on the
+// same machine could, through DNS rebinding, start CPU profiles and traces
+// and read goroutine dumps; it gets the status page's guard (IP or
+// localhost only).
+func TestPprofRefusesRebindingOnLoopback(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.AdminAddr = "127.0.0.1:0"; c.Pprof = true })
+	url := "http://" + tn.AdminAddr().String() + "/debug/pprof/heap"
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "rebind.example:9877"
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("/debug/pprof/ for Host rebind.example = %d, want 403", resp.StatusCode)
+	}
+	if code, _ := httpGet(t, url); code != 200 {
+		t.Errorf("/debug/pprof/heap by IP = %d, want 200", code)
+	}
+}
