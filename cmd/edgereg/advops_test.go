@@ -193,6 +193,10 @@ func TestNodeRefusesEmptySettings(t *testing.T) {
 			t.Errorf("%s: exit %d (want %d), stderr %q (want %s named)", env, code, exitUsage, stderr, flag)
 		}
 	}
+	// A client command's variable is not the node's to refuse.
+	if _, stderr, code := run(t, []string{"EDGEREG_TIMEOUT="}, "node", "--print-config"); code != 0 {
+		t.Errorf("EDGEREG_TIMEOUT= stopped the node: exit %d, %q", code, stderr)
+	}
 }
 
 // TestLogsPlainWhenNotATerminal: logs to a pipe (a file, journald, a

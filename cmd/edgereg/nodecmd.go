@@ -137,8 +137,8 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 func refuseZeroSettings(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || !f.Changed {
-			return
+		if _, client := clientSettings[f.Name]; err != nil || !f.Changed || client {
+			return // a client setting (EDGEREG_TIMEOUT=) is not the node's to refuse
 		}
 		t, v := f.Value.Type(), f.Value.String()
 		switch {
