@@ -79,10 +79,16 @@ func (a *adminServer) adminMux() *http.ServeMux {
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
 	if n.cfg.Pprof {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		// On loopback the profiler gets the status page's guard against
+		// DNS rebinding: a web page must not start profiles or read dumps.
+		guard := func(h http.HandlerFunc) http.HandlerFunc { return h }
+		if isLoopback(n.cfg.AdminAddr) {
+			guard = loopbackHostOnly
+		}
+		mux.HandleFunc("GET /debug/pprof/", guard(pprof.Index))
+		mux.HandleFunc("GET /debug/pprof/profile", guard(pprof.Profile))
+		mux.HandleFunc("GET /debug/pprof/symbol", guard(pprof.Symbol))
+		mux.HandleFunc("GET /debug/pprof/trace", guard(pprof.Trace))
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.stats.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelError)}))
 	return mux
@@ -123,13 +129,23 @@ func (a *adminServer) bind(what, addr string, h http.Handler) (net.Listener, err
 		return nil, fmt.Errorf("%s listen on %s: %w", what, addr, err)
 	}
 	a.listeners = append(a.listeners, ln)
-	a.servers = append(a.servers, &http.Server{
-		Addr: ln.Addr().String(), Handler: h,
+	srv := NewHTTPServer(h, a.n.log)
+	srv.Addr = ln.Addr().String()
+	a.servers = append(a.servers, srv)
+	return ln, nil
+}
+
+// NewHTTPServer returns an HTTP server for h with the node's admin
+// timeouts (header, read, write and idle), so a slow or idle client cannot
+// hold a connection for ever; its errors go to log at debug level. The
+// gateway's admin address uses it too.
+func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
 		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout,
-		ErrorLog: slog.NewLogLogger(a.n.log.Handler(), slog.LevelDebug),
-	})
-	return ln, nil
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
 }
 
 func (a *adminServer) closeListeners() {

@@ -326,6 +326,8 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 			return fmt.Errorf("--admin-addr %q: %w", c.AdminAddr, err)
 		}
+	} else if c.Pprof {
+		return errors.New("--pprof serves the profiler on the admin address, and --admin-addr is off")
 	}
 	if c.RemotingAddr != "" {
 		if _, _, err := net.SplitHostPort(c.RemotingAddr); err != nil {

@@ -87,8 +87,9 @@ type Node struct {
 	// policyWorkers holds a slot per policy upload or test in progress,
 	// which may take minutes: off the brokers' pool (dispatch.go).
 	policyWorkers chan struct{}
-	adm           *admission // connection limits (admission.go)
-	warn          *warnings  // rate-limited security logs (audit.go)
+	adm           *admission   // connection limits (admission.go)
+	warn          *warnings    // rate-limited security logs (audit.go)
+	unlockData    func() error // releases the data directory's lock (Shutdown)
 }
 
 // New prepares a node: it creates or loads the data directory, its TLS
@@ -101,6 +102,18 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
+	// One node per data directory: two would share an id and rewrite one
+	// KV file each from its own memory.
+	unlock, err := datadir.Lock(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data directory (--data): %w", err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			unlock()
+		}
+	}()
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -119,7 +132,7 @@ func New(cfg Config) (*Node, error) {
 	n.warn = newWarnings(cfg.Logger)
 	n.adm = newAdmission(cfg)
 	n.watches = newWatchHub()
-	var err error
+	n.unlockData = unlock
 	if n.id, err = loadNodeID(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -143,6 +156,7 @@ func New(cfg Config) (*Node, error) {
 		n.policies.close()
 		return nil, err
 	}
+	started = true
 	return n, nil
 }
 
@@ -429,6 +443,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.policies.close()
 	n.tr.Close()
 	n.udp.Close()
+	n.unlockData()
 	n.log.Info("node stopped")
 	return err
 }

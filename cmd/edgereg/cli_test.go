@@ -65,12 +65,18 @@ func run(t *testing.T, env []string, args ...string) (string, string, int) {
 	return out.String(), errOut.String(), code
 }
 
+// testPolicyCallTimeout replaces the 20 ms default in the CLI tests
+// nodes: a policy module's dry run at push took longer under -race on a
+// loaded machine, and the push was refused ("policy call exceeded its
+// deadline"), failing TestCLIStatusShowsDrift now and then.
+const testPolicyCallTimeout = 2 * time.Second
+
 // cliNode starts an in-process node whose data directory the CLI uses.
 func cliNode(t *testing.T) (addr, dir string) {
 	t.Helper()
 	dir = t.TempDir()
 	n, err := node.New(node.Config{Addr: "127.0.0.1:0", AdminAddr: node.AdminOff, DataDir: dir, WarmUp: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		PolicyCallTimeout: testPolicyCallTimeout, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

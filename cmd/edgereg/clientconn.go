@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,9 +48,16 @@ func (g *globals) context(parent context.Context) (context.Context, context.Canc
 func (g *globals) nodeList() ([]string, error) {
 	var out []string
 	for _, n := range g.nodes {
-		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, n)
+		if n = strings.TrimSpace(n); n == "" {
+			continue
 		}
+		// A malformed address is a usage error, named before any dial
+		// (the route client would wait out --timeout on it).
+		_, port, err := net.SplitHostPort(n)
+		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p <= 0 || p > 65535 {
+			return nil, usageError{fmt.Errorf("--nodes %q: want HOST:PORT", n)}
+		}
+		out = append(out, n)
 	}
 	if len(out) == 0 {
 		return nil, usageError{errors.New("--nodes names no node")}
@@ -136,12 +145,11 @@ func (g *globals) withEveryNode(ctx context.Context, fn func(*client.Conn) (any,
 			}
 			defer c.Close()
 			v, err := fn(c)
-			results[i].Value = v
-			if err != nil {
+			if err != nil { // the error alone: a zero value would read as an answer
 				results[i].Error, results[i].err = err.Error(), fmt.Errorf("%s: %w", addr, err)
 				return
 			}
-			results[i].OK = true
+			results[i].OK, results[i].Value = true, v
 		}()
 	}
 	for range nodes {
@@ -170,4 +178,19 @@ func tryNext(err error) bool {
 		return we.Code == wire.CodeWarmingUp || we.Code == wire.CodeUnavailable || we.Code == wire.CodeOverloaded
 	}
 	return true
+}
+
+// nodesFailed is the error of a read asked of every node (status, ping,
+// --all-nodes) when failed of them did not answer; errs holds each node's
+// error, nil for those that answered. When none answered it wraps their
+// errors, so the exit code says why (4 unreachable, 5 refused); when some
+// did, their answers are printed and it is a plain failure (exit 1).
+func nodesFailed(what string, failed int, errs []error) error {
+	switch {
+	case failed == 0:
+		return nil
+	case failed < len(errs):
+		return fmt.Errorf("%d of %d nodes %s", failed, len(errs), what)
+	}
+	return fmt.Errorf("%d of %d nodes %s: %w", failed, len(errs), what, errors.Join(errs...))
 }

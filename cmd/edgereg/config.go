@@ -66,6 +66,13 @@ func applyConfigFile(fs *pflag.FlagSet, path string) error {
 		if fl == nil || key == "config" || key == "help" || key == "print-config" {
 			return fmt.Errorf("%s: unknown setting %q%s (settings are the flag names of `edgereg node --help`)", at, key, suggest(key, flagNames(fs)))
 		}
+		if mine, isClient := clientSettings[key]; isClient {
+			hint := ""
+			if mine != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", mine)
+			}
+			return fmt.Errorf("%s: %s is a client setting the node does not use%s", at, key, hint)
+		}
 		if first, dup := seen[key]; dup {
 			return fmt.Errorf("%s: %s is set again (first on line %d)", at, key, first)
 		}
@@ -83,6 +90,14 @@ func applyConfigFile(fs *pflag.FlagSet, path string) error {
 		setSource(fl, at)
 	}
 	return nil
+}
+
+// clientSettings are the root's flags that only the client commands read,
+// with the node's own setting for the same thing: in a node's config file
+// they would be ignored without a word (--data and --output are the
+// node's too).
+var clientSettings = map[string]string{
+	"cert": "tls-cert", "key": "tls-key", "ca": "tls-client-ca", "nodes": "", "timeout": "",
 }
 
 func scalarOrList(v *yaml.Node) (string, error) {

@@ -108,8 +108,19 @@ func TestKubernetesManifestsUseRealFlags(t *testing.T) {
 			env, _ := c["env"].([]any)
 			for _, e := range env {
 				name := fmt.Sprint(e.(map[string]any)["name"])
-				if strings.HasPrefix(name, "EDGEREG_") && !hasFlagForEnv(fs, name) {
+				if !strings.HasPrefix(name, "EDGEREG_") {
+					continue
+				}
+				f := flagForEnv(fs, name)
+				if f == nil {
 					t.Errorf("%s: env %s sets no flag of %s", where, name, args[0])
+					continue
+				}
+				// The value parses as the flag's, as bindEnv would set it.
+				if v, ok := e.(map[string]any)["value"]; ok {
+					if err := setFlag(f, fmt.Sprint(v)); err != nil {
+						t.Errorf("%s: env %s=%v: %v", where, name, v, err)
+					}
 				}
 			}
 			checked++
@@ -120,9 +131,13 @@ func TestKubernetesManifestsUseRealFlags(t *testing.T) {
 	}
 }
 
-func hasFlagForEnv(fs *pflag.FlagSet, env string) bool {
-	found := false
-	fs.VisitAll(func(f *pflag.Flag) { found = found || EnvName(f.Name) == env })
+func flagForEnv(fs *pflag.FlagSet, env string) *pflag.Flag {
+	var found *pflag.Flag
+	fs.VisitAll(func(f *pflag.Flag) {
+		if EnvName(f.Name) == env {
+			found = f
+		}
+	})
 	return found
 }
 
@@ -161,7 +176,13 @@ func TestSystemdUnit(t *testing.T) {
 	if exec[1] != "node" {
 		t.Fatalf("ExecStart %v does not run a node", exec)
 	}
-	commandFor(t, "edgereg.service", exec[1:])
+	fs := commandFor(t, "edgereg.service", exec[1:])
+	// ProtectSystem=strict leaves only the StateDirectory writable: --data
+	// must be it, or the node cannot create its identity and keys.
+	if state := sections["Service"]["StateDirectory"]; state == "" || fs.Lookup("data").Value.String() != "/var/lib/"+state {
+		t.Errorf("--data=%s is not the unit's StateDirectory (/var/lib/%s), the one path ProtectSystem=strict leaves writable",
+			fs.Lookup("data").Value.String(), state)
+	}
 	if sections["Service"]["KillSignal"] != "SIGTERM" || sections["Install"]["WantedBy"] == "" {
 		t.Errorf("unit does not stop gracefully or is not installable: %v", sections)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire/gateway"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
@@ -120,7 +122,7 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 			srv.Shutdown(context.Background())
 			return err
 		}
-		admin = &http.Server{Handler: gw.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		admin = gatewayAdminServer(gw.AdminHandler(), logger)
 		go admin.Serve(aln)
 		logger.Info("gateway admin listening", "addr", aln.Addr().String())
 	}
@@ -144,4 +146,10 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	}
 	logger.Info("gateway stopped; its brokers' leases run on until they register again")
 	return err
+}
+
+// gatewayAdminServer is the HTTP server of the gateway's admin address,
+// with the node's timeouts.
+func gatewayAdminServer(h http.Handler, log *slog.Logger) *http.Server {
+	return node.NewHTTPServer(h, log)
 }

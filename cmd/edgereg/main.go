@@ -54,7 +54,10 @@ func exitCode(err error) int {
 		return exitUsage
 	}
 	var pe *partialError
+	var nf nodeFailure
 	switch {
+	case errors.As(err, &nf):
+		return exitFailure
 	case errors.As(err, &pe):
 		return exitPartial
 	case anyError(err, isRefused):
@@ -127,8 +130,10 @@ func isUnreachable(err error) bool {
 	var hs *quic.HandshakeTimeoutError
 	var oe *net.OpError
 	var de *net.DNSError
+	// A failed listen is this process's own failure (a port in use, an
+	// address it may not bind), not an unreachable node.
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &idle) || errors.As(err, &hs) ||
-		errors.As(err, &oe) || errors.As(err, &de) || errors.Is(err, nodes.ErrNoNodes) || errors.Is(err, routeclient.ErrNoNodes)
+		(errors.As(err, &oe) && oe.Op != "listen") || errors.As(err, &de) || errors.Is(err, nodes.ErrNoNodes) || errors.Is(err, routeclient.ErrNoNodes)
 }
 
 // isCobraUsage recognises the usage errors cobra returns as plain errors:

@@ -50,8 +50,18 @@ SIGINT or SIGTERM stops it gracefully.`,
 					return usageError{err}
 				}
 			}
+			if err := refuseZeroSettings(cmd.Flags()); err != nil {
+				return usageError{fmt.Errorf("invalid configuration: %w", err)}
+			}
 			nf.cfg.DataDir = g.data
-			return runNode(cmd, g, nf)
+			if err := runNode(cmd, g, nf); err != nil {
+				var ue usageError
+				if errors.As(err, &ue) {
+					return err
+				}
+				return nodeFailure{err}
+			}
+			return nil
 		},
 	}
 	addNodeFlags(cmd.Flags(), nf)
@@ -115,6 +125,41 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.BoolVar(&nf.printConfig, "print-config", false, "print the effective configuration and exit")
 	fs.DurationVar(&nf.shutdown, "shutdown-timeout", node.DefaultShutdownTimeout, "how long a graceful stop waits for requests in progress")
 }
+
+// refuseZeroSettings refuses a count or duration set to zero, or a string
+// set empty (on the command line, by a variable or in the config file),
+// where the flag's default is not: node.Config reads zero and "" as "the
+// default", so the node would quietly run with the default while
+// --print-config showed 0 (or nothing). Zero
+// stays valid where it is the flag's own default (--workers, --warm-up:
+// chosen by the node). A negative count is refused too: node.Config reads a negative
+// --workers or --broker-workers as the default as well. (A negative
+// duration is Validate's to refuse; --warm-up takes one to disable it.)
+func refuseZeroSettings(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if _, client := clientSettings[f.Name]; err != nil || !f.Changed || client {
+			return // a client setting (EDGEREG_TIMEOUT=) is not the node's to refuse
+		}
+		t, v := f.Value.Type(), f.Value.String()
+		switch {
+		case t == "int" && strings.HasPrefix(v, "-"):
+			err = fmt.Errorf("--%s may not be negative, got %s (%s)", f.Name, v, flagSource(f))
+		case (t == "int" || t == "duration") && (v == "0" || v == "0s") && v != f.DefValue:
+			err = fmt.Errorf("--%s must be positive, got %s (%s)", f.Name, v, flagSource(f))
+		case t == "string" && v == "" && f.DefValue != "":
+			err = fmt.Errorf("--%s may not be empty (%s); its default is %s", f.Name, flagSource(f), f.DefValue)
+		}
+	})
+	return err
+}
+
+// nodeFailure is a failure of the node itself (a port in use, a data
+// directory it cannot use, a stop past --shutdown-timeout): exit 1, never
+// a client's exit code such as 4, which a deadline's error would get.
+type nodeFailure struct{ error }
+
+func (f nodeFailure) Unwrap() error { return f.error }
 
 func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
 	logger, err := newLogger(os.Stderr, nf.logFormat, nf.logLevel)
@@ -198,6 +243,7 @@ func effectiveConfig(cmd *cobra.Command, cfg node.Config) []configEntry {
 		"warm-up":        cfg.WarmUp.String(),
 		"workers":        strconv.Itoa(cfg.Workers),
 		"max-handshakes": strconv.Itoa(cfg.MaxHandshakes),
+		"broker-workers": strconv.Itoa(cfg.BrokerWorkers),
 		"data":           cfg.DataDir,
 	}
 	if cfg.WarmUp < 0 {

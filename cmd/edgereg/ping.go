@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -24,6 +25,16 @@ type pingOut struct {
 	AvgUs  int64 `json:"avg_us"`
 	MaxUs  int64 `json:"max_us"`
 	Pings  int   `json:"pings"`
+}
+
+// MarshalJSON gives a node whose pings failed its address and error only,
+// as status does: zero round trips would read as measurements.
+func (p pingOut) MarshalJSON() ([]byte, error) {
+	if p.Error != "" {
+		return json.Marshal(unanswered{p.Node, p.Error})
+	}
+	type plain pingOut
+	return json.Marshal(plain(p))
 }
 
 func newPingCmd(g *globals) *cobra.Command {
@@ -115,10 +126,7 @@ and maximum round trip per node. Exits 1 when a node did not answer.`,
 			}); err != nil {
 				return err
 			}
-			if failed > 0 {
-				return fmt.Errorf("%d of %d nodes did not answer", failed, len(addrs))
-			}
-			return nil
+			return nodesFailed("did not answer", failed, errs)
 		},
 	}
 	src.add(cmd)

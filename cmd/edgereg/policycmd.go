@@ -28,6 +28,13 @@ ls lists every node; test runs a module once on one node and activates nothing.`
 	hookFlag := func(c *cobra.Command) {
 		c.Flags().StringVar(&hook, "hook", "", "route, expiry or confirm (required)")
 		c.MarkFlagRequired("hook")
+		// A wrong hook is a usage error, found before anything is sent.
+		c.PreRunE = func(*cobra.Command, []string) error {
+			if _, err := wasm.ParseHook(hook); err != nil {
+				return usageError{fmt.Errorf("--hook: %w", err)}
+			}
+			return nil
+		}
 	}
 	push := &cobra.Command{
 		Use: "push FILE --hook H", Short: "Validate and activate a module on every node", Args: cobra.ExactArgs(1),
@@ -38,7 +45,10 @@ ls lists every node; test runs a module once on one node and activates nothing.`
 			}
 			return g.everyNode(cmd, func(c *client.Conn, ctx contextT) (any, error) {
 				info, err := c.PolicyPush(ctx, hook, module)
-				return policySummary(info), err
+				if err != nil {
+					return nil, err // no summary beside the node's refusal
+				}
+				return policySummary(info), nil
 			})
 		},
 	}
@@ -47,7 +57,10 @@ ls lists every node; test runs a module once on one node and activates nothing.`
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.everyNode(cmd, func(c *client.Conn, ctx contextT) (any, error) {
 				info, err := c.PolicyRollback(ctx, hook)
-				return policySummary(info), err
+				if err != nil {
+					return nil, err // no summary beside the node's refusal
+				}
+				return policySummary(info), nil
 			})
 		},
 	}
@@ -56,7 +69,10 @@ ls lists every node; test runs a module once on one node and activates nothing.`
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.everyNode(cmd, func(c *client.Conn, ctx contextT) (any, error) {
 				info, err := c.PolicyRemove(ctx, hook)
-				return policySummary(info), err
+				if err != nil {
+					return nil, err // no summary beside the node's refusal
+				}
+				return policySummary(info), nil
 			})
 		},
 	}

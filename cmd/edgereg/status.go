@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -39,6 +40,22 @@ type nodeStatus struct {
 	Policies      []policyHash `json:"policies"` // the hooks that run a module, by hook
 	hashes        map[string]string
 	brokers       []string
+}
+
+// MarshalJSON gives a node that did not answer its address and error
+// only: zero counts and "warming_up": false would read as facts.
+func (n nodeStatus) MarshalJSON() ([]byte, error) {
+	if n.Error != "" {
+		return json.Marshal(unanswered{n.Node, n.Error})
+	}
+	type plain nodeStatus
+	return json.Marshal(plain(n))
+}
+
+// unanswered is how -o json shows a node that did not answer.
+type unanswered struct {
+	Node  string `json:"node"`
+	Error string `json:"error"`
 }
 
 // policyHash is the module active on a hook: its SHA-256, hex.
@@ -187,10 +204,7 @@ func runStatus(cmd *cobra.Command, g *globals, src *nodeSourceFlags, tolerance i
 	}); err != nil {
 		return err
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d nodes did not answer", failed, len(addrs))
-	}
-	return nil
+	return nodesFailed("did not answer", failed, errs)
 }
 
 func hookHashes(p map[string]string) string {
@@ -361,10 +375,7 @@ func (g *globals) readOneOrAll(cmd *cobra.Command, all bool, fn func(*client.Con
 	}); err != nil {
 		return err
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d nodes failed", failed, len(addrs))
-	}
-	return nil
+	return nodesFailed("failed", failed, errs)
 }
 
 // Rows compared by --all-nodes.

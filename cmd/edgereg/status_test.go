@@ -34,7 +34,7 @@ func cliNodeSharingCA(t *testing.T, caDir string) string {
 		}
 	}
 	n, err := node.New(node.Config{Addr: "127.0.0.1:0", AdminAddr: node.AdminOff, DataDir: dir, WarmUp: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		PolicyCallTimeout: testPolicyCallTimeout, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -24,6 +27,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -376,6 +380,47 @@ func TestStatefulSetAsShipped(t *testing.T) {
 	if !strings.HasPrefix(flag("admin-addr"), "0.0.0.0:") {
 		t.Errorf("--admin-addr=%q is not reachable by the probes", flag("admin-addr"))
 	}
+	// The probes and the QUIC port name the ports the node listens on
+	// (--admin-addr, --addr): a port changed in one place only leaves every
+	// pod unready, or brokers dialling a closed port.
+	portOf := func(flagName string, def int32) int32 {
+		addr := flag(flagName)
+		if addr == "" {
+			return def
+		}
+		_, port, err := net.SplitHostPort(addr)
+		p, perr := strconv.Atoi(port)
+		if err != nil || perr != nil {
+			t.Fatalf("--%s=%q: not HOST:PORT", flagName, addr)
+		}
+		return int32(p)
+	}
+	containerPort := func(p intstr.IntOrString) int32 {
+		if p.Type == intstr.Int {
+			return p.IntVal
+		}
+		for _, cp := range node.Ports {
+			if cp.Name == p.StrVal {
+				return cp.ContainerPort
+			}
+		}
+		t.Errorf("probe port %q names no container port", p.StrVal)
+		return 0
+	}
+	admin := portOf("admin-addr", 9877)
+	for what, pr := range map[string]*corev1.Probe{"readiness": node.ReadinessProbe, "liveness": node.LivenessProbe} {
+		if pr != nil && pr.HTTPGet != nil {
+			if got := containerPort(pr.HTTPGet.Port); got != admin {
+				t.Errorf("the %s probe asks port %d; the node serves /healthz and /readyz on %d (--admin-addr=%s)", what, got, admin, flag("admin-addr"))
+			}
+		}
+	}
+	quicPort := portOf("addr", 9876)
+	for _, cp := range node.Ports {
+		if cp.Protocol == corev1.ProtocolUDP && cp.ContainerPort != quicPort {
+			t.Errorf("container port %s is %d/UDP; the node serves QUIC on %d (--addr=%s)", cp.Name, cp.ContainerPort, quicPort, flag("addr"))
+		}
+	}
 	// Every Service port is a port of the container.
 	ports := map[string]corev1.ContainerPort{}
 	for _, p := range node.Ports {
@@ -388,8 +433,16 @@ func TestStatefulSetAsShipped(t *testing.T) {
 			}
 		}
 	}
-	if pod.Spec.TerminationGracePeriodSeconds == nil || *pod.Spec.TerminationGracePeriodSeconds <= 20 {
-		t.Error("terminationGracePeriodSeconds must exceed --shutdown-timeout")
+	stop := 10 * time.Second // the node's default --shutdown-timeout
+	if v := flag("shutdown-timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("--shutdown-timeout=%q: %v", v, err)
+		}
+		stop = d
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= stop {
+		t.Errorf("terminationGracePeriodSeconds must exceed --shutdown-timeout %s, or the kubelet kills the node mid-drain", stop)
 	}
 }
 
