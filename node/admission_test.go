@@ -297,6 +297,21 @@ func TestFlappingBrokersNeitherRefusedNorExpired(t *testing.T) {
 // TestAdmissionPlace checks the admission rules on their own, without
 // sockets: who is refused, who replaces whom, and that nothing is replaced
 // for a connection that is refused anyway.
+// placeAndCount places a as admit does and, when it is let in, counts it
+// and uncounts the connection it replaces, under ad.mu.
+func placeAndCount(ad *admission, a *admitted) (replaced *admitted, reason string) {
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	v, reason := ad.place(a)
+	if reason == "" {
+		if v != nil {
+			ad.uncount(v)
+		}
+		ad.countLocked(a)
+	}
+	return v, reason
+}
+
 func TestAdmissionPlace(t *testing.T) {
 	ad := newAdmission(Config{MaxConns: 20, MaxConnsPerHost: 2, MaxBrokerConnsPerHost: 3, MaxConnsPerIdentity: 2}.WithDefaults())
 	seq := int64(0)
@@ -306,16 +321,7 @@ func TestAdmissionPlace(t *testing.T) {
 		a.last.Store(seq) // later connections are more recently active
 		return a
 	}
-	admit := func(a *admitted) (*admitted, string) {
-		v, reason := ad.place(a)
-		if reason == "" {
-			if v != nil {
-				ad.uncount(v)
-			}
-			ad.countLocked(a)
-		}
-		return v, reason
-	}
+	admit := func(a *admitted) (*admitted, string) { return placeAndCount(ad, a) }
 	// Identity X fills its limit on two hosts.
 	x1, x2 := conn("h1", "X", userClass), conn("h2", "X", userClass)
 	admit(x1)
@@ -370,15 +376,7 @@ func TestSharedBrokerCertificateDoesNotKickLiveBrokers(t *testing.T) {
 		seq++
 		a := &admitted{host: "h1", ident: "shared", class: brokerClass}
 		a.last.Store(seq)
-		ad.mu.Lock()
-		defer ad.mu.Unlock()
-		v, reason := ad.place(a)
-		if reason == "" {
-			if v != nil {
-				ad.uncount(v)
-			}
-			ad.countLocked(a)
-		}
+		v, reason := placeAndCount(ad, a)
 		return a, v, reason
 	}
 	var brokers []*admitted
@@ -433,12 +431,19 @@ func (d *deafConn) Close() error {
 	return d.PacketConn.Close()
 }
 
-// dialDeaf starts n handshakes from peers that never receive what the node
-// sends (what a spoofed source address looks like), on wg, until ctx ends.
+// dialDeaf starts n handshakes from peers at 127.0.0.1 that never receive
+// what the node sends (what a spoofed source address looks like), on wg,
+// until ctx ends.
 func dialDeaf(t *testing.T, ctx context.Context, wg *sync.WaitGroup, tn *testNode, n int) {
 	t.Helper()
+	dialDeafFrom(t, ctx, wg, tn, "127.0.0.1", n)
+}
+
+// dialDeafFrom is dialDeaf from the loopback address ip.
+func dialDeafFrom(t *testing.T, ctx context.Context, wg *sync.WaitGroup, tn *testNode, ip string, n int) {
+	t.Helper()
 	for range n {
-		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+		udp, err := net.ListenPacket("udp", net.JoinHostPort(ip, "0"))
 		if err != nil {
 			t.Fatal(err)
 		}

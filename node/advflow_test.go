@@ -321,15 +321,7 @@ func TestBrokerIdentityLimitReplacesOnlyDeadConnections(t *testing.T) {
 		seq++
 		a := &admitted{host: host, ident: "shared", class: brokerClass}
 		a.last.Store(seq)
-		ad.mu.Lock()
-		defer ad.mu.Unlock()
-		v, reason := ad.place(a)
-		if reason == "" {
-			if v != nil {
-				ad.uncount(v)
-			}
-			ad.countLocked(a)
-		}
+		v, reason := placeAndCount(ad, a)
 		return a, v, reason
 	}
 	a1, _, _ := admit("h1")

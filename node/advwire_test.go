@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -113,17 +112,7 @@ func TestReadersHoldingTheByteBudgetDoNotDelayBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hog.CloseWithError(0, "")
-	s, err := hog.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A frame of the whole limit, 40 KiB of it sent: its buffer has grown
-	// to the limit, all of the readers' budget.
-	msg := make([]byte, wire.FrameHeaderLen+40<<10)
-	binary.BigEndian.PutUint32(msg, limit)
-	if _, err := s.Write(msg); err != nil {
-		t.Fatal(err)
-	}
+	sendPartOfAFrame(t, ctx, hog, limit) // all of the readers' budget
 	waitFor(t, "the hog to hold the budget", func() bool { return tn.inFlight.used.Load() >= limit })
 
 	// A broker's registration (several KiB: its buffer must grow) and
@@ -245,19 +234,7 @@ func TestOneSourceIPCannotLockOutAnother(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
-	for range handshakes {
-		udp, err := net.ListenPacket("udp", "127.0.0.3:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dc := &deafConn{PacketConn: udp, closed: make(chan struct{})}
-		tr := &quic.Transport{Conn: dc}
-		wg.Go(func() {
-			defer tr.Close()
-			defer dc.Close() // first: tr.Close waits for the read loop
-			_, _ = tr.Dial(sctx, tn.Addr(), tn.tlsFor(pki.RoleClient, "stalled"), &quic.Config{})
-		})
-	}
+	dialDeafFrom(t, sctx, &wg, tn, "127.0.0.3", handshakes)
 	waitFor(t, "127.0.0.3 to hold its handshakes", func() bool {
 		tn.adm.mu.Lock()
 		defer tn.adm.mu.Unlock()
@@ -308,33 +285,12 @@ func TestUnreadAnswersHeldWithinABudget(t *testing.T) {
 	ctx := ctxT(t)
 	before := liveHeap()
 	const streams = 50
-	qc, err := quic.DialAddr(ctx, tn.Addr().String(), tn.tlsFor(pki.RoleClient, "never-reads"), &quic.Config{
-		InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10,
-		InitialConnectionReceiveWindow: 64 << 10, MaxConnectionReceiveWindow: 64 << 10,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qc.CloseWithError(0, "")
-	for range streams {
-		s, err := qc.OpenStreamSync(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Write(req)
-		s.Close()
-	}
+	sendUnread(t, ctx, tn, "never-reads", streams, req)
 	waitFor(t, "every request to be handled", func() bool {
 		return metricValue(t, tn, "edgereg_route_reads_total") >= streams*10_000
 	})
 	// The answers are being encoded and written now; look for a while.
-	peak := uint64(0)
-	for range 40 {
-		if h := liveHeap(); h > before && h-before > peak {
-			peak = h - before
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	peak := peakHeapGrowth(before)
 	// Each stream still holds its decoded query and results while it waits
 	// (10,000 of each: about 1 MiB, a bound of the request's bytes); the
 	// answers themselves are within the budget.
@@ -395,30 +351,9 @@ func TestUnreadTopicListsHeldOnePerConnection(t *testing.T) {
 	}
 	before := liveHeap()
 	const streams = 50
-	qc, err := quic.DialAddr(ctx, tn.Addr().String(), tn.tlsFor(pki.RoleClient, "lists"), &quic.Config{
-		InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10,
-		InitialConnectionReceiveWindow: 64 << 10, MaxConnectionReceiveWindow: 64 << 10,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qc.CloseWithError(0, "")
-	for range streams {
-		s, err := qc.OpenStreamSync(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Write(req(wire.TypeTopics))
-		s.Close()
-	}
+	sendUnread(t, ctx, tn, "lists", streams, req(wire.TypeTopics))
 	waitFor(t, "the streams to be served", func() bool { return tn.stats.streams.Load() >= streams })
-	peak := uint64(0)
-	for range 40 {
-		if h := liveHeap(); h > before && h-before > peak {
-			peak = h - before
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	peak := peakHeapGrowth(before)
 	const limit = 8 << 20
 	t.Logf("%d streams of unread topic lists (20,000 topics): live heap grew by at most %d KiB", streams, peak>>10)
 	if peak > limit {
@@ -491,4 +426,41 @@ func TestAnswerOverTheFrameCapIsAnError(t *testing.T) {
 	if pong, err := wire.ReadFrame(s, 1<<20); err != nil || pong.ID != 8 || pong.Error != nil {
 		t.Fatalf("the stream after the refusal: %+v, %v", pong, err)
 	}
+}
+
+// sendUnread sends req with its FIN on each of n streams of a reader
+// connection (certificate name) that never reads what the node answers:
+// its receive windows are 16 KiB a stream and 64 KiB in all. The
+// connection closes when the test ends.
+func sendUnread(t *testing.T, ctx context.Context, tn *testNode, name string, n int, req []byte) {
+	t.Helper()
+	qc, err := quic.DialAddr(ctx, tn.Addr().String(), tn.tlsFor(pki.RoleClient, name), &quic.Config{
+		InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10,
+		InitialConnectionReceiveWindow: 64 << 10, MaxConnectionReceiveWindow: 64 << 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	for range n {
+		s, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write(req)
+		s.Close()
+	}
+}
+
+// peakHeapGrowth samples the live heap for about a second and returns the
+// most it grew over before.
+func peakHeapGrowth(before uint64) uint64 {
+	peak := uint64(0)
+	for range 40 {
+		if h := liveHeap(); h > before && h-before > peak {
+			peak = h - before
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return peak
 }

@@ -22,6 +22,23 @@ func liveHeap() uint64 {
 	return ms.HeapAlloc
 }
 
+// sendPartOfAFrame opens a stream on qc and sends 40 KiB of a frame that
+// declares size bytes: the node's buffer for it has grown to size, which
+// it holds of the byte budget until the frame is done or the stream ends.
+func sendPartOfAFrame(t *testing.T, ctx context.Context, qc *quic.Conn, size uint32) *quic.Stream {
+	t.Helper()
+	s, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, wire.FrameHeaderLen+40<<10)
+	binary.BigEndian.PutUint32(msg, size)
+	if _, err := s.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestDeclaredFrameLengthAllocatesNothing is issue 10's item 2: 8
 // connections x 100 streams, each sending only a header that declares a
 // 1 MiB frame (3,200 bytes on the wire in all), must not make the node
@@ -107,17 +124,7 @@ func TestBytesInFlightBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer qc.CloseWithError(0, "")
-	s, err := qc.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A frame of the whole limit, 40 KiB of it sent: the buffer has grown
-	// to the limit, all of the budget.
-	msg := make([]byte, wire.FrameHeaderLen+40<<10)
-	binary.BigEndian.PutUint32(msg, limit)
-	if _, err := s.Write(msg); err != nil {
-		t.Fatal(err)
-	}
+	s := sendPartOfAFrame(t, ctx, qc, limit)
 	for tn.inFlight.used.Load() < limit {
 		if ctx.Err() != nil {
 			t.Fatalf("the node holds %d bytes in flight, want %d", tn.inFlight.used.Load(), limit)

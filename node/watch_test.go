@@ -284,7 +284,13 @@ func dedupe(ss []string) []string {
 // node's registry, and returns the topic's route version.
 func registerQueues(t *testing.T, tn *testNode, topic string, queues uint32) uint64 {
 	t.Helper()
-	r := registration("c1", "g1", 0, "10.0.0.1:10911", topic)
+	return registerQueuesAs(t, tn, "g1", "10.0.0.1:10911", topic, queues)
+}
+
+// registerQueuesAs is registerQueues for the broker group at addr.
+func registerQueuesAs(t *testing.T, tn *testNode, group, addr, topic string, queues uint32) uint64 {
+	t.Helper()
+	r := registration("c1", group, 0, addr, topic)
 	r.Topics[0].ReadQueues = queues
 	r.DataVersion.Counter = uint64(queues)
 	if _, err := tn.reg.Register(toRegistration(r)); err != nil {
@@ -732,17 +738,7 @@ func TestWatchIndexByPusherEmpties(t *testing.T) {
 	addrs := map[string]string{"ix-a": "10.0.0.1:10911", "ix-b": "10.0.0.2:10911"}
 	register := func(topic string, queues uint32) uint64 {
 		t.Helper()
-		r := registration("c1", "g-"+topic, 0, addrs[topic], topic)
-		r.Topics[0].ReadQueues = queues
-		r.DataVersion.Counter = uint64(queues)
-		if _, err := tn.reg.Register(toRegistration(r)); err != nil {
-			t.Fatal(err)
-		}
-		e, err := tn.reg.Route(topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.Version
+		return registerQueuesAs(t, tn, "g-"+topic, addrs[topic], topic, queues)
 	}
 	want := map[string]uint64{"ix-a": register("ix-a", 1), "ix-b": register("ix-b", 1)}
 	conns := []*client.Conn{tn.dial(pki.RoleClient), tn.dial(pki.RoleClient)}
