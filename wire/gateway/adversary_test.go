@@ -14,8 +14,9 @@ import (
 	"github.com/edgereg/edgereg/wire/remoting"
 )
 
-// serveGateway is serve with the server itself returned, for its Stats.
-func serveGateway(t *testing.T, h remoting.Handler) (*remoting.Server, string) {
+// serveGateway runs a remoting server for h on loopback and returns it,
+// for its Stats, and its address; it is shut down when the test ends.
+func serveGateway(t testing.TB, h remoting.Handler) (*remoting.Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/hex"
 	"io"
 	"net"
@@ -92,23 +91,8 @@ func startSiteNodes(t testing.TB, n int, nodeEdit func(*node.Config), edit func(
 // it is shut down when the test ends.
 func serve(t testing.TB, h remoting.Handler) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &remoting.Server{Handler: h, Logger: nodetest.Logger()}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-	})
-	return ln.Addr().String()
+	_, addr := serveGateway(t, h)
+	return addr
 }
 
 // rmqConn is a remoting connection as a broker or client holds one.
