@@ -56,3 +56,34 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestEveryRefusalReasonIsPresentAtZero: every reason a connection can be
+// refused for has its series from the start, so an alert on a rate of
+// refusals by reason sees a new one from its first refusal.
+func TestEveryRefusalReasonIsPresentAtZero(t *testing.T) {
+	tn := startNode(t, nil)
+	reasons := []string{refusedMaxConns, refusedHandshakes, refusedPerHost, refusedClientShare,
+		refusedPerIdentity, refusedNoIdentity, refusedQueue}
+	fams, err := tn.stats.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, f := range fams {
+		if f.GetName() != "edgereg_connections_refused_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" {
+					have[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	for _, r := range reasons {
+		if !have[r] {
+			t.Errorf("edgereg_connections_refused_total{reason=%q} is missing before any refusal", r)
+		}
+	}
+}
