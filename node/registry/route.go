@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/edgereg/edgereg/wire"
@@ -92,11 +93,14 @@ func (r *Registry) buildRoute(t *topic) (*EncodedRoute, error) {
 		Queues:  make([]wire.QueueData, len(t.queues)),
 		Brokers: make([]wire.BrokerData, len(t.queues)),
 	}
+	// The member-group topic is how an acting-master broker learns its
+	// group's real members: RocketMQ never re-keys it.
+	acting := r.actingMaster && !strings.HasPrefix(t.name, SyncBrokerMemberPrefix)
 	for i := range t.queues {
 		q := &t.queues[i]
 		route.Queues[i] = q.data()
 		route.Brokers[i] = q.group.brokerData()
-		if r.actingMaster {
+		if acting {
 			showActingMaster(&route.Brokers[i], q)
 		}
 	}
@@ -111,9 +115,17 @@ func (r *Registry) buildRoute(t *topic) (*EncodedRoute, error) {
 	return &EncodedRoute{Topic: t.name, Version: versionOf(body), Body: body, groups: groups}, nil
 }
 
+// SyncBrokerMemberPrefix starts the name of the topic each broker of an
+// acting-master group registers (TopicValidator.SYNC_BROKER_MEMBER_GROUP_PREFIX
+// + its broker name, perm INHERIT). Brokers in RocketMQ's compatible mode
+// read their group's members from its route, so its route shows the real
+// broker ids, never an acting master under id 0.
+const SyncBrokerMemberPrefix = "rmq_sys_SYNC_BROKER_MEMBER_"
+
 // showActingMaster shows a group's lowest-id slave as its master when the
 // group has no master, allows acting masters, and the topic is read-only
-// there (RocketMQ's pickupTopicRouteData with supportActingMaster).
+// there (RocketMQ's pickupTopicRouteData with supportActingMaster; not for
+// the topics of SyncBrokerMemberPrefix).
 func showActingMaster(b *wire.BrokerData, q *queue) {
 	if len(b.Addrs) == 0 || !q.group.actingMaster || q.perm&wire.PermWrite != 0 {
 		return
