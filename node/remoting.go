@@ -341,7 +341,7 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 		return remoting.NewResponse(req, remoting.SystemError, "register broker failed")
 	}
 	topics, missing := listed, []wire.TopicConfig(nil)
-	if h.BrokerID == wire.MasterID || h.EnableActingMaster {
+	if mayLead(members, h) {
 		topics, missing = upsertTopics(n.reg.GroupTopics(h.BrokerName), listed)
 	}
 	old, hadLease := n.reg.Lease(h.ClusterName, h.BrokerAddr)
@@ -386,6 +386,17 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 		resp.Body = (&remoting.KVTable{Table: table}).Encode()
 	}
 	return resp
+}
+
+// mayLead reports whether a registration may carry its group's topics: it
+// is the master's, or the group has no other master, so a slave may be its
+// prime slave (the registry decides which). Those registrations are
+// upserts, like all of RocketMQ's: a prime slave splits its table into
+// chunks too. A slave's under a live master skips the union, whose topics
+// the registry ignores.
+func mayLead(members wire.BrokerData, h remoting.RegisterBrokerHeader) bool {
+	master, ok := members.Addrs[wire.MasterID]
+	return h.BrokerID == wire.MasterID || h.EnableActingMaster || !ok || master == h.BrokerAddr
 }
 
 // toWireTopics converts a broker's topic table, skipping (and naming) what
@@ -781,16 +792,19 @@ func (rl *remotingListener) kvConfig(req *remoting.Command) *remoting.Command {
 // writePerm is WIPE_/ADD_WRITE_PERM_OF_BROKER.
 func (rl *remotingListener) writePerm(req *remoting.Command) *remoting.Command {
 	name := req.Ext("brokerName")
-	op, extKey, action := rl.n.reg.WipeWritePerm, "wipeTopicCount", "wipe"
-	if req.Code == remoting.AddWritePermOfBroker {
-		op, extKey, action = rl.n.reg.AddWritePerm, "addTopicCount", "add"
+	add := req.Code == remoting.AddWritePermOfBroker
+	extKey, action := "wipeTopicCount", "wipe"
+	if add {
+		extKey, action = "addTopicCount", "add"
 	}
-	changed, err := op(name)
+	pc, err := rl.n.reg.EditWritePerm(name, add)
 	if err != nil && !errors.Is(err, registry.ErrBrokerGroupNotFound) {
 		return systemError(req, err)
 	}
-	rl.n.log.Info("write permission changed", "broker", name, "action", action, "topics", changed, "via", "remoting")
-	return remoting.NewHeaderResponse(req, remoting.Success, "", map[string]string{extKey: strconv.Itoa(changed)})
+	rl.n.log.Info("write permission changed", "broker", name, "action", action, "topics", pc.Topics, "changed", pc.Changed, "via", "remoting")
+	// A NameServer counts every topic of the group it visited, changed or
+	// not (operateWritePermOfBroker); mqadmin prints that count.
+	return remoting.NewHeaderResponse(req, remoting.Success, "", map[string]string{extKey: strconv.Itoa(pc.Topics)})
 }
 
 // deleteTopic is DELETE_TOPIC_IN_NAMESRV: everywhere, or only in the groups

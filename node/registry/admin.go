@@ -149,32 +149,51 @@ func (r *Registry) deleteTopic(name string, clusters []string) (*changeSet, erro
 	return cs, nil
 }
 
+// PermChange is what a write-permission edit did to a broker group.
+type PermChange struct {
+	// Topics is how many topics the group holds queue data in, each of
+	// which the edit visited: the count a NameServer answers
+	// (wipeTopicCount, addTopicCount), changed or not.
+	Topics int
+	// Changed is how many of those had their permission changed.
+	Changed int
+}
+
 // WipeWritePerm takes write permission away from every topic of a broker
 // group and returns how many topics changed.
 func (r *Registry) WipeWritePerm(groupName string) (int, error) {
-	return r.editGroup(groupName, r.wipeWrite)
+	pc, err := r.EditWritePerm(groupName, false)
+	return pc.Changed, err
 }
 
 // AddWritePerm restores read and write permission on every topic of a
 // broker group and returns how many topics changed.
 func (r *Registry) AddWritePerm(groupName string) (int, error) {
-	return r.editGroup(groupName, func(g *group, cs *changeSet) {
-		r.setPerm(g, cs, func(uint8) uint8 { return wire.PermRead | wire.PermWrite })
-	})
+	pc, err := r.EditWritePerm(groupName, true)
+	return pc.Changed, err
 }
 
-func (r *Registry) editGroup(groupName string, edit func(*group, *changeSet)) (int, error) {
+// EditWritePerm wipes the write permission of every topic of a broker
+// group (add false: the WRITE bit cleared) or restores it (add true: set to
+// READ|WRITE, dropping INHERIT and PRIORITY, as RocketMQ's
+// operateWritePermOfBroker does), and says how many topics it visited and
+// how many changed.
+func (r *Registry) EditWritePerm(groupName string, add bool) (PermChange, error) {
+	perm := func(p uint8) uint8 { return p &^ wire.PermWrite }
+	if add {
+		perm = func(uint8) uint8 { return wire.PermRead | wire.PermWrite }
+	}
 	r.mu.Lock()
 	g := r.groups[groupName]
 	if g == nil {
 		r.mu.Unlock()
-		return 0, wrapf(ErrBrokerGroupNotFound, "%q", groupName)
+		return PermChange{}, wrapf(ErrBrokerGroupNotFound, "%q", groupName)
 	}
 	cs := &changeSet{}
-	edit(g, cs)
+	visited := r.setPerm(g, cs, perm)
 	r.mu.Unlock()
 	r.notify(cs)
-	return len(cs.topics), nil
+	return PermChange{Topics: visited, Changed: len(cs.topics)}, nil
 }
 
 func (r *Registry) wipeWrite(g *group, cs *changeSet) {
@@ -182,18 +201,22 @@ func (r *Registry) wipeWrite(g *group, cs *changeSet) {
 }
 
 // setPerm rewrites the permission of g's queue data in each of its topics,
-// recording the topics where it changed.
-func (r *Registry) setPerm(g *group, cs *changeSet, perm func(uint8) uint8) {
+// recording the topics where it changed, and returns how many topics it
+// visited.
+func (r *Registry) setPerm(g *group, cs *changeSet, perm func(uint8) uint8) int {
+	visited := 0
 	for t := range g.topics {
 		i, found := t.find(g)
 		if !found {
 			continue
 		}
+		visited++
 		if p := perm(t.queues[i].perm); p != t.queues[i].perm {
 			t.queues[i].perm = p
 			cs.addTopic(t)
 		}
 	}
+	return visited
 }
 
 // TopicCount returns how many topics have a route.
