@@ -1,8 +1,12 @@
 package node
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
+	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/pki"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
@@ -179,5 +183,225 @@ func TestRemotingPrimeSlaveChunksWithMasterGone(t *testing.T) {
 		if resp, r := rmqRoute(t, c, int32(20+i), topic); r == nil {
 			t.Errorf("%s after the prime slave's chunks: code %d %q, want its route", topic, resp.Code, resp.Remark)
 		}
+	}
+}
+
+// groupView is one broker group of a route as both protocols describe it.
+type groupView struct {
+	Cluster, Zone string
+	Addrs         string // fmt of the id -> address map
+	Read, Write   int64
+	Perm, SysFlag int64
+}
+
+func quicRouteView(r wire.Route) map[string]groupView {
+	out := map[string]groupView{}
+	for i, q := range r.Queues {
+		b := r.Brokers[i]
+		out[q.BrokerName] = groupView{Cluster: b.Cluster, Zone: b.Zone, Addrs: fmt.Sprint(b.Addrs),
+			Read: int64(q.ReadQueues), Write: int64(q.WriteQueues), Perm: int64(q.Perm), SysFlag: int64(q.SysFlag)}
+	}
+	return out
+}
+
+func rmqRouteView(t testing.TB, r *remoting.TopicRouteData) map[string]groupView {
+	t.Helper()
+	if len(r.QueueDatas) != len(r.BrokerDatas) {
+		t.Fatalf("%d queue datas, %d broker datas", len(r.QueueDatas), len(r.BrokerDatas))
+	}
+	brokers := map[string]remoting.BrokerData{}
+	for _, b := range r.BrokerDatas {
+		brokers[b.BrokerName] = b
+	}
+	out := map[string]groupView{}
+	for _, q := range r.QueueDatas {
+		b, ok := brokers[q.BrokerName]
+		if !ok {
+			t.Fatalf("queue data of %s without its broker data", q.BrokerName)
+		}
+		out[q.BrokerName] = groupView{Cluster: b.Cluster, Zone: b.ZoneName, Addrs: fmt.Sprint(b.BrokerAddrs),
+			Read: int64(q.ReadQueueNums), Write: int64(q.WriteQueueNums), Perm: int64(q.Perm), SysFlag: int64(q.TopicSysFlag)}
+	}
+	return out
+}
+
+// TestRemotingAndQUICAgree: one registry, filled by remoting and QUIC
+// brokers, answers the same over both protocols: every route (queue data,
+// broker addresses, zones, acting masters), cluster info, member groups,
+// every topic list, KV config, and not-found.
+func TestRemotingAndQUICAgree(t *testing.T) {
+	tn := startRemotingNode(t, func(c *Config) { c.RemotingAllowAdmin = true })
+	c := dialRemoting(t, tn)
+	// c1: broker-a (master + slave, zone z1) and broker-b (a slave whose
+	// master left, acting master allowed) over remoting.
+	a0 := rmqBroker{cluster: "c1", group: "broker-a", addr: "127.0.0.1:10911", zone: "z1"}
+	a1 := rmqBroker{cluster: "c1", group: "broker-a", addr: "127.0.0.1:10921", id: 1, zone: "z1"}
+	b0 := rmqBroker{cluster: "c1", group: "broker-b", addr: "127.0.0.1:20911", acting: true}
+	b1 := rmqBroker{cluster: "c1", group: "broker-b", addr: "127.0.0.1:20921", id: 1, acting: true}
+	tbw := rmqTopic("TBW102")
+	tbw.Perm = 7
+	unit, unitSub, both := rmqTopic("unit"), rmqTopic("unit-sub"), rmqTopic("unit-both")
+	unit.TopicSysFlag, unitSub.TopicSysFlag, both.TopicSysFlag = 1, 2, 3
+	sync := rmqTopic("rmq_sys_SYNC_BROKER_MEMBER_broker-b")
+	sync.Perm, sync.ReadQueueNums, sync.WriteQueueNums = 1, 1, 1
+	a0.register(t, c, 1, 1, append(rmqTopics("t", "%RETRY%g", "only-a"), tbw, unit, unitSub, both)...)
+	a1.register(t, c, 2, 1)
+	b0.register(t, c, 3, 1, append(rmqTopics("t", "only-b"), sync)...)
+	b1.register(t, c, 4, 1, append(rmqTopics("t", "only-b"), sync)...)
+	b0.unregister(t, c, 5)
+	// c2: broker-c over QUIC.
+	qb := tn.dial(pki.RoleBroker, "broker-c")
+	rc := registration("c2", "broker-c", 0, "127.0.0.1:30911", "t", "only-c")
+	rc.Zone = "z2"
+	if _, err := qb.Register(ctxT(t), rc); err != nil {
+		t.Fatal(err)
+	}
+
+	qc, op := tn.dial(pki.RoleClient), tn.dial(pki.RoleOperator)
+	opaque := int32(100)
+	next := func() int32 { opaque++; return opaque }
+	compareRoutes := func(when string) {
+		t.Helper()
+		for _, topic := range tn.Registry().Topics() {
+			qr, _, err := qc.Route(ctxT(t), topic, wire.ClientAttrs{})
+			if err != nil {
+				t.Fatalf("%s: QUIC route of %s: %v", when, topic, err)
+			}
+			_, rr := rmqRoute(t, c, next(), topic)
+			if rr == nil {
+				t.Fatalf("%s: remoting has no route of %s", when, topic)
+			}
+			if q, r := quicRouteView(qr), rmqRouteView(t, rr); fmt.Sprint(q) != fmt.Sprint(r) {
+				t.Errorf("%s: route of %s\nQUIC     %v\nremoting %v", when, topic, q, r)
+			}
+		}
+	}
+	compareRoutes("after registration")
+
+	// Spot checks of what both agreed on.
+	if _, r := rmqRoute(t, c, next(), "only-b"); fmt.Sprint(r.BrokerDatas[0].BrokerAddrs) != "map[0:127.0.0.1:20921]" || r.QueueDatas[0].Perm != 4 {
+		t.Errorf("acting master of broker-b: %+v %+v", r.BrokerDatas, r.QueueDatas)
+	}
+	if _, r := rmqRoute(t, c, next(), sync.TopicName); fmt.Sprint(r.BrokerDatas[0].BrokerAddrs) != "map[1:127.0.0.1:20921]" {
+		t.Errorf("the member-group topic shows %v, want the real ids", r.BrokerDatas[0].BrokerAddrs)
+	}
+
+	// Not found: QUIC's code 5, remoting's TOPIC_NOT_EXIST (17).
+	if _, _, err := qc.Route(ctxT(t), "nosuch", wire.ClientAttrs{}); !errors.Is(err, wire.ErrNotFound) {
+		t.Errorf("QUIC route of an unknown topic: %v", err)
+	}
+	if resp, _ := rmqRoute(t, c, next(), "nosuch"); resp.Code != remoting.TopicNotExist {
+		t.Errorf("remoting route of an unknown topic: %+v", resp)
+	}
+
+	// Cluster info: the same groups and clusters, never re-keyed.
+	qci, err := qc.ClusterInfo(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rci, err := remoting.DecodeClusterInfo(c.call(&remoting.Command{Code: remoting.GetBrokerClusterInfo, Opaque: next()}).Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(qci.Clusters) != fmt.Sprint(rci.ClusterAddrTable) || len(qci.Groups) != len(rci.BrokerAddrTable) {
+		t.Errorf("clusters: QUIC %v, remoting %v", qci.Clusters, rci.ClusterAddrTable)
+	}
+	for name, g := range qci.Groups {
+		rg := rci.BrokerAddrTable[name]
+		if fmt.Sprint(g.Addrs) != fmt.Sprint(rg.BrokerAddrs) || g.Cluster != rg.Cluster || g.Zone != rg.ZoneName {
+			t.Errorf("cluster info of %s: QUIC %+v, remoting %+v", name, g, rg)
+		}
+		// Member groups, as both ask for them.
+		qm, err := qc.BrokerMemberGroup(ctxT(t), g.Cluster, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := c.call(&remoting.Command{Code: remoting.GetBrokerMemberGroup, Opaque: next(),
+			ExtFields: map[string]string{"clusterName": g.Cluster, "brokerName": name}})
+		rm, err := remoting.DecodeBrokerMemberGroup(resp.Body)
+		if err != nil || fmt.Sprint(rm.BrokerAddrs) != fmt.Sprint(qm.Addrs) || rm.Cluster != g.Cluster || rm.BrokerName != name {
+			t.Errorf("member group of %s: QUIC %+v, remoting %+v %v", name, qm, rm, err)
+		}
+	}
+	if a := rci.BrokerAddrTable["broker-b"].BrokerAddrs; fmt.Sprint(a) != "map[1:127.0.0.1:20921]" {
+		t.Errorf("cluster info re-keyed broker-b: %v", a)
+	}
+
+	// Topic lists.
+	lists := []struct {
+		code  int16
+		query wire.TopicsQuery
+		ext   map[string]string
+	}{
+		{remoting.GetAllTopicListFromNameSrv, wire.TopicsQuery{Kind: wire.TopicsAll}, nil},
+		{remoting.GetTopicsByCluster, wire.TopicsQuery{Kind: wire.TopicsByCluster, Cluster: "c1"}, map[string]string{"cluster": "c1"}},
+		{remoting.GetTopicsByCluster, wire.TopicsQuery{Kind: wire.TopicsByCluster, Cluster: "c2"}, map[string]string{"cluster": "c2"}},
+		{remoting.GetSystemTopicListFromNS, wire.TopicsQuery{Kind: wire.TopicsSystem}, nil},
+		{remoting.GetUnitTopicList, wire.TopicsQuery{Kind: wire.TopicsUnit}, nil},
+		{remoting.GetHasUnitSubTopicList, wire.TopicsQuery{Kind: wire.TopicsUnitSub}, nil},
+		{remoting.GetHasUnitSubUnunitTopicList, wire.TopicsQuery{Kind: wire.TopicsUnitSubWithoutUnit}, nil},
+	}
+	for _, l := range lists {
+		ql, err := qc.Topics(ctxT(t), l.query)
+		if err != nil {
+			t.Fatalf("QUIC topics %+v: %v", l.query, err)
+		}
+		resp := c.call(&remoting.Command{Code: l.code, Opaque: next(), ExtFields: l.ext})
+		rl, err := remoting.DecodeTopicList(resp.Body)
+		if err != nil {
+			t.Fatalf("remoting topic list %d: %v", l.code, err)
+		}
+		if q, r := slices.Sorted(slices.Values(ql)), slices.Sorted(slices.Values(rl.TopicList)); !slices.Equal(q, r) {
+			t.Errorf("topic list %d: QUIC %v, remoting %v", l.code, q, r)
+		}
+	}
+	unitList, _ := qc.Topics(ctxT(t), wire.TopicsQuery{Kind: wire.TopicsUnitSubWithoutUnit})
+	if fmt.Sprint(unitList) != "[unit-sub]" {
+		t.Errorf("unit-sub without unit: %v", unitList)
+	}
+	if byC2, _ := qc.Topics(ctxT(t), wire.TopicsQuery{Kind: wire.TopicsByCluster, Cluster: "c2"}); fmt.Sprint(byC2) != "[only-c t]" {
+		t.Errorf("topics of c2: %v", byC2)
+	}
+	// An unknown cluster has no topics (RocketMQ answers an empty list).
+	resp := c.call(&remoting.Command{Code: remoting.GetTopicsByCluster, Opaque: next(), ExtFields: map[string]string{"cluster": "nosuch"}})
+	if resp.Code != remoting.Success || string(resp.Body) != `{"topicList":[]}` {
+		t.Errorf("topics of an unknown cluster: %+v %s", resp, resp.Body)
+	}
+
+	// KV config: one store, either protocol.
+	if err := op.KVPut(ctxT(t), "ORDER_TOPIC_CONFIG", "t", "broker-a:4"); err != nil {
+		t.Fatal(err)
+	}
+	kvResp := c.call(&remoting.Command{Code: remoting.GetKVConfig, Opaque: next(),
+		ExtFields: map[string]string{"namespace": "ORDER_TOPIC_CONFIG", "key": "t"}})
+	if kvResp.Code != remoting.Success || kvResp.Ext("value") != "broker-a:4" {
+		t.Errorf("remoting get of a QUIC put: %+v", kvResp)
+	}
+	c.call(&remoting.Command{Code: remoting.PutKVConfig, Opaque: next(),
+		ExtFields: map[string]string{"namespace": "ORDER_TOPIC_CONFIG", "key": "u", "value": "broker-c:8"}})
+	if m, err := op.KVList(ctxT(t), "ORDER_TOPIC_CONFIG"); err != nil || fmt.Sprint(m) != "map[t:broker-a:4 u:broker-c:8]" {
+		t.Errorf("QUIC list after a remoting put: %v %v", m, err)
+	}
+	// A broker's registration answer carries that namespace.
+	if body := a0.register(t, c, next(), 1).Body; string(body) != `{"table":{"t":"broker-a:4","u":"broker-c:8"}}` {
+		t.Errorf("ORDER_TOPIC_CONFIG in a registration answer: %s", body)
+	}
+
+	// Deleting t from c1 over remoting: both see only broker-c's queue data.
+	if resp := c.call(&remoting.Command{Code: remoting.DeleteTopicInNameSrv, Opaque: next(),
+		ExtFields: map[string]string{"topic": "t", "clusterName": "c1"}}); resp.Code != remoting.Success {
+		t.Fatal(resp)
+	}
+	if _, r := rmqRoute(t, c, next(), "t"); r == nil || len(r.QueueDatas) != 1 || r.QueueDatas[0].BrokerName != "broker-c" {
+		t.Errorf("t after its delete from c1: %+v", r)
+	}
+	// Wiping broker-a's write permission over remoting.
+	c.call(&remoting.Command{Code: remoting.WipeWritePermOfBroker, Opaque: next(), ExtFields: map[string]string{"brokerName": "broker-a"}})
+	compareRoutes("after the delete and the wipe")
+	if err := op.DeleteTopic(ctxT(t), "only-a"); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := rmqRoute(t, c, next(), "only-a"); resp.Code != remoting.TopicNotExist {
+		t.Errorf("a topic deleted over QUIC, read over remoting: %+v", resp)
 	}
 }
