@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -21,6 +22,7 @@ type rmqBroker struct {
 	id                   int64
 	acting               bool
 	zone                 string
+	timeout              time.Duration // heartbeatTimeoutMillis, when set
 }
 
 // register sends a REGISTER_BROKER with the given topics (perm 6, 4
@@ -35,7 +37,7 @@ func (b rmqBroker) register(t testing.TB, c *rmqConn, opaque int32, counter int6
 	raw := body.EncodeJSON()
 	h := remoting.RegisterBrokerHeader{BrokerName: b.group, BrokerAddr: b.addr, ClusterName: b.cluster,
 		HAServerAddr: b.addr + "2", BrokerID: b.id, BodyCRC32: remoting.BodyCRC32(raw),
-		EnableActingMaster: b.acting, ZoneName: b.zone}
+		EnableActingMaster: b.acting, ZoneName: b.zone, HeartbeatTimeout: b.timeout}
 	resp := c.call(remoting.NewRequest(remoting.RegisterBroker, opaque, h.Ext(), raw))
 	if resp.Code != remoting.Success {
 		t.Fatalf("register %s/%d: %+v", b.group, b.id, resp)
@@ -403,5 +405,55 @@ func TestRemotingAndQUICAgree(t *testing.T) {
 	}
 	if resp, _ := rmqRoute(t, c, next(), "only-a"); resp.Code != remoting.TopicNotExist {
 		t.Errorf("a topic deleted over QUIC, read over remoting: %+v", resp)
+	}
+}
+
+// TestRemotingSilentMasterExpires: brokers in acting-master mode register
+// with heartbeatTimeoutMillis and renew by BROKER_HEARTBEAT; a master that
+// goes silent expires after its own timeout, the slave that keeps
+// heartbeating is shown as acting master, read-only, and a query of the
+// expired master's data version says "changed" without a body (the node
+// holds none), so the returning master registers in full and the route is
+// restored.
+func TestRemotingSilentMasterExpires(t *testing.T) {
+	tn := startRemotingNode(t, func(c *Config) { c.ScanInterval = 20 * time.Millisecond })
+	c := dialRemoting(t, tn)
+	m := rmqBroker{cluster: "DefaultCluster", group: "broker-a", addr: "127.0.0.1:10911", acting: true, timeout: time.Second}
+	s := rmqBroker{cluster: "DefaultCluster", group: "broker-a", addr: "127.0.0.1:10921", id: 1, acting: true, timeout: time.Second}
+	m.register(t, c, 1, 1, rmqTopics("a", "b")...)
+	s.register(t, c, 2, 1, rmqTopics("a", "b")...)
+	if l, ok := tn.Registry().Lease(m.cluster, m.addr); !ok || l.Threshold != time.Second {
+		t.Fatalf("master's lease %+v: want the 1 s timeout it asked for", l)
+	}
+	beat := &remoting.Command{Code: remoting.BrokerHeartbeat, Flag: remoting.FlagOneway,
+		ExtFields: map[string]string{"clusterName": s.cluster, "brokerAddr": s.addr, "brokerName": s.group}}
+	expired := false
+	for i := 0; i < 500 && !expired; i++ {
+		beat.Opaque = int32(100 + i)
+		c.send(beat)
+		time.Sleep(20 * time.Millisecond)
+		_, expired = tn.Registry().Lease(m.cluster, m.addr)
+		expired = !expired
+	}
+	if !expired {
+		t.Fatal("a master silent for 10 s with a 1 s timeout still holds its lease")
+	}
+	if _, ok := tn.Registry().Lease(s.cluster, s.addr); !ok {
+		t.Fatal("the heartbeating slave expired too")
+	}
+	_, r := rmqRoute(t, c, 50, "a")
+	if r == nil || fmt.Sprint(r.BrokerDatas[0].BrokerAddrs) != "map[0:127.0.0.1:10921]" || r.QueueDatas[0].Perm != 4 {
+		t.Fatalf("route after the master expired: %+v", r)
+	}
+	q := c.call(remoting.NewRequest(remoting.QueryDataVersion, 51,
+		remoting.BrokerHeader{BrokerName: m.group, BrokerAddr: m.addr, ClusterName: m.cluster}.Ext(),
+		remoting.DataVersion{Counter: 1, Timestamp: 1735689600000}.AppendJSON(nil)))
+	if q.Code != remoting.Success || q.Ext("changed") != "true" || len(q.Body) != 0 {
+		t.Fatalf("data version query of the expired master: %+v %s", q, q.Body)
+	}
+	m.register(t, c, 52, 1, rmqTopics("a", "b")...) // the same data version as before it expired
+	_, r = rmqRoute(t, c, 53, "a")
+	if r == nil || fmt.Sprint(r.BrokerDatas[0].BrokerAddrs) != "map[0:127.0.0.1:10911 1:127.0.0.1:10921]" || r.QueueDatas[0].Perm != 6 {
+		t.Fatalf("route after the master returned: %+v", r)
 	}
 }
