@@ -231,3 +231,39 @@ func TestReregistrationDataVersion(t *testing.T) {
 		t.Fatalf("a new timestamp was not applied: %+v", q)
 	}
 }
+
+// TestEditWritePermCounts: an edit visits every topic the group holds
+// (RocketMQ's wipeTopicCount / addTopicCount count them all) and says how
+// many changed; restoring sets READ|WRITE and drops INHERIT and PRIORITY.
+func TestEditWritePermCounts(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	m := reg("c1", "b1", 0, "10.0.0.1:1", "a", "b")
+	m.Topics = append(m.Topics, wire.TopicConfig{Name: "ro", ReadQueues: 1, WriteQueues: 1, Perm: wire.PermRead | wire.PermInherit})
+	mustRegister(t, r, m)
+	mustRegister(t, r, reg("c1", "b2", 0, "10.0.0.2:1", "a", "z"))
+	steps := []struct {
+		add  bool
+		want PermChange
+	}{
+		{false, PermChange{Topics: 3, Changed: 2}},
+		{false, PermChange{Topics: 3, Changed: 0}},
+		{true, PermChange{Topics: 3, Changed: 3}},
+		{true, PermChange{Topics: 3, Changed: 0}},
+	}
+	for i, s := range steps {
+		got, err := r.EditWritePerm("b1", s.add)
+		if err != nil || got != s.want {
+			t.Fatalf("step %d (add %v): %+v %v, want %+v", i, s.add, got, err, s.want)
+		}
+	}
+	if q := mustRoute(t, r, "ro").Queues[0]; q.Perm != wire.PermRead|wire.PermWrite {
+		t.Fatalf("restored perm %d, want 6 (INHERIT dropped)", q.Perm)
+	}
+	if q := mustRoute(t, r, "z").Queues[0]; q.Perm != 6 {
+		t.Fatalf("another group's topic changed: %+v", q)
+	}
+	if _, err := r.EditWritePerm("nosuch", false); !errors.Is(err, ErrBrokerGroupNotFound) {
+		t.Fatalf("unknown group: %v", err)
+	}
+	checkInvariants(t, r)
+}

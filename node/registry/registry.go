@@ -9,7 +9,13 @@
 //   - a re-registration with an unchanged data version only renews the lease
 //     (and one with a new version but the same topics changes no route:
 //     applyTopics' sameTopics compares without a lookup per topic);
-//   - a route joins a topic's queue data with the broker data of its groups;
+//   - a route joins a topic's queue data with the broker data of its groups,
+//     showing a masterless group's lowest slave as id 0 where the group
+//     allows an acting master and the topic is read-only there, except in
+//     the route of a group's member topic (SyncBrokerMemberPrefix), which
+//     acting-master brokers read to learn their group's real members;
+//   - a write-permission wipe or restore visits every topic of the group
+//     and counts them all (PermChange.Topics), changed or not;
 //   - an empty broker group disappears together with its queue data.
 //
 // What is fixed:
