@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -455,5 +456,36 @@ func TestRemotingSilentMasterExpires(t *testing.T) {
 	_, r = rmqRoute(t, c, 53, "a")
 	if r == nil || fmt.Sprint(r.BrokerDatas[0].BrokerAddrs) != "map[0:127.0.0.1:10911 1:127.0.0.1:10921]" || r.QueueDatas[0].Perm != 6 {
 		t.Fatalf("route after the master returned: %+v", r)
+	}
+}
+
+// TestRemotingBrokerMovesCluster: a group belongs to one cluster. A
+// NameServer would add the group's name to the second cluster too while its
+// BrokerData still names the first (a group in two clusters); the node
+// refuses with a clear error while any member of the group is registered in
+// the old cluster, and takes the group once it is gone, which is what a
+// broker restarted with a new brokerClusterName gets after its shutdown
+// unregistered it.
+func TestRemotingBrokerMovesCluster(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	old := rmqBroker{cluster: "c1", group: "broker-a", addr: "127.0.0.1:10911"}
+	slave := rmqBroker{cluster: "c1", group: "broker-a", addr: "127.0.0.1:10921", id: 1}
+	old.register(t, c, 1, 1, rmqTopics("a", "b")...)
+	slave.register(t, c, 2, 1)
+	old.unregister(t, c, 3)
+	moved := old
+	moved.cluster = "c2"
+	body := (&remoting.RegisterBrokerBody{TopicConfigTable: map[string]remoting.TopicConfig{"a": rmqTopic("a"), "b": rmqTopic("b")}}).EncodeJSON()
+	h := remoting.RegisterBrokerHeader{BrokerName: moved.group, BrokerAddr: moved.addr, ClusterName: moved.cluster, BodyCRC32: remoting.BodyCRC32(body)}
+	resp := c.call(remoting.NewRequest(remoting.RegisterBroker, 4, h.Ext(), body))
+	if resp.Code != remoting.SystemError || !strings.Contains(resp.Remark, `belongs to cluster "c1"`) {
+		t.Fatalf("a group's master moving cluster while its slave is in the old one: %+v", resp)
+	}
+	slave.unregister(t, c, 5)
+	moved.register(t, c, 6, 2, rmqTopics("a", "b")...)
+	ci := tn.Registry().ClusterInfo()
+	if fmt.Sprint(ci.Clusters) != "map[c2:[broker-a]]" || ci.Groups["broker-a"].Cluster != "c2" {
+		t.Fatalf("after the move: %+v", ci)
 	}
 }
