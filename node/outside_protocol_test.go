@@ -9,12 +9,20 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -351,6 +359,7 @@ func (rs *rawStream) next(timeout time.Duration) (frame, error) {
 	var v any
 	if err := strict.Unmarshal(cb, &v); err == nil {
 		check(rs.t, bytes.Equal(enc(rs.t, v), cb), "3.1: node's frame %v is not in core deterministic encoding", f)
+		check(rs.t, !hasNull(v), "3.1: edgereg never sends null, got %v", f)
 	}
 	return f, nil
 }
@@ -1333,6 +1342,7 @@ func TestOutsideLimits(t *testing.T) {
 
 	// Policy uploads: 2 a minute here; the third gets 12.
 	op := open(t, o.dial(pki.RoleOperator, "uploads"))
+	op.refused("8.16: an unknown hook (not counted)", tPolicyPush, map[uint64]any{1: "bogus", 2: []byte("x")}, eBadRequest)
 	op.refused("8.16: upload 1 (refused module, still counted)", tPolicyPush, map[uint64]any{1: "route", 2: []byte("x")}, eBadRequest)
 	op.refused("8.16: upload 2", tPolicyTest, map[uint64]any{1: "route", 2: []byte("x")}, eBadRequest)
 	op.refused("8.16: a third push within the minute", tPolicyPush, map[uint64]any{1: "route", 2: []byte("x")}, eBadRequest)
@@ -1593,4 +1603,262 @@ func TestOutsideWriteTimeout(t *testing.T) {
 	rerr := rs.ended(10 * time.Second)
 	code, ok = streamCode(rerr)
 	check(t, ok && code == 0x20, "4.3: after the write timeout the node resets its side with 0x20, never a FIN, got %v", rerr)
+}
+
+// TestOutsideWarmUp is 9 and 11 during the warm-up window.
+func TestOutsideWarmUp(t *testing.T) {
+	o := newOutside(t, func(c *node.Config) { c.WarmUp = time.Minute })
+	rs := open(t, o.dial(pki.RoleClient, "warm"))
+	p := rs.ok(tPing, nil).m(t)
+	check(t, p[3] == true, "8.11: Pong.WarmingUp during warm-up, got %v", p)
+	f := rs.ok(tGetRoutes, topicVersions("Unknown"))
+	rr := routeResults(t, f)
+	check(t, len(rr) == 1 && rr[0].status == 3 && rr[0].route == nil, "9: an unknown topic is warming-up (3) during warm-up, got %+v", rr)
+	ns := asMap(t, f.m(t)[3])
+	check(t, ns[3] == true, "7.13: Routes.Node.WarmingUp during warm-up, got %v", ns)
+	// A topic the node holds is answered as usual.
+	bs := open(t, o.dial(pki.RoleBroker, "warm-broker"))
+	bs.ok(tRegister, registerBody("wu", "wu-a", 0, "10.10.0.1:10911", 1, "Held"))
+	rr = routeResults(t, rs.ok(tGetRoutes, topicVersions("Held")))
+	check(t, len(rr) == 1 && rr[0].status == 0, "9: a held topic is answered during warm-up, got %+v", rr)
+	// 11: a watch says nothing about topics not held yet, even named with
+	// a version: its only push is for the held topic.
+	ws := open(t, o.dial(pki.RoleClient, "warm-watch"))
+	ws.ok(tWatch, map[uint64]any{1: []any{map[uint64]any{1: "Unknown", 2: uint64(7)}, map[uint64]any{1: "Held"}}})
+	ev := nextEvent(t, ws)
+	check(t, ev.topic == "Held" && ev.status == 0, "11: during warm-up the first push is the held topic's, got %+v", ev)
+}
+
+// TestOutsideShutdown is 1.2's 0x10: a node shutting down closes its
+// connections with 0x10.
+func TestOutsideShutdown(t *testing.T) {
+	o := newOutside(t, nil)
+	qc := o.dial(pki.RoleClient, "shutdown")
+	open(t, qc).ok(tPing, nil)
+	o.tn.Stop()
+	select {
+	case <-qc.Context().Done():
+	case <-time.After(15 * time.Second):
+	}
+	code, ok := connCode(context.Cause(qc.Context()))
+	check(t, ok && code == 0x10, "1.2: a node shutting down closes with 0x10, got %v", context.Cause(qc.Context()))
+}
+
+// TestOutsideSessionRules is more of section 10: threshold bounds, stale
+// state, the watch exception of 11 and a stream ending inside a frame (4.4).
+func TestOutsideSessionRules(t *testing.T) {
+	o := newOutside(t, nil)
+	bs := open(t, o.dial(pki.RoleBroker, "rules-broker"))
+	r := registerBody("sr", "sr-a", 0, "10.11.0.1:10911", 1, "SR")
+	r[10] = uint64(500)
+	lease := asMap(t, bs.ok(tRegister, r).m(t)[1])
+	check(t, asU(lease[5]) == 1000, "10: a HeartbeatTimeoutMs under the node's bound is clamped to 1 s, got %v", lease)
+	r = registerBody("sr", "sr-a", 0, "10.11.0.1:10911", 2, "SR")
+	r[10] = uint64(time.Hour / time.Millisecond)
+	lease = asMap(t, bs.ok(tRegister, r).m(t)[1])
+	check(t, asU(lease[5]) == 600_000, "10: a HeartbeatTimeoutMs over the node's bound is clamped to 10 min, got %v", lease)
+	check(t, asI(lease[2])-time.Now().UnixMilli() > 500_000, "10: DeadlineMs follows the threshold, got %v", lease)
+	// A lower State moving broker id 0 elsewhere: code 9.
+	bs.refused("10: a lower State at another address", tRegister, map[uint64]any{1: "sr", 2: "sr-a", 3: 0, 4: "10.11.0.2:10911",
+		8: map[uint64]any{1: uint64(0), 3: uint64(9)}, 9: []any{}}, 9)
+
+	// 11: a watch naming a version other than the last pushed gets the
+	// current route, whatever its version.
+	ws := open(t, o.dial(pki.RoleClient, "rules-watch"))
+	ws.ok(tWatch, topicVersions("SR"))
+	first := nextEvent(t, ws)
+	ws.ok(tWatch, map[uint64]any{1: []any{map[uint64]any{1: "SR", 2: uint64(42)}}})
+	again := nextEvent(t, ws)
+	check(t, again.topic == "SR" && again.status == 0 && again.version == first.version, "11: re-watch naming another version pushes the current route, got %+v", again)
+
+	// 4.4: a stream that ends inside a frame keeps earlier answers and ends
+	// with a FIN.
+	rs := open(t, o.dial(pki.RoleClient, "rules-partial"))
+	id := rs.send(tPing, nil)
+	rs.write([]byte{0, 0, 0, 9, 0xa1, 0x01})
+	rs.s.Close()
+	f := rs.read()
+	check(t, f.id == id && !f.hasErr, "4.4: the answer before a partial frame is sent, got %v", f)
+	check(t, rs.ended(10*time.Second) == nil, "4.4: a stream ending inside a frame is finished without an error frame")
+}
+
+// TestOutsideIdentity is 1.1: a certificate of the deployment's CA whose
+// edgereg URI SANs do not give exactly one role, or name an empty group,
+// is refused: the connection fails with 0x11.
+func TestOutsideIdentity(t *testing.T) {
+	o := newOutside(t, nil)
+	keyPEM, err := os.ReadFile(filepath.Join(o.ca.Local().Dir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(keyPEM)
+	caKey, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(uris ...string) *tls.Config {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(time.Now().UnixNano()),
+			Subject:      pkix.Name{CommonName: "odd"},
+			NotBefore:    time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage:    x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}
+		for _, u := range uris {
+			pu, err := url.Parse(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmpl.URIs = append(tmpl.URIs, pu)
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, o.ca.Local().CA, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := o.tlsFor("", "")
+		cfg.Certificates = []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}
+		return cfg
+	}
+	for name, uris := range map[string][]string{
+		"no role":                    nil,
+		"two roles":                  {"edgereg://role/client", "edgereg://role/broker"},
+		"an unknown role":            {"edgereg://role/king"},
+		"an empty group":             {"edgereg://role/broker", "edgereg://broker-group/"},
+		"another edgereg host":       {"edgereg://role/client", "edgereg://group/x"},
+		"an edgereg URI with a port": {"edgereg://role:1/client"},
+	} {
+		err := failedConn(t, o, issue(uris...))
+		code, ok := connCode(err)
+		check(t, ok && code == 0x11, "1.1/1.2: a certificate with %s fails with 0x11, got %v", name, err)
+	}
+	// Case-insensitive role and host, other schemes ignored: accepted.
+	rs := open(t, func() *quic.Conn {
+		qc, err := o.dialTLS(issue("EDGEREG://ROLE/Client", "https://example.com/x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { qc.CloseWithError(0, "") })
+		return qc
+	}())
+	f := rs.call(tClusterInfo, nil)
+	check(t, !f.hasErr, "1.1: role names and hosts match case-insensitively, other schemes are ignored, got %v", f)
+}
+
+// TestOutsideKeyExchange is section 1's key exchange row.
+func TestOutsideKeyExchange(t *testing.T) {
+	hybrid := newOutside(t, nil)
+	only := newOutside(t, func(c *node.Config) { c.TLSKeyExchange = "x25519" })
+	for _, c := range []struct {
+		o      *outside
+		what   string
+		curves []tls.CurveID
+		ok     bool
+	}{
+		{hybrid, "a default node, X25519MLKEM768 offered", []tls.CurveID{tls.X25519MLKEM768}, true},
+		{hybrid, "a default node, P-256 only", []tls.CurveID{tls.CurveP256}, true},
+		{hybrid, "a default node, X25519 only", []tls.CurveID{tls.X25519}, true},
+		{only, "an x25519 node, X25519 offered", []tls.CurveID{tls.X25519}, true},
+		{only, "an x25519 node, P-256 only", []tls.CurveID{tls.CurveP256}, false},
+		{only, "an x25519 node, the hybrid only", []tls.CurveID{tls.X25519MLKEM768}, false},
+	} {
+		cfg := c.o.tlsFor(pki.RoleClient, "kex")
+		cfg.CurvePreferences = c.curves
+		qc, err := c.o.dialTLS(cfg)
+		if err == nil {
+			qc.CloseWithError(0, "")
+		}
+		check(t, (err == nil) == c.ok, "1: %s: handshake ok %v, got %v", c.what, c.ok, err)
+	}
+}
+
+// TestOutsideReaderShare is 1.2: readers together hold at most 90 % of
+// the connections, so a broker still gets in.
+func TestOutsideReaderShare(t *testing.T) {
+	o := newOutside(t, func(c *node.Config) { c.MaxConns = 10; c.MaxConnsPerHost = 100 })
+	for i := range 9 {
+		open(t, o.dial(pki.RoleClient, fmt.Sprintf("share-%d", i))).ok(tPing, nil)
+	}
+	err := failedConn(t, o, o.tlsFor(pki.RoleClient, "share-over"))
+	code, ok := connCode(err)
+	check(t, ok && code == 0x12, "1.2: a 10th reader of 10 connections is over the readers' 90 %% (0x12), got %v", err)
+	open(t, o.dial(pki.RoleBroker, "share-broker")).ok(tPing, nil)
+}
+
+func hasNull(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case []any:
+		for _, e := range x {
+			if hasNull(e) {
+				return true
+			}
+		}
+	case map[any]any:
+		for _, e := range x {
+			if hasNull(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestOutsideGroups is 7.6 and 10: acting masters, an address moving
+// between groups, and a register that changes nothing.
+func TestOutsideGroups(t *testing.T) {
+	o := newOutside(t, nil)
+	bs := open(t, o.dial(pki.RoleBroker, "groups-broker"))
+	cs := open(t, o.dial(pki.RoleClient, "groups-reader"))
+	route := func(topic string) (result, map[uint64][]map[uint64]any) {
+		t.Helper()
+		rr := routeResults(t, cs.ok(tGetRoutes, topicVersions(topic)))
+		var r map[uint64][]map[uint64]any
+		if len(rr) == 1 && rr[0].route != nil {
+			strict.Unmarshal(rr[0].route, &r)
+		}
+		return rr[0], r
+	}
+	// Two slaves with ActingMaster, no master: the lowest-id slave shows
+	// as id 0; its topics are read-only.
+	for _, id := range []int{2, 1} {
+		b := registerBody("gc", "g-act", id, fmt.Sprintf("10.12.0.%d:10911", id), 1, "ActTopic")
+		b[7] = true
+		bs.ok(tRegister, b)
+	}
+	res, r := route("ActTopic")
+	if check(t, res.status == 0 && len(r[2]) == 1, "7.6: the slaves' route, got %+v", res) {
+		addrs, _ := r[2][0][4].(map[any]any)
+		check(t, asS(addrs[uint64(0)]) == "10.12.0.1:10911", "7.6: with ActingMaster the lowest-id slave shows as id 0, got %v", addrs)
+		perm := asU(r[1][0][4])
+		check(t, perm&2 == 0, "10: a prime slave's topics are read-only, perm %d", perm)
+	}
+
+	// 10: registering an address held in another group moves it.
+	bs.ok(tRegister, registerBody("gc", "g-old", 0, "10.12.1.1:10911", 1, "OldTopic"))
+	bs.ok(tRegister, registerBody("gc", "g-new", 0, "10.12.1.1:10911", 1, "NewTopic"))
+	res, _ = route("OldTopic")
+	check(t, res.status == 2, "10: the address left its old group, which disappeared with its topic, got %+v", res)
+	f := cs.ok(tClusterInfo, nil)
+	_, old := asMap2(f.m(t)[2])["g-old"]
+	check(t, !old, "10: the emptied group disappeared from cluster-info")
+
+	// 10: a new data version with the same topics changes no route.
+	res1, _ := route("NewTopic")
+	bs.ok(tRegister, registerBody("gc", "g-new", 0, "10.12.1.1:10911", 2, "NewTopic"))
+	res2, _ := route("NewTopic")
+	check(t, res1.version == res2.version && res1.version != 0, "10: same topics under a new data version keep the route's version (%x, %x)", res1.version, res2.version)
+
+	// 8.12: a tombstone is lifted by an update-topics upserting the topic.
+	ep := asU(asMap(t, bs.ok(tRegister, registerBody("gc", "g-new", 0, "10.12.1.1:10911", 3, "NewTopic", "Tomb")).m(t)[1])[1])
+	op := open(t, o.dial(pki.RoleOperator, "groups-op"))
+	op.ok(tDeleteTopic, map[uint64]any{1: "Tomb"})
+	bs.ok(tRegister, registerBody("gc", "g-new", 0, "10.12.1.1:10911", 4, "NewTopic", "Tomb"))
+	res, _ = route("Tomb")
+	check(t, res.status == 2, "8.12: a register naming a deleted topic does not bring it back, got %+v", res)
+	ep = asU(asMap(t, bs.ok(tRegister, registerBody("gc", "g-new", 0, "10.12.1.1:10911", 5, "NewTopic", "Tomb")).m(t)[1])[1])
+	bs.ok(tUpdateTopics, map[uint64]any{1: "gc", 2: "10.12.1.1:10911", 3: ep, 4: map[uint64]any{1: uint64(1), 3: uint64(6)}, 5: []any{topicCfg("Tomb")}})
+	res, _ = route("Tomb")
+	check(t, res.status == 0, "8.12: an update-topics upserting it brings it back, got %+v", res)
 }
