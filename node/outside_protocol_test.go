@@ -21,11 +21,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -1861,4 +1863,140 @@ func TestOutsideGroups(t *testing.T) {
 	bs.ok(tUpdateTopics, map[uint64]any{1: "gc", 2: "10.12.1.1:10911", 3: ep, 4: map[uint64]any{1: uint64(1), 3: uint64(6)}, 5: []any{topicCfg("Tomb")}})
 	res, _ = route("Tomb")
 	check(t, res.status == 0, "8.12: an update-topics upserting it brings it back, got %+v", res)
+}
+
+// TestOutsideDecodingRulesEveryType runs section 3.2's rules over the body
+// of every request type that has one: the node has hand-written decoders
+// for some (register, heartbeat, update-topics, get-routes) and a general
+// one for the rest, and every one must refuse and accept the same things.
+func TestOutsideDecodingRulesEveryType(t *testing.T) {
+	o := newOutside(t, nil)
+	rs := open(t, o.dial(pki.RoleOperator, "every-type"))
+	bases := []struct {
+		typ  uint64
+		body map[uint64]any
+		str  uint64 // a text field to corrupt
+		uint uint64 // an unsigned field, or 0
+	}{
+		{tRegister, registerBody("et", "et-a", 0, "10.13.0.1:10911", 1, "ET"), 1, 0},
+		{tUpdateTopics, map[uint64]any{1: "et", 2: "10.13.0.1:10911", 3: uint64(1), 4: map[uint64]any{3: uint64(1)}, 6: []any{"ET2"}}, 1, 3},
+		{tHeartbeat, map[uint64]any{1: "et", 2: "10.13.0.1:10911", 3: uint64(1), 4: map[uint64]any{3: uint64(1)}}, 1, 3},
+		{tUnregister, map[uint64]any{1: "et", 2: "10.13.0.9:10911", 3: uint64(1)}, 1, 3},
+		{tGetRoutes, topicVersions("ET"), 0, 0},
+		{tTopics, map[uint64]any{1: uint64(0), 2: "et"}, 2, 1},
+		{tMemberGroup, map[uint64]any{1: "et", 2: "et-a"}, 1, 0},
+		{tWatch, topicVersions("ET"), 0, 0},
+		{tUnwatch, map[uint64]any{1: []any{"ET"}}, 0, 0},
+		{tDeleteTopic, map[uint64]any{1: "Nope"}, 1, 0},
+		{tWipeWritePerm, map[uint64]any{1: "nope"}, 1, 0},
+		{tKVGet, map[uint64]any{1: "ns", 2: "k"}, 1, 0},
+		{tKVPut, map[uint64]any{1: "ns", 2: "k", 3: "v"}, 3, 0},
+		{tPolicyRollbk, map[uint64]any{1: "route"}, 1, 0},
+	}
+	// call sends the frame bytes and returns the answer.
+	call := func(cb []byte) frame {
+		t.Helper()
+		rs.write(withLen(cb))
+		return rs.read()
+	}
+	frameOf := func(typ uint64, body []byte) []byte {
+		return append(enc(t, map[uint64]any{1: typ, 2: uint64(0x77)})[:0:0], append(append([]byte{0xa3, 0x01}, enc(t, typ)...), append([]byte{0x02, 0x18, 0x77, 0x03}, body...)...)...)
+	}
+	// plus returns body with one more pair appended (body is a map of
+	// fewer than 23 pairs, so its head is one byte).
+	plus := func(body []byte, pair ...byte) []byte {
+		out := append([]byte{body[0] + 1}, body[1:]...)
+		return append(out, pair...)
+	}
+	for _, b := range bases {
+		body := enc(t, b.body)
+		base := call(frameOf(b.typ, body))
+		if !check(t, !base.hasErr || base.code != eBadRequest, "type %d: the base body is valid, got %v", b.typ, base) {
+			continue
+		}
+		same := func(what string, f frame) {
+			t.Helper()
+			check(t, f.typ == b.typ && f.id == 0x77 && f.hasErr == base.hasErr && f.code == base.code,
+				"3.1/3.2: type %d, %s is accepted like the base body (%v), got %v", b.typ, what, base, f)
+		}
+		bad := func(what string, f frame) {
+			t.Helper()
+			check(t, f.hasErr && f.code == eBadRequest && f.typ == b.typ && f.id == 0x77,
+				"3.2: type %d, %s is a bad body (code 1, its type and id), got %v", b.typ, what, f)
+		}
+		framing := func(what string, f frame) {
+			t.Helper()
+			check(t, f.hasErr && f.code == eBadRequest && f.typ == 0 && f.id == 0,
+				"4.4: type %d, %s is a framing error (code 1, type 0, id 0), got %v", b.typ, what, f)
+		}
+		first := enc(t, b.body[1])
+		if b.typ == tGetRoutes || b.typ == tWatch || b.typ == tUnwatch {
+			first = enc(t, []any{}) // any value: the key is what repeats
+		}
+		bad("a duplicate key 1", call(frameOf(b.typ, plus(body, append([]byte{0x01}, first...)...))))
+		bad("a duplicate key 1 in a wider form", call(frameOf(b.typ, plus(body, append([]byte{0x18, 0x01}, first...)...))))
+		bad("a duplicate key inside an unknown key", call(frameOf(b.typ, plus(body, 0x18, 0x63, 0xa2, 0x01, 0x00, 0x01, 0x00))))
+		same("an unknown key", call(frameOf(b.typ, plus(body, 0x18, 0x63, 0x82, 0x61, 0x61, 0xa1, 0x01, 0x02))))
+		same("a text key", call(frameOf(b.typ, plus(body, 0x61, 0x7a, 0x00))))
+		same("a negative key", call(frameOf(b.typ, plus(body, 0x38, 0x63, 0x00))))
+		bad("a byte-string key", call(frameOf(b.typ, plus(body, 0x41, 0x7a, 0x00))))
+		framing("a tag inside an unknown key", call(frameOf(b.typ, plus(body, 0x18, 0x63, 0xc1, 0x00))))
+		framing("an indefinite string inside an unknown key", call(frameOf(b.typ, plus(body, 0x18, 0x63, 0x7f, 0x61, 0x61, 0xff))))
+		framing("reserved additional information inside an unknown key", call(frameOf(b.typ, plus(body, 0x18, 0x63, 0x1d))))
+		// 3.2 validates text decoded into a field: an unknown key's is not.
+		same("invalid UTF-8 in an unknown key", call(frameOf(b.typ, plus(body, 0x18, 0x63, 0x62, 0xc3, 0x28))))
+		if b.str != 0 {
+			m := maps.Clone(b.body)
+			m[b.str] = "\uFFFD" // replaced below by invalid bytes of the same length
+			cb := enc(t, m)
+			i := bytes.Index(cb, []byte("\uFFFD"))
+			cb[i], cb[i+1], cb[i+2] = 0xed, 0xa0, 0x80 // an encoded surrogate
+			bad(fmt.Sprintf("an encoded surrogate in key %d", b.str), call(frameOf(b.typ, cb)))
+			m[b.str] = []byte("et")
+			bad(fmt.Sprintf("a byte string for text key %d", b.str), call(frameOf(b.typ, enc(t, m))))
+			m[b.str] = nil
+			f := call(frameOf(b.typ, enc(t, m)))
+			check(t, f.typ == b.typ && f.id == 0x77 && !(f.hasErr && f.code == eBadRequest && strings.Contains(f.msg, "cbor")),
+				"3.1: type %d, null for key %d is the zero value, not a decoding error, got %v", b.typ, b.str, f)
+		}
+		if b.uint != 0 {
+			m := maps.Clone(b.body)
+			m[b.uint] = int64(-1)
+			bad(fmt.Sprintf("a negative value for uint key %d", b.uint), call(frameOf(b.typ, enc(t, m))))
+			m[b.uint] = 1.0
+			bad(fmt.Sprintf("a float for uint key %d", b.uint), call(frameOf(b.typ, enc(t, m))))
+			m[b.uint] = true
+			bad(fmt.Sprintf("a bool for uint key %d", b.uint), call(frameOf(b.typ, enc(t, m))))
+		}
+		deep := append([]byte{0x18, 0x63}, append(bytes.Repeat([]byte{0x81}, 15), 0x00)...)
+		framing("nesting 17 inside an unknown key", call(frameOf(b.typ, plus(body, deep...))))
+		framing("an array head of 2^20+1 elements", call(frameOf(b.typ, plus(body, 0x18, 0x63, 0x9a, 0x00, 0x10, 0x00, 0x01))))
+		framing("a map head of 2^20+1 pairs", call(frameOf(b.typ, plus(body, 0x18, 0x63, 0xba, 0x00, 0x10, 0x00, 0x01))))
+		// Receivers do not require the deterministic encoding: the body's
+		// pairs in reverse order and its integers in wider forms.
+		same("pairs out of order", call(frameOf(b.typ, reversed(t, body))))
+	}
+	rs.alive("after every type's bad bodies")
+}
+
+// reversed re-encodes a map with its pairs in reverse order, keys as wide
+// (two-byte) integers: valid CBOR, not deterministic.
+func reversed(t *testing.T, body []byte) []byte {
+	t.Helper()
+	var mm map[uint64]cbor.RawMessage
+	if err := strict.Unmarshal(body, &mm); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]uint64, 0, len(mm))
+	for k := range mm {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	slices.Reverse(keys)
+	out := []byte{0xa0 + byte(len(keys))}
+	for _, k := range keys {
+		out = append(out, 0x18, byte(k))
+		out = append(out, mm[k]...)
+	}
+	return out
 }
