@@ -17,6 +17,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -1999,4 +2001,98 @@ func reversed(t *testing.T, body []byte) []byte {
 		out = append(out, mm[k]...)
 	}
 	return out
+}
+
+// TestOutsideVectors is section 15: every request frame vector is a request
+// the node answers with its type and id (not a decoding error), every
+// vector is core deterministic CBOR a strict decoder reads, and every
+// refused vector is refused as its file says.
+func TestOutsideVectors(t *testing.T) {
+	o := newOutside(t, nil)
+	rs := open(t, o.dial(pki.RoleOperator, "vectors"))
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "wire", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("vectors: %v", err)
+	}
+	type vector struct {
+		Hex     string
+		Refused string
+		Rule    string
+	}
+	load := func(path string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v vector
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		h, err := hex.DecodeString(v.Hex)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return h
+	}
+	for _, path := range files {
+		name := filepath.Base(path)
+		h := load(path)
+		cb := h
+		if strings.HasPrefix(name, "frame-") {
+			if !check(t, len(h) > 4 && int(binary.BigEndian.Uint32(h)) == len(h)-4, "15: %s: the length prefix counts the CBOR bytes", name) {
+				continue
+			}
+			cb = h[4:]
+		}
+		var v any
+		if !check(t, strict.Unmarshal(cb, &v) == nil, "15: %s decodes under 3.2's rules", name) {
+			continue
+		}
+		check(t, bytes.Equal(enc(t, v), cb), "15: %s is in the deterministic encoding", name)
+		if strings.HasPrefix(name, "frame-") && strings.Contains(name, "-request") {
+			f := decodeFrame(t, cb)
+			rs.write(h)
+			got := rs.read()
+			// The policy vectors carry a stub module, which the node may
+			// refuse as a module (code 1 naming it), not as a request.
+			moduleRefused := got.hasErr && got.code == eBadRequest && strings.HasPrefix(got.msg, "policy module refused")
+			check(t, got.typ == f.typ && got.id == f.id && (moduleRefused || !(got.hasErr && (got.code == eBadRequest || got.code == eUnknownType))),
+				"15: the request vector %s is answered as a request of its type, got %v", name, got)
+		}
+	}
+	refused, _ := filepath.Glob(filepath.Join("..", "testdata", "wire", "refused", "*.json"))
+	check(t, len(refused) > 0, "15: refused vectors exist")
+	for _, path := range refused {
+		b, _ := os.ReadFile(path)
+		var v vector
+		json.Unmarshal(b, &v)
+		cb := load(path)
+		rs.write(withLen(cb))
+		got := rs.read()
+		name := filepath.Base(path)
+		if v.Refused == "frame" {
+			check(t, got.hasErr && got.code == eBadRequest && got.typ == 0 && got.id == 0, "15: %s (%s) is a framing error, got %v", name, v.Rule, got)
+		} else {
+			check(t, got.hasErr && got.code == eBadRequest && got.typ != 0, "15: %s (%s) is a bad body with its type and id, got %v", name, v.Rule, got)
+		}
+	}
+}
+
+// TestOutsideStopSending is 1.2's 0x21: a peer that stops reading the
+// node's answers has the node stop reading its requests.
+func TestOutsideStopSending(t *testing.T) {
+	o := newOutside(t, nil)
+	rs := open(t, o.dial(pki.RoleClient, "stop"))
+	rs.ok(tPing, nil)
+	rs.s.CancelRead(7)
+	var err error
+	for range 500 {
+		if err = rs.write(request(t, tPing, 1, nil)); err != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	code, ok := streamCode(err)
+	check(t, ok && code == 0x21, "1.2: after the peer's STOP_SENDING the node stops reading with 0x21, got %v", err)
 }
