@@ -681,12 +681,23 @@ func (o *outside) framing(t *testing.T) {
 	f = rs.read()
 	check(t, len(body) == 1<<20 && f.typ == tPing && !f.hasErr, "2.2: a frame of exactly 1 MiB is within the limit, got %v (len %d)", f, len(body))
 
-	// Broker connections have 16 MiB.
-	bs := open(t, o.dial(pki.RoleBroker, "framing-broker"))
-	bs.write([]byte{0x01, 0x00, 0x00, 0x01})
-	f = bs.read()
-	want = "frame of 16777217 bytes exceeds limit 16777216"
-	check(t, f.hasErr && f.code == eTooLarge && f.msg == want, "2.2: oversize broker frame: want %q, got %v", want, f)
+	// Broker and operator connections have 16 MiB, node connections 1 MiB.
+	for _, c := range []struct {
+		role  pki.Role
+		name  string
+		frame []byte
+		want  string
+	}{
+		{pki.RoleBroker, "framing-broker", []byte{0x01, 0x00, 0x00, 0x01}, "frame of 16777217 bytes exceeds limit 16777216"},
+		{pki.RoleOperator, "framing-operator", []byte{0x01, 0x00, 0x00, 0x01}, "frame of 16777217 bytes exceeds limit 16777216"},
+		{pki.RoleNode, "framing-node.example", []byte{0x00, 0x10, 0x00, 0x01}, "frame of 1048577 bytes exceeds limit 1048576"},
+		{pki.RoleBroker, "framing-broker-hard", []byte{0x04, 0x00, 0x00, 0x01}, "frame of 67108865 bytes exceeds limit 16777216"},
+	} {
+		bs := open(t, o.dial(c.role, c.name))
+		bs.write(c.frame)
+		f = bs.read()
+		check(t, f.hasErr && f.code == eTooLarge && f.msg == c.want && f.typ == 0 && f.id == 0, "2.2: oversize %s frame: want %q, got %v", c.role, c.want, f)
+	}
 
 	// Undecodable Frame map: code 1, type 0 id 0, stream stays open.
 	for name, cb := range map[string][]byte{
@@ -1320,6 +1331,24 @@ func TestOutsideLimits(t *testing.T) {
 	ws.refused("11: a watch over the per-connection cap", tWatch, topicVersions("W3", "W4"), eOverloaded)
 	f := ws.ok(tWatch, topicVersions("W3"))
 	check(t, asU(f.m(t)[1]) == 3, "11: the refused watch changed nothing, got %v", f.m(t))
+	f = ws.ok(tWatch, topicVersions("W1", "W1"))
+	check(t, asU(f.m(t)[1]) == 3, "11: naming topics the stream watches adds nothing to the count, got %v", f.m(t))
+	// The cap counts (stream, topic): the same topic on another stream of
+	// the connection counts again, and an ended stream gives its back.
+	ws2 := open(t, wq)
+	ws2.refused("11: a topic watched on another stream counts again", tWatch, topicVersions("W1"), eOverloaded)
+	ws.ok(tUnwatch, map[uint64]any{1: []any{"W3"}})
+	ws2.ok(tWatch, topicVersions("W1"))
+	ws.s.CancelWrite(0)
+	ws.s.CancelRead(0)
+	var again frame
+	for range 200 { // the node notices the stream's end
+		if again = ws2.call(tWatch, topicVersions("W9")); !again.hasErr {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	check(t, !again.hasErr, "11: a stream's end gives its watches back, got %v", again)
 
 	// Connections per certificate: the third of one certificate replaces
 	// its least recently active connection (0x13).
