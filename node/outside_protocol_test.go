@@ -1063,8 +1063,13 @@ func (o *outside) watch(t *testing.T) {
 	// A change is pushed.
 	bs.ok(tUpdateTopics, map[uint64]any{1: "wc", 2: "10.3.0.1:10911", 3: epoch, 4: map[uint64]any{3: uint64(2)},
 		5: []any{map[uint64]any{1: "WTopic", 2: uint64(4), 3: uint64(4), 4: uint64(6)}}})
-	ev := nextEvent(t, ws)
+	evf := nextEventFrame(t, ws)
+	ev := eventResult(t, evf)
 	check(t, ev.topic == "WTopic" && ev.status == 0 && ev.version != initial[0].version && ev.version == routeVersion(ev.route), "11: a change is pushed, got %+v", ev)
+	em := evf.m(t)
+	groups := asList(em[2])
+	check(t, len(groups) == 1 && asS(asMap(t, groups[0])[1]) == "w-a", "8.10: a push carries the freshness of its route's groups, got %v", em[2])
+	check(t, asS(asMap(t, em[3])[1]) != "", "8.10: a push carries the node's state, got %v", em[3])
 	// Removal is pushed as not-found.
 	bs.ok(tUpdateTopics, map[uint64]any{1: "wc", 2: "10.3.0.1:10911", 3: epoch, 4: map[uint64]any{3: uint64(3)}, 6: []any{"WTopic"}})
 	ev = nextEvent(t, ws)
@@ -1090,6 +1095,20 @@ func eventResult(t *testing.T, f frame) result {
 		t.Fatalf("RouteEvent: %v", err)
 	}
 	return decodeResult(t, body[1])
+}
+
+func nextEventFrame(t *testing.T, rs *rawStream) frame {
+	t.Helper()
+	for {
+		f, err := rs.next(10 * time.Second)
+		if err != nil {
+			t.Fatalf("waiting for a push: %v", err)
+		}
+		if f.typ == tRouteEvent {
+			check(t, f.id == 0, "11: pushes have id 0")
+			return f
+		}
+	}
 }
 
 func nextEvent(t *testing.T, rs *rawStream) result {
@@ -1539,7 +1558,22 @@ func TestOutsideClientAttrsCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := open(t, o.dial(pki.RoleOperator, "caps-op"))
-	op.ok(tPolicyPush, map[uint64]any{1: "route", 2: module, 3: int64(60_000)})
+	pi := op.ok(tPolicyPush, map[uint64]any{1: "route", 2: module, 3: int64(60_000)}).m(t)
+	sum := sha256.Sum256(module)
+	hash := hex.EncodeToString(sum[:])
+	check(t, asS(pi[1]) == "route" && asS(pi[2]) == hash && asU(pi[3]) == uint64(len(module)) && asI(pi[4]) > 0,
+		"8.16: PolicyInfo of a push: hook, SHA-256 hex, size, activation time, got %v", pi)
+	ni := op.ok(tNodeInfo, nil).m(t)
+	check(t, reflect.DeepEqual(asMap2(ni[9]), map[string]any{"route": hash}), "8.17: NodeInfo.Policies names the active module, got %v", ni[9])
+	tr := op.ok(tPolicyTest, map[uint64]any{1: "route", 2: module, 4: int64(60_000)}).m(t)
+	check(t, asS(tr[1]) == hash && tr[2] != nil, "8.16: policy-test answers the hash and the hook's output on the built-in sample, got %v", tr)
+	// remove keeps the module as last good; rollback brings it back.
+	rm := op.ok(tPolicyRemove, map[uint64]any{1: "route"}).m(t)
+	check(t, rm[2] == nil && asS(rm[10]) == hash, "8.16: policy-remove returns to the built-in, keeping the module as last good, got %v", rm)
+	rb := op.ok(tPolicyRollbk, map[uint64]any{1: "route"}).m(t)
+	check(t, asS(rb[2]) == hash, "8.16: policy-rollback after a remove restores the module, got %v", rb)
+	big := make([]byte, 4<<20+1)
+	op.refused("8.16: a module over 4 MiB", tPolicyPush, map[uint64]any{1: "route", 2: big}, eBadRequest)
 	bs := open(t, o.dial(pki.RoleBroker, "caps-broker"))
 	bs.ok(tRegister, registerBody("cc", "c-a", 0, "10.8.0.1:10911", 1, "CapTopic"))
 
