@@ -2159,3 +2159,39 @@ func TestOutsideStopSending(t *testing.T) {
 	code, ok := streamCode(err)
 	check(t, ok && code == 0x21, "1.2: after the peer's STOP_SENDING the node stops reading with 0x21, got %v", err)
 }
+
+// TestOutsideBrokerSessionsKept is 1.2: a broker certificate at its limit
+// replaces its idle connection (0x13) but never one holding a live
+// session: the newcomer is closed with 0x12 instead.
+func TestOutsideBrokerSessionsKept(t *testing.T) {
+	o := newOutside(t, func(c *node.Config) { c.MaxBrokerConnsPerIdentity = 1 })
+	cert := o.tlsFor(pki.RoleBroker, "one-broker")
+	dial := func() *quic.Conn {
+		qc, err := o.dialTLS(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { qc.CloseWithError(0, "") })
+		return qc
+	}
+	waitClosed := func(qc *quic.Conn) error {
+		select {
+		case <-qc.Context().Done():
+			return context.Cause(qc.Context())
+		case <-time.After(10 * time.Second):
+			return nil
+		}
+	}
+	idle := dial()
+	open(t, idle).ok(tPing, nil)
+	second := dial()
+	open(t, second).ok(tPing, nil)
+	code, ok := connCode(waitClosed(idle))
+	check(t, ok && code == 0x13, "1.2: an idle broker connection is replaced with 0x13, got %v", context.Cause(idle.Context()))
+
+	open(t, second).ok(tRegister, registerBody("kc", "k-a", 0, "10.14.0.1:10911", 1, "K"))
+	third := dial()
+	code, ok = connCode(waitClosed(third))
+	check(t, ok && code == 0x12, "1.2: a newcomer beside a connection holding a live session is closed with 0x12, got %v", context.Cause(third.Context()))
+	check(t, second.Context().Err() == nil, "1.2: the connection holding the session stays")
+}
