@@ -1320,9 +1320,30 @@ func TestOutsideLimits(t *testing.T) {
 	code, ok := streamCode(err)
 	check(t, ok && code == 0x20, "2/4.3: a frame not finished within the read timeout is reset with 0x20, got %v", err)
 
-	// First frame: a stream that sends nothing is reset at the read timeout
-	// (the stream must carry a byte for the node to see it: the length
-	// starts, so this is the same timeout; a bare open is invisible).
+	// First frame: its whole 4-byte length must arrive within the read
+	// timeout (a stream is visible to the node only once it carries a
+	// byte, so one byte of the length starts the clock).
+	rs = open(t, qc)
+	rs.write([]byte{0})
+	_, err = rs.next(10 * time.Second)
+	code, ok = streamCode(err)
+	check(t, ok && code == 0x20, "4.3: a first frame whose length does not arrive within the read timeout is reset with 0x20, got %v", err)
+	// Between frames a partial length is nothing sent: the idle timeout
+	// (2 s here), not the read timeout (300 ms), applies until it is whole.
+	rs = open(t, qc)
+	rs.ok(tPing, nil)
+	ping := request(t, tPing, 9, nil)
+	rs.write(ping[:2])
+	time.Sleep(700 * time.Millisecond)
+	rs.write(ping[2:])
+	f, err := rs.next(10 * time.Second)
+	check(t, err == nil && f.id == 9, "4.3: between frames a partial length waits for the idle timeout, got %v %v", f, err)
+	// A stream that only finishes is finished in turn, with no frame.
+	rs = open(t, qc)
+	rs.s.Close()
+	_, err = rs.next(10 * time.Second)
+	check(t, errors.Is(err, io.EOF), "4: a stream with no request is finished with no answer, got %v", err)
+
 	// Idle timeout: between frames.
 	rs = open(t, qc)
 	rs.ok(tPing, nil)
@@ -1348,7 +1369,7 @@ func TestOutsideLimits(t *testing.T) {
 	ws := open(t, wq)
 	ws.ok(tWatch, topicVersions("W1", "W2"))
 	ws.refused("11: a watch over the per-connection cap", tWatch, topicVersions("W3", "W4"), eOverloaded)
-	f := ws.ok(tWatch, topicVersions("W3"))
+	f = ws.ok(tWatch, topicVersions("W3"))
 	check(t, asU(f.m(t)[1]) == 3, "11: the refused watch changed nothing, got %v", f.m(t))
 	f = ws.ok(tWatch, topicVersions("W1", "W1"))
 	check(t, asU(f.m(t)[1]) == 3, "11: naming topics the stream watches adds nothing to the count, got %v", f.m(t))
