@@ -2216,3 +2216,42 @@ func TestOutsideBrokerSessionsKept(t *testing.T) {
 	check(t, ok && code == 0x12, "1.2: a newcomer beside a connection holding a live session is closed with 0x12, got %v", context.Cause(third.Context()))
 	check(t, second.Context().Err() == nil, "1.2: the connection holding the session stays")
 }
+
+// TestOutsideNo0RTT is 1.2: nodes of this version accept no 0-RTT data; a
+// resumed connection still works.
+func TestOutsideNo0RTT(t *testing.T) {
+	o := newOutside(t, nil)
+	cfg := o.tlsFor(pki.RoleClient, "early")
+	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+	qc, err := o.dialTLS(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open(t, qc).ok(tPing, nil) // the node's session ticket arrives after the handshake
+	qc.CloseWithError(0, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ec, err := quic.DialAddrEarly(ctx, o.tn.Addr(), cfg, &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ec.CloseWithError(0, "")
+	rs := open(t, ec)
+	rs.ok(tPing, nil)
+	st := ec.ConnectionState()
+	check(t, !st.Used0RTT, "1.2: the node accepted no 0-RTT data")
+	check(t, st.TLS.DidResume, "1.2: session resumption still works")
+}
+
+// TestOutsideSameDataVersion is 10: a register whose data version equals
+// the one held is not re-applied (only the lease is renewed).
+func TestOutsideSameDataVersion(t *testing.T) {
+	o := newOutside(t, nil)
+	bs := open(t, o.dial(pki.RoleBroker, "same-dv"))
+	e1 := asU(asMap(t, bs.ok(tRegister, registerBody("dv", "dv-a", 0, "10.15.0.1:10911", 7, "DvA")).m(t)[1])[1])
+	e2 := asU(asMap(t, bs.ok(tRegister, registerBody("dv", "dv-a", 0, "10.15.0.1:10911", 7, "DvA", "DvB")).m(t)[1])[1])
+	check(t, e1 != e2, "10: the repeated register still gets a new epoch")
+	cs := open(t, o.dial(pki.RoleClient, "same-dv-reader"))
+	rr := routeResults(t, cs.ok(tGetRoutes, topicVersions("DvA", "DvB")))
+	check(t, len(rr) == 2 && rr[0].status == 0 && rr[1].status == 2, "10: a register of the data version held is not re-applied, got %+v", rr)
+}
