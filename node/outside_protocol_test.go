@@ -1263,6 +1263,9 @@ func (o *outside) authorization(t *testing.T) {
 	rs.refused("6: heartbeat of another group's lease", tHeartbeat, map[uint64]any{1: "ac", 2: "10.5.0.9:10911", 3: ep, 4: map[uint64]any{3: uint64(1)}}, eNotAuthorized)
 	rs.refused("6: unregister of another group's lease", tUnregister, map[uint64]any{1: "ac", 2: "10.5.0.9:10911", 3: ep}, eNotAuthorized)
 	rs.refused("6: update-topics of another group's lease", tUpdateTopics, map[uint64]any{1: "ac", 2: "10.5.0.9:10911", 3: ep, 4: map[uint64]any{3: uint64(2)}}, eNotAuthorized)
+	rs.refused("6: an invalid heartbeat is code 1 before authorization", tHeartbeat, map[uint64]any{1: "ac", 2: "10.5.0.9", 3: ep, 4: map[uint64]any{}}, eBadRequest)
+	rs.refused("6: an invalid unregister is code 1 before authorization", tUnregister, map[uint64]any{1: "", 2: "10.5.0.9:10911", 3: ep}, eBadRequest)
+	rs.refused("6: an invalid update-topics is code 1 before authorization", tUpdateTopics, map[uint64]any{1: "ac", 2: "10.5.0.9:10911", 3: ep, 4: map[uint64]any{}, 5: []any{topicCfg("bad name")}}, eBadRequest)
 	rs.refused("6/10: moving another group's address", tRegister, registerBody("ac", "a-mine", 0, "10.5.0.9:10911", 1, "A"), eNotAuthorized)
 }
 
@@ -1516,11 +1519,17 @@ func (o *outside) keyTypes(t *testing.T) {
 		"text key in a body":           {body(0x61, 0x61), false},
 		"byte-string key in a body":    {body(0x41, 0x61), true},
 		"map key in a body":            {body(0xa0), true},
+		"null key in a body":           {body(0xf6), true},
 	} {
 		rs.write(c.frame)
 		f, err := rs.next(10 * time.Second)
 		if c.refused {
-			check(t, err == nil && f.hasErr && f.code == eBadRequest, "3: %s is refused with code 1, got %v %v", name, f, err)
+			wantType, wantID := uint64(0), uint64(0) // a framing error (4.4)
+			if strings.HasSuffix(name, "in a body") {
+				wantType, wantID = tGetRoutes, 1 // a bad body
+			}
+			check(t, err == nil && f.hasErr && f.code == eBadRequest && f.typ == wantType && f.id == wantID,
+				"3: %s is refused with code 1, type %d, id %d, got %v %v", name, wantType, wantID, f, err)
 		} else {
 			check(t, err == nil && !f.hasErr && f.id == 1, "3: %s is ignored as an unknown key, got %v %v", name, f, err)
 		}
