@@ -178,6 +178,9 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 		return decodeRun(f, n.topics)
 	case wire.TypeBrokerMemberGroup:
 		return decodeRun(f, func(q *wire.MemberGroupQuery) (any, error) {
+			if err := errors.Join(registry.ValidName("cluster name", q.Cluster), registry.ValidName("broker name", q.BrokerName)); err != nil {
+				return nil, err
+			}
 			return n.reg.BrokerMemberGroup(q.Cluster, q.BrokerName)
 		})
 	case wire.TypeWatch:
@@ -197,6 +200,9 @@ func (n *Node) dispatchAdmin(cs *connState, f *wire.Frame) (any, error) {
 	switch f.Type {
 	case wire.TypeDeleteTopic:
 		return decodeRun(f, func(d *wire.DeleteTopic) (any, error) {
+			if err := validDeleteTopic(d); err != nil {
+				return nil, err
+			}
 			err := n.reg.DeleteTopic(d.Topic, d.Clusters...)
 			if err == nil {
 				n.audit(cs, "topic deleted", "topic", d.Topic, "clusters", d.Clusters)
@@ -354,6 +360,9 @@ func (n *Node) updateTopics(cs *connState, u *wire.UpdateTopics) (any, error) {
 }
 
 func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
+	if err := validLeaseName(h.Cluster, h.Addr); err != nil {
+		return nil, err // invalid before unauthorized, as for register
+	}
 	if _, err := n.authorizeLease(cs, h.Cluster, h.Addr, h.Epoch); err != nil {
 		return nil, err
 	}
@@ -367,6 +376,9 @@ func (n *Node) heartbeat(cs *connState, h *wire.Heartbeat) (any, error) {
 }
 
 func (n *Node) unregister(cs *connState, u *wire.Unregister) error {
+	if err := validLeaseName(u.Cluster, u.Addr); err != nil {
+		return err
+	}
 	l, err := n.authorizeLease(cs, u.Cluster, u.Addr, u.Epoch)
 	if err != nil {
 		return err
@@ -462,6 +474,9 @@ func (n *Node) topics(q *wire.TopicsQuery) (any, error) {
 	case wire.TopicsAll:
 		ts = n.reg.Topics()
 	case wire.TopicsByCluster:
+		if err := registry.ValidName("cluster name", q.Cluster); err != nil {
+			return nil, err
+		}
 		ts, err = n.reg.TopicsByCluster(q.Cluster)
 	case wire.TopicsSystem:
 		ts = n.reg.SystemTopics()
@@ -481,6 +496,9 @@ func (n *Node) topics(q *wire.TopicsQuery) (any, error) {
 }
 
 func (n *Node) perm(cs *connState, t wire.Type, p *wire.PermRequest) (any, error) {
+	if err := registry.ValidName("broker name", p.BrokerName); err != nil {
+		return nil, err
+	}
 	var changed int
 	var err error
 	if t == wire.TypeWipeWritePerm {
@@ -493,6 +511,27 @@ func (n *Node) perm(cs *connState, t wire.Type, p *wire.PermRequest) (any, error
 	}
 	n.audit(cs, "write permission changed", "broker", p.BrokerName, "action", t.String(), "topics", changed)
 	return wire.PermResult{Changed: changed}, nil
+}
+
+// validLeaseName checks the (Cluster, Addr) a heartbeat or unregister
+// names: a name no registration could have used is a bad request (code 1),
+// not a missing lease (code 7), as PROTOCOL.md section 8 says of every name.
+func validLeaseName(cluster, addr string) error {
+	return errors.Join(registry.ValidName("cluster name", cluster), registry.ValidAddr("broker address", addr))
+}
+
+// validDeleteTopic checks the names a delete-topic uses, so an invalid one
+// gets code 1 rather than "not found".
+func validDeleteTopic(d *wire.DeleteTopic) error {
+	if err := registry.ValidTopicName(d.Topic); err != nil {
+		return err
+	}
+	for _, c := range d.Clusters {
+		if err := registry.ValidName("cluster name", c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (n *Node) leases() wire.LeaseList {

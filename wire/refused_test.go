@@ -45,10 +45,13 @@ func refusedTable() []refusedVector {
 			"a3 01 1818 02 01 03 a2 01 626e73 01 626e73"),
 		v("duplicate-key-inside-unknown-body-field", "body", dup, "get-routes request (type 10, id 1) whose body has an unknown key 9 holding a map with key 1 twice",
 			"a3 01 0a 02 01 03 a2 01 81 a1 01 6174 09 a2 01 00 01 01"),
-		v("duplicate-key-deep-in-unknown-body-field", "body", dup, "ping request (type 17, id 1) with a body whose unknown key 9 holds an array of a map of a map with text key \"x\" twice",
-			"a3 01 11 02 01 03 a1 09 81 a1 01 a2 6178 00 6178 01"),
-		v("duplicate-integer-key-of-two-widths", "body", dup, "ping request (type 17, id 1) with a body whose unknown key 9 holds a map with key 1 encoded as 0x01 and as 0x18 0x01: the same key",
-			"a3 01 11 02 01 03 a1 09 a2 01 00 1801 01"),
+		// Body vectors use types that take a body: a node does not decode
+		// the body of a type that takes none, such as ping, so it never
+		// looks for a duplicate there (PROTOCOL.md 5).
+		v("duplicate-key-deep-in-unknown-body-field", "body", dup, "get-routes request (type 10, id 1) for topic \"t\" whose body's unknown key 9 holds an array of a map of a map with text key \"x\" twice",
+			"a3 01 0a 02 01 03 a2 01 81 a1 01 6174 09 81 a1 01 a2 6178 00 6178 01"),
+		v("duplicate-integer-key-of-two-widths", "body", dup, "get-routes request (type 10, id 1) for topic \"t\" whose body's unknown key 9 holds a map with key 1 encoded as 0x01 and as 0x18 0x01: the same key",
+			"a3 01 0a 02 01 03 a2 01 81 a1 01 6174 09 a2 01 00 1801 01"),
 		v("duplicate-key-in-embedded-input", "body", dup, "policy-test request (type 34, id 1) whose Input (an embedded item) has key 1 twice",
 			"a3 01 1822 02 01 03 a3 01 65726f757465 02 40 03 a2 01 01 01 02"),
 		v("duplicate-key-inside-unknown-frame-field", "frame", dup, "ping request (type 17, id 1) whose Frame map has an unknown key 9 holding a map with key 1 twice: a framing error",

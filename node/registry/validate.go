@@ -23,6 +23,16 @@ func ValidTopicName(name string) error {
 	return nil
 }
 
+// ValidName reports why a required name (cluster, broker group) is
+// invalid: empty, over MaxNameLen bytes, not UTF-8 or holding a control
+// character. The error wraps ErrInvalid, so a peer gets code 1: a lookup
+// by such a name is a bad request, never "not found" (PROTOCOL.md 8).
+func ValidName(what, s string) error { return validName(what, s, true) }
+
+// ValidAddr is ValidName for a required broker address, which must also be
+// host:port.
+func ValidAddr(what, addr string) error { return validAddr(what, addr, true) }
+
 func validName(what, s string, required bool) error {
 	switch {
 	case s == "" && required:
