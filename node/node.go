@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quic-go/quic-go"
 
 	"github.com/edgereg/edgereg/node/kv"
@@ -56,6 +57,7 @@ type Node struct {
 	watches  *watchHub
 	policies *policies
 	tlsConf  *tls.Config
+	creds    *pki.Reloader // the TLS credentials, re-read when they change (auth.go)
 	udp      net.PacketConn
 	tr       *quic.Transport
 	ln       *quic.Listener
@@ -87,9 +89,10 @@ type Node struct {
 	// policyWorkers holds a slot per policy upload or test in progress,
 	// which may take minutes: off the brokers' pool (dispatch.go).
 	policyWorkers chan struct{}
-	adm           *admission   // connection limits (admission.go)
-	warn          *warnings    // rate-limited security logs (audit.go)
-	unlockData    func() error // releases the data directory's lock (Shutdown)
+	adm           *admission             // connection limits (admission.go)
+	untrusted     *prometheus.CounterVec // connections closed for their certificate (auth.go)
+	warn          *warnings              // rate-limited security logs (audit.go)
+	unlockData    func() error           // releases the data directory's lock (Shutdown)
 }
 
 // New prepares a node: it creates or loads the data directory, its TLS
@@ -149,6 +152,8 @@ func New(cfg Config) (*Node, error) {
 		OnChange:         n.watches.changed,
 	})
 	n.stats = newStats(n)
+	n.untrusted = newUntrustedCounter() // auth.go
+	n.stats.reg.MustRegister(n.untrusted)
 	n.adm.onRefuse, n.adm.onReplace, n.adm.onFailure = n.connRefused, n.connReplaced, n.handshakeFailed
 	n.adm.onValidate = n.stats.validations.Inc
 	n.adm.leaseLive = func(cluster, addr string) bool { _, ok := n.reg.Lease(cluster, addr); return ok }
@@ -233,6 +238,7 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.creds = r
 	return r.TLSConfig(), nil
 }
 
@@ -344,7 +350,7 @@ func (n *Node) socket() (net.PacketConn, error) {
 func (n *Node) Serve() error {
 	n.log.Info("node started", "id", n.id, "addr", n.Addr().String(), "data", n.cfg.DataDir,
 		"warm_up", n.cfg.WarmUp.String(), "expiry_threshold", n.cfg.ExpiryThreshold.String())
-	if !n.spawn(n.expiryLoop) || !n.spawn(n.warmUpLoop) {
+	if !n.spawn(n.expiryLoop) || !n.spawn(n.warmUpLoop) || !n.spawn(n.trustLoop) {
 		return ErrClosed
 	}
 	if n.admin != nil {
