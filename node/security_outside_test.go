@@ -93,7 +93,9 @@ func TestRemovedClientCALosesItsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	bundle := filepath.Join(creds, "clients.crt")
-	pemOf := func(c *x509.Certificate) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}) }
+	pemOf := func(c *x509.Certificate) []byte {
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+	}
 	os.WriteFile(bundle, append(pemOf(ca1.CA), pemOf(ca2.CA)...), 0o600)
 	tn := startNode(t, func(c *Config) {
 		c.CertFile = filepath.Join(creds, "edgereg-0.crt")
