@@ -136,6 +136,9 @@ func (n *Node) trustLoop() {
 		n.creds.Current() // reloads when a file changed
 		gen := n.creds.Generation()
 		n.checkConns(gen != seen)
+		if gen != seen {
+			n.rechecks.Add(1)
+		}
 		seen = gen
 	})
 }

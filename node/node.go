@@ -91,6 +91,7 @@ type Node struct {
 	policyWorkers chan struct{}
 	adm           *admission             // connection limits (admission.go)
 	untrusted     *prometheus.CounterVec // connections closed for their certificate (auth.go)
+	rechecks      atomic.Uint64          // full checks of every connection done (auth.go), for tests
 	warn          *warnings              // rate-limited security logs (audit.go)
 	unlockData    func() error           // releases the data directory's lock (Shutdown)
 }

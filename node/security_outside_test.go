@@ -4,12 +4,20 @@ package node
 // credential can do over real QUIC on loopback, with real certificates.
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
+	"math/big"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,5 +153,156 @@ func TestExpiredCertificateLosesItsConnections(t *testing.T) {
 	}
 	if n := metricValue(t, tn, "edgereg_connections_closed_untrusted_total", "reason=expired"); n != 1 {
 		t.Errorf("edgereg_connections_closed_untrusted_total{reason=expired} = %v, want 1", n)
+	}
+}
+
+// testCA is a CA of an external PKI, for certificates edgereg's local CA
+// would never issue.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+var testSerial atomic.Int64
+
+// sign signs tmpl (its public key is made here) with ca, or self-signs it
+// when ca is nil, and returns the certificate with its key.
+func (ca *testCA) sign(t *testing.T, tmpl *x509.Certificate) *testCA {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl.SerialNumber = big.NewInt(testSerial.Add(1) + time.Now().UnixNano())
+	if tmpl.NotBefore.IsZero() {
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	}
+	parent, signer := tmpl, key
+	if ca != nil {
+		parent, signer = ca.cert, ca.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	return &testCA{cert: c, key: key}
+}
+
+func caTemplate(name string) *x509.Certificate {
+	return &x509.Certificate{Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+}
+
+func leafTemplate(name string, eku []x509.ExtKeyUsage, uris ...string) *x509.Certificate {
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: name}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: eku}
+	for _, u := range uris {
+		p, _ := url.Parse(u)
+		tmpl.URIs = append(tmpl.URIs, p)
+	}
+	return tmpl
+}
+
+// chain is a client credential: c's certificate, then those sent with it.
+func (c *testCA) chain(with ...*testCA) *tls.Certificate {
+	tc := &tls.Certificate{Certificate: [][]byte{c.cert.Raw}, PrivateKey: c.key}
+	for _, w := range with {
+		tc.Certificate = append(tc.Certificate, w.cert.Raw)
+	}
+	return tc
+}
+
+func writePEM(t *testing.T, path string, blocks ...*pem.Block) {
+	t.Helper()
+	var out []byte
+	for _, b := range blocks {
+		out = append(out, pem.EncodeToMemory(b)...)
+	}
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExternalPKICertificates: on a node of an external CA with an
+// intermediate, what verifies gets in and keeps its connection across a
+// reload (the trust loop checks it again with the intermediates it sent),
+// and what does not is refused: a missing intermediate, a leaf signed with
+// a broker's key (a leaf is no CA), a server-only certificate used as a
+// client, one not yet valid, two roles, and the CA itself as a leaf.
+func TestExternalPKICertificates(t *testing.T) {
+	root := (*testCA)(nil).sign(t, caTemplate("root"))
+	inter := root.sign(t, caTemplate("intermediate"))
+	dir := t.TempDir()
+	nodeTmpl := leafTemplate("node", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, "edgereg://role/node")
+	nodeTmpl.DNSNames = []string{"localhost"}
+	nodeCert := root.sign(t, nodeTmpl)
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(nodeCert.key)
+	certFile, keyFile, caFile := filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key"), filepath.Join(dir, "ca.crt")
+	writePEM(t, certFile, &pem.Block{Type: "CERTIFICATE", Bytes: nodeCert.cert.Raw})
+	writePEM(t, keyFile, &pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+	writePEM(t, caFile, &pem.Block{Type: "CERTIFICATE", Bytes: root.cert.Raw})
+	revocations := filepath.Join(dir, "revoked.txt")
+	os.WriteFile(revocations, nil, 0o600)
+	tn := startNode(t, func(c *Config) {
+		c.CertFile, c.KeyFile, c.ClientCAFile, c.RevocationFile = certFile, keyFile, caFile, revocations
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(root.cert)
+	clientAuth := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	dial := func(cert *tls.Certificate) (*client.Conn, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: pki.ClientConfig(cert, roots, "localhost")})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.Ping(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
+	}
+
+	reader := inter.sign(t, leafTemplate("reader", clientAuth, "edgereg://role/client"))
+	good, err := dial(reader.chain(inter))
+	if err != nil {
+		t.Fatalf("a client certificate of the intermediate, sent with it: %v", err)
+	}
+	defer good.Close()
+
+	broker := inter.sign(t, leafTemplate("broker", clientAuth, "edgereg://role/broker"))
+	notYet := leafTemplate("early", clientAuth, "edgereg://role/operator")
+	notYet.NotBefore, notYet.NotAfter = time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+	refused := map[string]*tls.Certificate{
+		"intermediate not sent": reader.chain(),
+		"leaf signed by a broker's key": broker.sign(t, leafTemplate("forged", clientAuth, "edgereg://role/operator")).
+			chain(broker, inter),
+		"server-only certificate": inter.sign(t, leafTemplate("server", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			"edgereg://role/operator")).chain(inter),
+		"not yet valid": inter.sign(t, notYet).chain(inter),
+		"two roles": inter.sign(t, leafTemplate("two", clientAuth, "edgereg://role/client", "edgereg://role/operator")).
+			chain(inter),
+		"the CA as a leaf": root.chain(),
+	}
+	for name, cert := range refused {
+		t.Run(name, func(t *testing.T) {
+			if c, err := dial(cert); err == nil {
+				c.Close()
+				t.Fatal("the node let it in")
+			}
+		})
+	}
+	// A reload checks every connection again: the good one stays.
+	os.WriteFile(revocations, []byte("# nobody\n"), 0o600)
+	nodetestWait(t, "the check after the reload", func() bool { return tn.rechecks.Load() > 0 })
+	if _, err := good.Ping(ctxT(t)); err != nil {
+		t.Fatalf("a valid certificate sent with its intermediate lost its connection at a reload: %v", err)
+	}
+}
+
+// nodetestWait polls cond for up to 15 s.
+func nodetestWait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 15 s for %s", what)
+		}
 	}
 }
