@@ -110,30 +110,47 @@ func TestRemovedClientCALosesItsConnections(t *testing.T) {
 		c.KeyFile = filepath.Join(creds, "edgereg-0.key")
 		c.ClientCAFile = bundle
 	})
-	dialOf := func(ca *pki.Local, name string) *client.Conn {
+	confOf := func(ca *pki.Local, name string) *tls.Config {
 		certPEM, keyPEM, err := ca.Issue(pki.RoleClient, name, nil, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cert, _ := tls.X509KeyPair(certPEM, keyPEM)
-		return tn.dialTLS(pki.ClientConfig(&cert, ca1.CAPool, "localhost"))
+		return pki.ClientConfig(&cert, ca1.CAPool, "localhost")
 	}
-	kept, dropped := dialOf(ca1, "kept"), dialOf(ca2, "dropped")
+	droppedConf := confOf(ca2, "dropped")
+	kept, dropped := tn.dialTLS(confOf(ca1, "kept")), tn.dialTLS(droppedConf)
 	ctx := ctxT(t)
 	for _, c := range []*client.Conn{kept, dropped} {
 		if _, err := c.Ping(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
+	again := tn.dialTLS(droppedConf)
+	if !again.Resumed() {
+		t.Fatal("the client holds no session to resume: the check of resumption below would be void")
+	}
 	os.WriteFile(bundle, pemOf(ca1.CA), 0o600)
-	if !waitClosed(dropped) {
+	if !waitClosed(dropped) || !waitClosed(again) {
 		t.Fatal("a certificate of the client CA taken out of the bundle still holds its connection 15 s later")
 	}
 	if _, err := kept.Ping(ctxT(t)); err != nil {
 		t.Fatalf("a certificate of the CA still trusted lost its connection: %v", err)
 	}
-	if n := metricValue(t, tn, "edgereg_connections_closed_untrusted_total", "reason=untrusted"); n != 1 {
-		t.Errorf("edgereg_connections_closed_untrusted_total{reason=untrusted} = %v, want 1", n)
+	// Nor does it get back in by resuming its session (its client holds a
+	// ticket from before).
+	ctx3, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if c, err := client.Dial(ctx3, tn.Addr().String(), client.Config{TLS: droppedConf}); err == nil {
+		_, err = c.Ping(ctx3)
+		resumed := c.Resumed()
+		c.Close()
+		if err == nil {
+			t.Fatalf("a certificate of the removed CA got back in (resumed: %v)", resumed)
+		}
+	}
+	if n := metricValue(t, tn, "edgereg_connections_closed_untrusted_total", "reason=untrusted"); n != 2 {
+		t.Errorf("edgereg_connections_closed_untrusted_total{reason=untrusted} = %v, want 2", n)
 	}
 }
 
