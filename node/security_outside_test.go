@@ -12,7 +12,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -321,5 +323,34 @@ func nodetestWait(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("waited 15 s for %s", what)
 		}
+	}
+}
+
+// TestRemotingBadFramesLogRateLimited: anyone who reaches the remoting
+// port (it has no authentication, and reads are always served) could
+// make the node write a log line per connection it opened and sent a bad
+// frame on; those lines are rate-limited as the QUIC side's are.
+func TestRemotingBadFramesLogRateLimited(t *testing.T) {
+	var logs syncBuffer
+	tn := startNode(t, func(c *Config) {
+		c.RemotingAddr = "127.0.0.1:0"
+		logTo(&logs)(c)
+	})
+	const conns = 200
+	for range conns {
+		nc, err := net.DialTimeout("tcp", tn.RemotingAddr().String(), 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Write([]byte{0, 0, 0, 2, 0, 0}) // a frame shorter than its header length field
+		nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+		io.Copy(io.Discard, nc) // until the node closes it
+		nc.Close()
+	}
+	nodetestWait(t, "every bad frame counted", func() bool {
+		return metricValue(t, tn, "edgereg_remoting_bad_frames_total") == conns
+	})
+	if n := len(logs.lines("bad frame")); n > 2*warnBurst {
+		t.Fatalf("%d bad frames on %d connections made %d log lines, want at most %d", conns, conns, n, 2*warnBurst)
 	}
 }
