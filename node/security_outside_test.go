@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -352,5 +353,58 @@ func TestRemotingBadFramesLogRateLimited(t *testing.T) {
 	})
 	if n := len(logs.lines("bad frame")); n > 2*warnBurst {
 		t.Fatalf("%d bad frames on %d connections made %d log lines, want at most %d", conns, conns, n, 2*warnBurst)
+	}
+}
+
+// TestBrokerCannotActOnAnotherGroupsLease: a broker certificate for group
+// A that knows group B's lease exactly (address and epoch: both are in
+// every route and lease list) can neither renew, update nor remove it, nor
+// touch B's write permission; B's lease and routes are as they were.
+func TestBrokerCannotActOnAnotherGroupsLease(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	b := tn.dial(pki.RoleBroker, "group-b")
+	ack, err := b.Register(ctx, registration("c1", "group-b", 0, "10.0.0.2:1", "tb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := tn.Registry().Route("tb")
+	a := tn.dial(pki.RoleBroker, "group-a")
+	epoch := ack.Lease.Epoch
+	attempts := map[string]func() error{
+		"heartbeat": func() error {
+			_, err := a.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: "10.0.0.2:1", Epoch: epoch})
+			return err
+		},
+		"update-topics": func() error {
+			_, err := a.UpdateTopics(ctx, &wire.UpdateTopics{Cluster: "c1", Addr: "10.0.0.2:1", Epoch: epoch,
+				Remove: []string{"tb"}, Upsert: []wire.TopicConfig{{Name: "evil", ReadQueues: 1, WriteQueues: 1, Perm: 6}}})
+			return err
+		},
+		"unregister": func() error {
+			return a.Unregister(ctx, &wire.Unregister{Cluster: "c1", Addr: "10.0.0.2:1", Epoch: epoch})
+		},
+		"wipe-write-perm": func() error { _, err := a.WipeWritePerm(ctx, "group-b"); return err },
+		"add-write-perm":  func() error { _, err := a.AddWritePerm(ctx, "group-b"); return err },
+		"delete-topic":    func() error { return a.DeleteTopic(ctx, "tb") },
+		"register as group-b": func() error {
+			_, err := a.Register(ctx, registration("c1", "group-b", 1, "10.0.0.3:1", "tb"))
+			return err
+		},
+	}
+	for name, try := range attempts {
+		if err := try(); !errors.Is(err, wire.ErrNotAuthorized) {
+			t.Errorf("%s of group-b's lease by group-a's certificate: err = %v, want not authorized", name, err)
+		}
+	}
+	l, ok := tn.Registry().Lease("c1", "10.0.0.2:1")
+	if !ok || l.Epoch != epoch || l.Heartbeats != 0 {
+		t.Errorf("group-b's lease after the attempts: %+v (held %v), want epoch %d untouched", l, ok, epoch)
+	}
+	if after, err := tn.Registry().Route("tb"); err != nil || after.Version != before.Version {
+		t.Errorf("group-b's route changed: %v", err)
+	}
+	if _, err := tn.Registry().Route("evil"); err == nil {
+		t.Error("group-a's update added a topic to group-b")
 	}
 }
