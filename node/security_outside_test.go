@@ -27,6 +27,7 @@ import (
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
+	"github.com/edgereg/edgereg/wire/remoting"
 )
 
 // waitClosed waits up to 15 s (the node re-checks its credentials every
@@ -406,5 +407,26 @@ func TestBrokerCannotActOnAnotherGroupsLease(t *testing.T) {
 	}
 	if _, err := tn.Registry().Route("evil"); err == nil {
 		t.Error("group-a's update added a topic to group-b")
+	}
+}
+
+// TestRemotingUnknownGroupLogRateLimited: a topic registration naming a
+// broker group the node does not hold is logged, but a peer repeating it
+// (the remoting port authenticates nobody) does not get a line per request.
+func TestRemotingUnknownGroupLogRateLimited(t *testing.T) {
+	var logs syncBuffer
+	tn := startRemotingNode(t, logTo(&logs))
+	c := dialRemoting(t, tn)
+	body := (&remoting.TopicRouteData{QueueDatas: []remoting.QueueData{{BrokerName: "nobody", ReadQueueNums: 1,
+		WriteQueueNums: 1, Perm: 6}}}).Encode(remoting.Legacy)
+	const requests = 200
+	for i := range requests {
+		req := remoting.NewRequest(remoting.RegisterTopicInNameSrv, int32(i+1), map[string]string{"topic": "t"}, body)
+		if r := c.call(req); r.Code != remoting.Success {
+			t.Fatal(r)
+		}
+	}
+	if n := len(logs.lines("unknown broker group")); n == 0 || n > 2*warnBurst {
+		t.Fatalf("%d topic registrations naming an unknown group made %d log lines, want 1 to %d", requests, n, 2*warnBurst)
 	}
 }
