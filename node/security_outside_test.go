@@ -430,3 +430,44 @@ func TestRemotingUnknownGroupLogRateLimited(t *testing.T) {
 		t.Fatalf("%d topic registrations naming an unknown group made %d log lines, want 1 to %d", requests, n, 2*warnBurst)
 	}
 }
+
+// TestRemotingByDefaultCannotTouchQUICBrokers: remoting has no identity,
+// so on a node with the remoting listener's defaults (no
+// --remoting-allow-brokers, no --remoting-allow-admin) a remoting peer can
+// neither take a QUIC-registered broker's address, nor remove it, renew
+// it, change its write permission, delete its topic or write KV; it reads.
+func TestRemotingByDefaultCannotTouchQUICBrokers(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.RemotingAddr = "127.0.0.1:0" })
+	ctx := ctxT(t)
+	b := tn.dial(pki.RoleBroker, "broker-a")
+	ack, err := b.Register(ctx, registration("DefaultCluster", "broker-a", 0, "127.0.0.1:10911", "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := tn.Registry().Route("t")
+	c := dialRemoting(t, tn)
+	broker := remoting.BrokerHeader{ClusterName: "DefaultCluster", BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911"}.Ext()
+	reqs := map[string]*remoting.Command{
+		"register at its address": registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 9}, "evil"),
+		"unregister":              remoting.NewRequest(remoting.UnregisterBroker, 2, broker, nil),
+		"heartbeat":               remoting.NewRequest(remoting.BrokerHeartbeat, 3, broker, nil),
+		"wipe write permission":   remoting.NewRequest(remoting.WipeWritePermOfBroker, 4, map[string]string{"brokerName": "broker-a"}, nil),
+		"delete its topic":        remoting.NewRequest(remoting.DeleteTopicInNameSrv, 5, map[string]string{"topic": "t"}, nil),
+		"put KV":                  remoting.NewRequest(remoting.PutKVConfig, 6, map[string]string{"namespace": "ns", "key": "k", "value": "v"}, nil),
+	}
+	for name, req := range reqs {
+		if r := c.call(req); r.Code != remoting.NoPermission {
+			t.Errorf("%s over remoting: code %d (%s), want NO_PERMISSION", name, r.Code, r.Remark)
+		}
+	}
+	l, ok := tn.Registry().Lease("DefaultCluster", "127.0.0.1:10911")
+	if !ok || l.Epoch != ack.Lease.Epoch || l.Heartbeats != 0 {
+		t.Errorf("the QUIC broker's lease after remoting's attempts: %+v (held %v)", l, ok)
+	}
+	if after, err := tn.Registry().Route("t"); err != nil || after.Version != before.Version {
+		t.Errorf("its route changed: %v", err)
+	}
+	if r := c.call(remoting.NewRequest(remoting.GetRouteInfoByTopic, 7, map[string]string{"topic": "t"}, nil)); r.Code != remoting.Success {
+		t.Errorf("a route read over remoting: code %d (%s)", r.Code, r.Remark)
+	}
+}
