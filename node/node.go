@@ -215,15 +215,23 @@ func (n *Node) WarmingUp() bool {
 // revocation files are re-read when they change (pki.Reloader); a change
 // that cannot be used is logged and the last good credentials stay.
 func (n *Node) serverTLS() (*tls.Config, error) {
+	var lastReloadErr string // the last failure reported
 	creds := pki.ServerCredentials{
 		CertFile: n.cfg.CertFile, KeyFile: n.cfg.KeyFile, ClientCAFile: n.cfg.ClientCAFile,
 		RevocationFile: n.cfg.RevocationFile, AllowAnonymous: n.cfg.AllowAnonymousClients,
 		KeyExchange: n.keyExchange(),
 		OnReload: func(err error) {
+			// Called with the Reloader's lock held, one call at a time.
+			// A file that stays broken is looked at every second: say so
+			// once per breakage, not once a second.
 			if err != nil {
-				n.log.Error("TLS credentials changed but cannot be used; keeping the previous ones", "err", err)
+				if msg := err.Error(); msg != lastReloadErr {
+					lastReloadErr = msg
+					n.log.Error("TLS credentials changed but cannot be used; keeping the previous ones", "err", err)
+				}
 				return
 			}
+			lastReloadErr = ""
 			n.log.Info("TLS credentials reloaded")
 		},
 	}

@@ -471,3 +471,51 @@ func TestRemotingByDefaultCannotTouchQUICBrokers(t *testing.T) {
 		t.Errorf("a route read over remoting: code %d (%s)", r.Code, r.Remark)
 	}
 }
+
+// TestBrokenRevocationListKeepsTheOldOneAndSaysSoOnce: a revocation list
+// rewritten into something unreadable leaves the last good one in force
+// (a revoked certificate stays out, connections stay), and the node says
+// so once, not once a second for as long as the file stays broken.
+func TestBrokenRevocationListKeepsTheOldOneAndSaysSoOnce(t *testing.T) {
+	dir := t.TempDir()
+	revocations := filepath.Join(t.TempDir(), "revoked.txt")
+	os.WriteFile(revocations, nil, 0o600)
+	var logs syncBuffer
+	tn := startNodeIn(t, dir, "127.0.0.1:0", func(c *Config) {
+		c.RevocationFile = revocations
+		logTo(&logs)(c)
+	})
+	revokedConf := tn.tlsFor(pki.RoleClient, "revoked")
+	os.WriteFile(revocations, []byte(leafOf(t, revokedConf).SerialNumber.Text(16)+"\n"), 0o600)
+	nodetestWait(t, "the revocation in force", func() bool { return tn.creds.Generation() == 1 })
+	reader := tn.dial(pki.RoleClient)
+	os.WriteFile(revocations, []byte("this is not a serial\n"), 0o600)
+	const msg = "TLS credentials changed but cannot be used"
+	nodetestWait(t, "the broken file reported", func() bool { return len(logs.lines(msg)) > 0 })
+	if ls := logs.lines(msg); !strings.Contains(ls[0], "revoked.txt") || !strings.Contains(ls[0], "bad serial") {
+		t.Errorf("reported as %q, want the file and what is wrong with it", ls[0])
+	}
+	// Three more looks at the still broken file.
+	for deadline := time.Now().Add(3500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	}
+	if n := len(logs.lines(msg)); n != 1 {
+		t.Errorf("the same broken file reported %d times in 3.5 s, want once", n)
+	}
+	if _, err := reader.Ping(ctxT(t)); err != nil {
+		t.Fatalf("a connection lost at a reload that failed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: revokedConf}); err == nil {
+		_, err = c.Ping(ctx)
+		c.Close()
+		if err == nil {
+			t.Fatal("a broken revocation list let a revoked certificate in")
+		}
+	}
+	// Fixed, the file is used again, and a new breakage is reported again.
+	os.WriteFile(revocations, nil, 0o600)
+	nodetestWait(t, "the fixed file in force", func() bool { return tn.creds.Generation() == 2 })
+	os.WriteFile(revocations, []byte("still not a serial\n"), 0o600)
+	nodetestWait(t, "the new breakage reported", func() bool { return len(logs.lines(msg)) == 2 })
+}
