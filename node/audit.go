@@ -21,13 +21,16 @@ const (
 // warnings are the node's rate-limited security logs.
 type warnings struct {
 	refused, tls, denied limitedLog
+	// remoting is what remoting peers' requests make the node warn of
+	// (node/remoting.go): they are not authenticated.
+	remoting limitedLog
 }
 
 func newWarnings(log *slog.Logger) *warnings {
 	mk := func() limitedLog {
 		return limitedLog{log: log, allow: rate.NewLimiter(rate.Every(warnEvery), warnBurst).Allow}
 	}
-	return &warnings{refused: mk(), tls: mk(), denied: mk()}
+	return &warnings{refused: mk(), tls: mk(), denied: mk(), remoting: mk()}
 }
 
 // peerAttrs names a peer in logs: role, certificate name, remote address.

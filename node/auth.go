@@ -1,6 +1,14 @@
 package node
 
 import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -70,4 +78,103 @@ func authorizeRegister(p peer, reg *registry.Registration) *wire.Error {
 		return nil
 	}
 	return nil
+}
+
+// Who may stay connected. A handshake checks a certificate once; the
+// node re-reads its credentials every second (pki.Reloader) and then
+// checks every connection again, so that revoking a certificate, or taking
+// its CA out of the client CA bundle, ends the connections it holds (QUIC
+// keep-alives would hold them for ever), and ends a connection whose
+// certificate expires, which its next handshake would not pass either.
+
+// Reasons a connection is closed for its certificate, as
+// edgereg_connections_closed_untrusted_total labels them.
+const (
+	untrustedRevoked = "revoked"   // on the revocation list
+	untrustedCA      = "untrusted" // no longer verifies against the client CAs
+	untrustedExpired = "expired"   // a certificate of its chain expired
+)
+
+// connTrust is what the trust loop knows of a connection.
+type connTrust struct {
+	p        peer
+	certs    []*x509.Certificate // the peer's, as sent: leaf first
+	notAfter time.Time           // the earliest NotAfter of its verified chain
+}
+
+func trustOf(qc *quic.Conn, p peer) *connTrust {
+	tls := qc.ConnectionState().TLS
+	ct := &connTrust{p: p, certs: tls.PeerCertificates}
+	if len(tls.VerifiedChains) > 0 {
+		for _, c := range tls.VerifiedChains[0] {
+			if ct.notAfter.IsZero() || c.NotAfter.Before(ct.notAfter) {
+				ct.notAfter = c.NotAfter
+			}
+		}
+	}
+	return ct
+}
+
+func newUntrustedCounter() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_connections_closed_untrusted_total",
+		Help: "Established connections closed because their certificate stopped being valid, by reason: revoked, untrusted (its CA was taken out of the client CAs), expired."},
+		[]string{"reason"})
+	for _, r := range []string{untrustedRevoked, untrustedCA, untrustedExpired} {
+		c.WithLabelValues(r)
+	}
+	return c
+}
+
+// trustLoop re-reads the credentials every second; after a reload it
+// checks every connection's certificates again (a signature check each:
+// some 100 µs, so a second of CPU for 10,000 connections, once per
+// change), and every second it closes those whose certificate expired
+// (a comparison each).
+func (n *Node) trustLoop() {
+	seen := n.creds.Generation()
+	n.every(pki.DefaultCheckEvery, func() {
+		n.creds.Current() // reloads when a file changed
+		gen := n.creds.Generation()
+		n.checkConns(gen != seen)
+		if gen != seen {
+			n.rechecks.Add(1)
+		}
+		seen = gen
+	})
+}
+
+// checkConns closes the connections whose certificate is no longer valid:
+// by expiry alone, or, with full, by everything a handshake checks.
+func (n *Node) checkConns(full bool) {
+	now := time.Now()
+	n.conns.Range(func(k, v any) bool {
+		ct, ok := v.(*connTrust)
+		if !ok || len(ct.certs) == 0 {
+			return true // not identified yet, or anonymous
+		}
+		var err error
+		switch {
+		case full:
+			err = n.creds.Recheck(ct.certs, now)
+		case now.After(ct.notAfter):
+			err = fmt.Errorf("%w: %q at %s", pki.ErrExpired, ct.p.Name, ct.notAfter.UTC().Format(time.RFC3339))
+		}
+		if err != nil {
+			n.closeUntrusted(k.(*quic.Conn), ct.p, err)
+		}
+		return true
+	})
+}
+
+func (n *Node) closeUntrusted(qc *quic.Conn, p peer, err error) {
+	reason := untrustedCA
+	switch {
+	case errors.Is(err, pki.ErrRevoked):
+		reason = untrustedRevoked
+	case errors.Is(err, pki.ErrExpired):
+		reason = untrustedExpired
+	}
+	n.untrusted.WithLabelValues(reason).Inc()
+	n.warn.refused.Warn("connection closed: its certificate is no longer valid", append(p.attrs(), "reason", reason, "err", err.Error())...)
+	qc.CloseWithError(codeNoIdentity, err.Error())
 }

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quic-go/quic-go"
 
 	"github.com/edgereg/edgereg/node/kv"
@@ -56,6 +57,7 @@ type Node struct {
 	watches  *watchHub
 	policies *policies
 	tlsConf  *tls.Config
+	creds    *pki.Reloader // the TLS credentials, re-read when they change (auth.go)
 	udp      net.PacketConn
 	tr       *quic.Transport
 	ln       *quic.Listener
@@ -87,9 +89,11 @@ type Node struct {
 	// policyWorkers holds a slot per policy upload or test in progress,
 	// which may take minutes: off the brokers' pool (dispatch.go).
 	policyWorkers chan struct{}
-	adm           *admission   // connection limits (admission.go)
-	warn          *warnings    // rate-limited security logs (audit.go)
-	unlockData    func() error // releases the data directory's lock (Shutdown)
+	adm           *admission             // connection limits (admission.go)
+	untrusted     *prometheus.CounterVec // connections closed for their certificate (auth.go)
+	rechecks      atomic.Uint64          // full checks of every connection done (auth.go), for tests
+	warn          *warnings              // rate-limited security logs (audit.go)
+	unlockData    func() error           // releases the data directory's lock (Shutdown)
 }
 
 // New prepares a node: it creates or loads the data directory, its TLS
@@ -149,6 +153,8 @@ func New(cfg Config) (*Node, error) {
 		OnChange:         n.watches.changed,
 	})
 	n.stats = newStats(n)
+	n.untrusted = newUntrustedCounter() // auth.go
+	n.stats.reg.MustRegister(n.untrusted)
 	n.adm.onRefuse, n.adm.onReplace, n.adm.onFailure = n.connRefused, n.connReplaced, n.handshakeFailed
 	n.adm.onValidate = n.stats.validations.Inc
 	n.adm.leaseLive = func(cluster, addr string) bool { _, ok := n.reg.Lease(cluster, addr); return ok }
@@ -209,15 +215,23 @@ func (n *Node) WarmingUp() bool {
 // revocation files are re-read when they change (pki.Reloader); a change
 // that cannot be used is logged and the last good credentials stay.
 func (n *Node) serverTLS() (*tls.Config, error) {
+	var lastReloadErr string // the last failure reported
 	creds := pki.ServerCredentials{
 		CertFile: n.cfg.CertFile, KeyFile: n.cfg.KeyFile, ClientCAFile: n.cfg.ClientCAFile,
 		RevocationFile: n.cfg.RevocationFile, AllowAnonymous: n.cfg.AllowAnonymousClients,
 		KeyExchange: n.keyExchange(),
 		OnReload: func(err error) {
+			// Called with the Reloader's lock held, one call at a time.
+			// A file that stays broken is looked at every second: say so
+			// once per breakage, not once a second.
 			if err != nil {
-				n.log.Error("TLS credentials changed but cannot be used; keeping the previous ones", "err", err)
+				if msg := err.Error(); msg != lastReloadErr {
+					lastReloadErr = msg
+					n.log.Error("TLS credentials changed but cannot be used; keeping the previous ones", "err", err)
+				}
 				return
 			}
+			lastReloadErr = ""
 			n.log.Info("TLS credentials reloaded")
 		},
 	}
@@ -233,6 +247,7 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.creds = r
 	return r.TLSConfig(), nil
 }
 
@@ -344,7 +359,7 @@ func (n *Node) socket() (net.PacketConn, error) {
 func (n *Node) Serve() error {
 	n.log.Info("node started", "id", n.id, "addr", n.Addr().String(), "data", n.cfg.DataDir,
 		"warm_up", n.cfg.WarmUp.String(), "expiry_threshold", n.cfg.ExpiryThreshold.String())
-	if !n.spawn(n.expiryLoop) || !n.spawn(n.warmUpLoop) {
+	if !n.spawn(n.expiryLoop) || !n.spawn(n.warmUpLoop) || !n.spawn(n.trustLoop) {
 		return ErrClosed
 	}
 	if n.admin != nil {

@@ -327,7 +327,7 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 	if len(skipped) > 0 {
 		// A count and a few names: a frame of a million bad names must not
 		// become megabytes of log.
-		n.log.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr,
+		n.warn.remoting.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr,
 			"skipped", len(skipped), "first", skipped[:min(len(skipped), 5)])
 	}
 	dv := toWireVersion(body.DataVersion)
@@ -583,7 +583,7 @@ func (rl *remotingListener) registerTopic(req *remoting.Command) *remoting.Comma
 	ci := rl.n.reg.ClusterInfo()
 	for _, qd := range route.QueueDatas {
 		if _, ok := ci.Groups[qd.BrokerName]; !ok {
-			rl.n.log.Warn("remoting topic registration names an unknown broker group", "topic", topic, "broker", qd.BrokerName)
+			rl.n.warn.remoting.Warn("remoting topic registration names an unknown broker group", "topic", topic, "broker", qd.BrokerName)
 			return remoting.NewResponse(req, remoting.Success, "") // as RocketMQ: ignored, not refused
 		}
 	}

@@ -39,7 +39,10 @@ type ServerCredentials struct {
 // when one changes (size, modification time or inode: a rewrite, a rename
 // into place, a Kubernetes Secret update), without a restart. New
 // handshakes get the new credentials; a reload that fails keeps the last
-// good ones and reports why. Like etcd's listener, it answers through
+// good ones and reports why. It reloads when asked for the config
+// (Current) at least CheckEvery after its last look: a server with
+// connections that must be checked again after a change (Recheck) asks
+// every CheckEvery rather than wait for a handshake. Like etcd's listener, it answers through
 // tls.Config.GetConfigForClient, so the certificate, the client CAs and the
 // revocation list always change together.
 type Reloader struct {
@@ -48,8 +51,16 @@ type Reloader struct {
 
 	mu        sync.Mutex
 	conf      *tls.Config // current; never modified once published
+	trust     trust       // what conf verifies peers with
+	gen       uint64      // reloads that took effect (Generation)
 	stamps    []fileStamp
 	nextCheck time.Time
+}
+
+// trust is what a config verifies client certificates against.
+type trust struct {
+	pool    *x509.CertPool
+	revoked *RevocationList // nil for none
 }
 
 type fileStamp struct {
@@ -65,11 +76,11 @@ func NewReloader(c ServerCredentials) (*Reloader, error) {
 		c.CheckEvery = DefaultCheckEvery
 	}
 	r := &Reloader{creds: c, now: time.Now}
-	conf, stamps, err := r.load()
+	conf, tr, stamps, err := r.load()
 	if err != nil {
 		return nil, err
 	}
-	r.conf, r.stamps, r.nextCheck = conf, stamps, r.now().Add(c.CheckEvery)
+	r.conf, r.trust, r.stamps, r.nextCheck = conf, tr, stamps, r.now().Add(c.CheckEvery)
 	return r, nil
 }
 
@@ -98,16 +109,70 @@ func (r *Reloader) Current() *tls.Config {
 	if !r.changed() {
 		return r.conf
 	}
-	conf, stamps, err := r.load()
+	conf, tr, stamps, err := r.load()
 	if err != nil {
 		// Keep the old stamps, so the next look tries again: a Secret
 		// update writes several files, and we may have seen half of it.
 		r.report(err)
 		return r.conf
 	}
-	r.conf, r.stamps = conf, stamps
+	r.conf, r.trust, r.stamps = conf, tr, stamps
+	r.gen++
 	r.report(nil)
 	return r.conf
+}
+
+// Generation counts the reloads that took effect: a server compares it
+// with the one it last saw to learn that its peers' certificates must be
+// checked again (Recheck).
+func (r *Reloader) Generation() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen
+}
+
+// Errors Recheck wraps, besides ErrRevoked.
+var (
+	// ErrUntrusted means a certificate no longer verifies against the
+	// client CAs in use (its CA was taken out of the bundle).
+	ErrUntrusted = errors.New("certificate no longer trusted")
+	// ErrExpired means a certificate of the chain has expired.
+	ErrExpired = errors.New("certificate expired")
+)
+
+// Recheck verifies a connected peer's certificates (tls.ConnectionState's
+// PeerCertificates: the leaf, then the intermediates it sent) against the
+// credentials in use now, as a handshake at now would: the client CAs,
+// the certificates' validity and the revocation list. A handshake checks
+// a peer once; a server calls this after a reload (Generation) so that a
+// certificate revoked, or signed by a CA no longer trusted, does not keep
+// the connections it already holds. No certificates (an anonymous peer)
+// is nil.
+func (r *Reloader) Recheck(certs []*x509.Certificate, now time.Time) error {
+	if len(certs) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	tr := r.trust
+	r.mu.Unlock()
+	leaf := certs[0]
+	if err := tr.revoked.check(leaf); err != nil {
+		return err
+	}
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: tr.pool, Intermediates: inter, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	var invalid x509.CertificateInvalidError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return fmt.Errorf("%w: %q: %v", ErrExpired, leaf.Subject.CommonName, err)
+	}
+	return fmt.Errorf("%w: %q: %v", ErrUntrusted, leaf.Subject.CommonName, err)
 }
 
 func (r *Reloader) report(err error) {
@@ -139,12 +204,12 @@ func (r *Reloader) changed() bool {
 
 // load reads every file and builds the config. Stamps are taken before
 // reading, so a change during the read is seen at the next look.
-func (r *Reloader) load() (*tls.Config, []fileStamp, error) {
+func (r *Reloader) load() (*tls.Config, trust, []fileStamp, error) {
 	var stamps []fileStamp
 	for _, f := range r.files() {
 		st, err := stampOf(f)
 		if err != nil {
-			return nil, nil, err
+			return nil, trust{}, nil, err
 		}
 		stamps = append(stamps, st)
 	}
@@ -152,10 +217,10 @@ func (r *Reloader) load() (*tls.Config, []fileStamp, error) {
 	if r.creds.CertFile != "" {
 		var err error
 		if cert, _, err = LoadCredentials(r.creds.CertFile, r.creds.KeyFile, r.creds.ClientCAFile); err != nil {
-			return nil, nil, err
+			return nil, trust{}, nil, err
 		}
 		if cas, err = readCertsFile(r.creds.ClientCAFile); err != nil {
-			return nil, nil, err
+			return nil, trust{}, nil, err
 		}
 	}
 	pool := x509.NewCertPool()
@@ -164,14 +229,16 @@ func (r *Reloader) load() (*tls.Config, []fileStamp, error) {
 	}
 	conf := ServerConfig(cert, pool, r.creds.AllowAnonymous)
 	conf.CurvePreferences = r.creds.KeyExchange.curves()
+	tr := trust{pool: pool}
 	if r.creds.RevocationFile != "" {
 		rl, err := LoadRevocationsFrom(r.creds.RevocationFile, cas)
 		if err != nil {
-			return nil, nil, err
+			return nil, trust{}, nil, err
 		}
 		conf.VerifyConnection = VerifyConnection(rl)
+		tr.revoked = rl
 	}
-	return conf, stamps, nil
+	return conf, tr, stamps, nil
 }
 
 func stampOf(path string) (fileStamp, error) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
 )
 
 // Handler answers remoting requests. ServeRemoting is called once per
@@ -170,6 +171,7 @@ type Server struct {
 	closing   atomic.Bool
 	nextID    atomic.Uint64
 	stats     serverCounters
+	peerLog   peerLog    // what peers make the server log, rate-limited
 	mu        sync.Mutex // guards listeners, conns, perHost, hosts
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
@@ -231,7 +233,36 @@ func (s *Server) init() {
 		if s.Logger == nil {
 			s.Logger = slog.Default()
 		}
+		s.peerLog = peerLog{log: s.Logger, limit: rate.NewLimiter(rate.Every(peerLogEvery), peerLogBurst)}
 	})
+}
+
+// Rate of the log lines peers cause (a bad frame, a response not read):
+// a burst, then one a second. The protocol has no authentication, so
+// whoever reaches the port could otherwise write a line per connection.
+const (
+	peerLogBurst = 10
+	peerLogEvery = time.Second
+)
+
+// peerLog writes the log lines peers cause, at most peerLogBurst and then
+// one per peerLogEvery; the next line that gets through says how many were
+// left out.
+type peerLog struct {
+	log        *slog.Logger
+	limit      *rate.Limiter
+	suppressed atomic.Int64
+}
+
+func (l *peerLog) write(level slog.Level, msg string, args ...any) {
+	if !l.limit.Allow() {
+		l.suppressed.Add(1)
+		return
+	}
+	if n := l.suppressed.Swap(0); n > 0 {
+		args = append(args, "suppressed_since_last", n)
+	}
+	l.log.Log(context.Background(), level, msg, args...)
 }
 
 // Serve accepts connections on l until Shutdown, and returns
@@ -485,9 +516,9 @@ func (c *conn) serve() {
 			switch {
 			case errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed):
 				s.stats.badFrames.Add(1)
-				s.Logger.Info("remoting connection closed for a bad frame", "peer", c.nc.RemoteAddr(), "err", err)
+				s.peerLog.write(slog.LevelInfo, "remoting connection closed for a bad frame", "peer", c.nc.RemoteAddr(), "err", err)
 			case errors.Is(err, errBudget) && c.readCtx.Err() == nil:
-				s.Logger.Warn("remoting connection closed: the server's request memory stayed spent",
+				s.peerLog.write(slog.LevelWarn, "remoting connection closed: the server's request memory stayed spent",
 					"peer", c.nc.RemoteAddr(), "err", err, "budget", s.lim.MaxBufferedBytes)
 			}
 			return
@@ -655,7 +686,7 @@ func (c *conn) handle(req *Command, held int64) {
 		c.nc.Close()
 		if c.ctx.Err() == nil {
 			c.srv.stats.writeFailures.Add(1)
-			c.srv.Logger.Info("remoting connection closed: a response could not be written (is the peer reading?)",
+			c.srv.peerLog.write(slog.LevelInfo, "remoting connection closed: a response could not be written (is the peer reading?)",
 				"peer", c.nc.RemoteAddr(), "err", err, "write_timeout", c.srv.lim.WriteTimeout)
 		}
 	}
