@@ -1,0 +1,251 @@
+package node
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// The checks of this file are an outside operator's: modules written by
+// hand in WebAssembly text from wasm/ABI.md alone, uploaded to a real node
+// with policy-push as README.md describes, and the answers the operator
+// sees compared with what the document promises.
+
+// outsideWat compiles WebAssembly text with wat2wasm (Debian package wabt,
+// installed by .ci/run), or skips the test without it.
+func outsideWat(t testing.TB, src string, flags ...string) []byte {
+	t.Helper()
+	path, err := exec.LookPath("wat2wasm")
+	if err != nil {
+		t.Skip("wat2wasm (wabt) not installed")
+	}
+	out := t.TempDir() + "/m.wasm"
+	cmd := exec.Command(path, append(flags, "-", "-o", out)...)
+	cmd.Stdin = strings.NewReader(src)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm: %v\n%s", err, msg)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// abiBase is what ABI.md requires of every module: a memory of its own,
+// the version, and an allocator (a fixed buffer is valid, "An instance
+// runs one call at a time"). Outputs live below 1024, inputs above it.
+const abiBase = `
+  (memory (export "memory") 2)
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "edgereg_free") (param i32 i32))
+`
+
+// Outputs, as ABI.md encodes them, at address 64, and the hook results
+// (out_ptr << 32 | out_len) that name them.
+const (
+	// {1: {}}: the explicitly empty route, a valid answer.
+	emptyRoute = `(data (i32.const 64) "\a1\01\a0")`
+	emptyRouteResult = `(i64.const 0x0000004000000003)`
+	// {1: 120000}
+	threshold120s       = `(data (i32.const 64) "\a1\01\1a\00\01\d4\c0")`
+	threshold120sResult = `(i64.const 0x0000004000000007)`
+	// {1: []}
+	removeNone       = `(data (i32.const 64) "\a1\01\80")`
+	removeNoneResult = `(i64.const 0x0000004000000003)`
+)
+
+// routeModule is a route filter answering `{1: {}}`, plus extra fields.
+func routeModule(extra ...string) string {
+	return `(module ` + abiBase + emptyRoute + `
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64) ` + emptyRouteResult + `)
+  ` + strings.Join(extra, "\n  ") + `)`
+}
+
+func thresholdModule(body string, extra ...string) string {
+	return `(module ` + abiBase + `
+  (func (export "edgereg_expiry_threshold") (param i32 i32) (result i64) ` + body + `)
+  ` + strings.Join(extra, "\n  ") + `)`
+}
+
+// outsideNode starts a node that lets the operator push as often as these
+// checks need (the default is 10 a minute).
+func outsideNode(t *testing.T) *testNode {
+	return startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 10000 })
+}
+
+// pushCheck is one upload and what ABI.md says the operator gets: accepted
+// (want == "") or refused with a message containing want.
+type pushCheck struct {
+	name, hook string
+	module     func(t testing.TB) []byte
+	want       string
+}
+
+func watModule(src string, flags ...string) func(testing.TB) []byte {
+	return func(t testing.TB) []byte { return outsideWat(t, src, flags...) }
+}
+
+func runPushChecks(t *testing.T, checks []pushCheck) {
+	tn := outsideNode(t)
+	op := tn.dial(pki.RoleOperator)
+	ctx := policyCtx(t)
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			mod := c.module(t)
+			_, err := op.PolicyPush(ctx, c.hook, mod)
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("push refused: %v", err)
+			case c.want != "" && err == nil:
+				t.Errorf("push accepted, want refused naming %q", c.want)
+			case c.want != "" && (!errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("push = %v, want a bad request naming %q", err, c.want)
+			}
+			if err == nil {
+				if _, err := op.PolicyRemove(ctx, c.hook); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// repeat joins n copies of f(i).
+func repeat(n int, f func(i int) string) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(f(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func TestOutsideExportsAndSignatures(t *testing.T) {
+	route := `(func (export "edgereg_route_filter") (param i32 i32) (result i64) ` + emptyRouteResult + `)`
+	checks := []pushCheck{
+		{"minimal route filter", "route", watModule(routeModule()), ""},
+		{"minimal threshold", "expiry", watModule(thresholdModule(threshold120sResult, threshold120s)), ""},
+		{"minimal confirm", "confirm", watModule(`(module ` + abiBase + removeNone + `
+  (func (export "edgereg_expiry_confirm") (param i32 i32) (result i64) ` + removeNoneResult + `))`), ""},
+		{"no memory export", "route", watModule(`(module (memory 1)
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "edgereg_free") (param i32 i32)) ` + emptyRoute + route + `)`), "memory"},
+		{"imported memory", "route", watModule(`(module (import "env" "memory" (memory 1)) (export "memory" (memory 0))
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "edgereg_free") (param i32 i32)) ` + emptyRoute + route + `)`), "import"},
+		{"no edgereg_free", "route", watModule(`(module (memory (export "memory") 1)
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 1024)) ` + emptyRoute + route + `)`), "edgereg_free"},
+		{"alloc with an i64 size", "route", watModule(`(module (memory (export "memory") 1)
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i64) (result i32) (i32.const 1024))
+  (func (export "edgereg_free") (param i32 i32)) ` + emptyRoute + route + `)`), "edgereg_alloc"},
+		{"hook returning i32", "route", watModule(`(module ` + abiBase + `
+  (func (export "edgereg_route_filter") (param i32 i32) (result i32) (i32.const 0)))`), "edgereg_route_filter"},
+		{"no hook", "route", watModule(`(module ` + abiBase + `)`), "hook"},
+		{"route module pushed as expiry", "expiry", watModule(routeModule()), "expiry"},
+		{"abi version 2", "route", watModule(strings.Replace(routeModule(), "(i32.const 1))", "(i32.const 2))", 1)), "version"},
+		{"abi version 0", "route", watModule(strings.Replace(routeModule(), "(i32.const 1))", "(i32.const 0))", 1)), "version"},
+		{"start section", "route", watModule(routeModule(`(func $s) (start $s)`)), "start"},
+		{"mask names only route, pushed as route", "route", watModule(routeModule(
+			`(func (export "edgereg_hooks") (result i32) (i32.const 1))`,
+			`(func (export "edgereg_expiry_threshold") (param i32 i32) (result i64) (unreachable))`)), ""},
+		{"mask names only route, pushed as expiry", "expiry", watModule(routeModule(
+			`(func (export "edgereg_hooks") (result i32) (i32.const 1))`,
+			`(func (export "edgereg_expiry_threshold") (param i32 i32) (result i64) (unreachable))`)), "expiry"},
+		{"mask names an unexported hook", "route", watModule(routeModule(
+			`(func (export "edgereg_hooks") (result i32) (i32.const 3))`)), "hook"},
+		{"_initialize is called once before hooks", "route", watModule(`(module ` + abiBase + emptyRoute + `
+  (global $ready (mut i32) (i32.const 0))
+  (func (export "_initialize") (if (global.get $ready) (then unreachable)) (global.set $ready (i32.const 1)))
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64)
+    (if (i32.eqz (global.get $ready)) (then unreachable)) ` + emptyRouteResult + `))`), ""},
+		{"_start is never called", "route", watModule(routeModule(`(func (export "_start") unreachable)`)), ""},
+		{"other exports ignored", "route", watModule(routeModule(`(func (export "anything") (param i64) (result f32) (f32.const 0))`, `(global (export "g") i32 (i32.const 0))`)), ""},
+	}
+	runPushChecks(t, checks)
+}
+
+func TestOutsideImports(t *testing.T) {
+	allowed := []string{
+		`(import "wasi_snapshot_preview1" "args_get" (func (param i32 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "args_sizes_get" (func (param i32 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "environ_get" (func (param i32 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "environ_sizes_get" (func (param i32 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "clock_time_get" (func (param i32 i64 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "poll_oneoff" (func (param i32 i32 i32 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "sched_yield" (func (result i32)))`,
+		`(import "wasi_snapshot_preview1" "random_get" (func (param i32 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))`,
+		`(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "fd_close" (func (param i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "fd_fdstat_get" (func (param i32 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "fd_fdstat_set_flags" (func (param i32 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "fd_prestat_get" (func (param i32 i32) (result i32)))`,
+		`(import "wasi_snapshot_preview1" "fd_prestat_dir_name" (func (param i32 i32 i32) (result i32)))`,
+	}
+	withImports := func(imports ...string) string {
+		return `(module ` + strings.Join(imports, "\n") + abiBase + emptyRoute + `
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64) ` + emptyRouteResult + `))`
+	}
+	checks := []pushCheck{
+		{"every allowed import", "route", watModule(withImports(allowed...)), ""},
+		{"fd_read", "route", watModule(withImports(`(import "wasi_snapshot_preview1" "fd_read" (func (param i32 i32 i32 i32) (result i32)))`)), "fd_read"},
+		{"path_open", "route", watModule(withImports(`(import "wasi_snapshot_preview1" "path_open" (func (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))`)), "path_open"},
+		{"another module", "route", watModule(withImports(`(import "env" "now" (func (result i64)))`)), "env"},
+		{"a global import", "route", watModule(withImports(`(import "wasi_snapshot_preview1" "g" (global i32))`)), "import"},
+		{"a table import", "route", watModule(withImports(`(import "wasi_snapshot_preview1" "t" (table 1 funcref))`)), "import"},
+	}
+	runPushChecks(t, checks)
+}
+
+func TestOutsideMemoryAndTables(t *testing.T) {
+	withMemory := func(mem string, extra ...string) string {
+		return `(module ` + mem + `
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "edgereg_free") (param i32 i32)) ` + emptyRoute + `
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64) ` + emptyRouteResult + `)
+  ` + strings.Join(extra, "\n") + `)`
+	}
+	// growRoute answers only if memory.grow up to the 256-page cap
+	// succeeds and one page more returns -1 (instances are reused, so the
+	// memory may have grown in an earlier call).
+	growRoute := func(mem string) string {
+		return `(module ` + mem + `
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "edgereg_free") (param i32 i32)) ` + emptyRoute + `
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64)
+    (if (i32.eq (memory.grow (i32.sub (i32.const 256) (memory.size))) (i32.const -1)) (then unreachable))
+    (if (i32.ne (memory.grow (i32.const 1)) (i32.const -1)) (then unreachable)) ` + emptyRouteResult + `))`
+	}
+	checks := []pushCheck{
+		{"memory 256 pages", "route", watModule(withMemory(`(memory (export "memory") 256)`)), ""},
+		{"memory 257 pages", "route", watModule(withMemory(`(memory (export "memory") 257)`)), "memory"},
+		{"memory max 256", "route", watModule(withMemory(`(memory (export "memory") 1 256)`)), ""},
+		{"memory max 257", "route", watModule(withMemory(`(memory (export "memory") 1 257)`)), "memory"},
+		{"shared memory", "route", watModule(withMemory(`(memory (export "memory") 1 2 shared)`), "--enable-threads"), "memory"},
+		{"64-bit memory", "route", watModule(strings.Replace(withMemory(`(memory (export "memory") i64 1)`), "(i32.const 64)", "(i64.const 64)", 1), "--enable-memory64"), "memory"},
+		{"memory.grow to the cap succeeds, past it returns -1", "route", watModule(growRoute(`(memory (export "memory") 1)`)), ""},
+		{"memory max 1000", "route", watModule(growRoute(`(memory (export "memory") 1 1000)`)), "memory"},
+		{"two tables", "route", watModule(withMemory(`(memory (export "memory") 1)`, `(table 1 funcref) (table 1 funcref)`)), "table"},
+		{"table of 65536", "route", watModule(withMemory(`(memory (export "memory") 1)`, `(table 65536 funcref)`)), ""},
+		{"table of 65537", "route", watModule(withMemory(`(memory (export "memory") 1)`, `(table 65537 funcref)`)), "table"},
+		{"table max 65537", "route", watModule(withMemory(`(memory (export "memory") 1)`, `(table 1 65537 funcref)`)), "table"},
+		{"table.grow without a maximum", "route", watModule(withMemory(`(memory (export "memory") 1)`,
+			`(table $t 1 funcref) (func (drop (table.grow $t (ref.null func) (i32.const 1))))`)), "table"},
+		{"table.grow within a declared maximum", "route", watModule(withMemory(`(memory (export "memory") 1)`,
+			`(table $t 1 10 funcref) (func (drop (table.grow $t (ref.null func) (i32.const 1))))`)), ""},
+	}
+	runPushChecks(t, checks)
+}
