@@ -51,7 +51,7 @@ const abiBase = `
 // (out_ptr << 32 | out_len) that name them.
 const (
 	// {1: {}}: the explicitly empty route, a valid answer.
-	emptyRoute = `(data (i32.const 64) "\a1\01\a0")`
+	emptyRoute       = `(data (i32.const 64) "\a1\01\a0")`
 	emptyRouteResult = `(i64.const 0x0000004000000003)`
 	// {1: 120000}
 	threshold120s       = `(data (i32.const 64) "\a1\01\1a\00\01\d4\c0")`
