@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -100,6 +101,9 @@ func runPushChecks(t *testing.T, checks []pushCheck) {
 		t.Run(c.name, func(t *testing.T) {
 			mod := c.module(t)
 			_, err := op.PolicyPush(ctx, c.hook, mod)
+			if err != nil {
+				t.Logf("refused: %v", err)
+			}
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("push refused: %v", err)
@@ -246,6 +250,100 @@ func TestOutsideMemoryAndTables(t *testing.T) {
 			`(table $t 1 funcref) (func (drop (table.grow $t (ref.null func) (i32.const 1))))`)), "table"},
 		{"table.grow within a declared maximum", "route", watModule(withMemory(`(memory (export "memory") 1)`,
 			`(table $t 1 10 funcref) (func (drop (table.grow $t (ref.null func) (i32.const 1))))`)), ""},
+	}
+	runPushChecks(t, checks)
+}
+
+// withCustomSection appends a custom section so the module is exactly size
+// bytes (the section's own header counted).
+func withCustomSection(t testing.TB, mod []byte, size int) []byte {
+	t.Helper()
+	uleb := func(v int) []byte {
+		var out []byte
+		for {
+			c := byte(v & 0x7f)
+			v >>= 7
+			if v == 0 {
+				return append(out, c)
+			}
+			out = append(out, c|0x80)
+		}
+	}
+	name := []byte("\x03pad")
+	for payload := size - len(mod) - 1 - len(name); payload > 0; payload-- {
+		sec := len(name) + payload
+		if len(mod)+1+len(uleb(sec))+sec == size {
+			out := append(append([]byte{}, mod...), 0)
+			out = append(out, uleb(sec)...)
+			out = append(out, name...)
+			return append(out, make([]byte, payload)...)
+		}
+	}
+	t.Fatalf("cannot pad a %d-byte module to %d", len(mod), size)
+	return nil
+}
+
+func TestOutsideStructuralLimits(t *testing.T) {
+	// A route filter with its bomb in an extra function, or in the hook.
+	pad := func(extra string) func(testing.TB) []byte { return watModule(routeModule(extra)) }
+	funcs := func(n int) string { return repeat(n, func(int) string { return `(func)` }) }
+	types := func(n int) string { return repeat(n, func(int) string { return `(type (func))` }) }
+	locals := func(n int) func(testing.TB) []byte {
+		return watModule(`(module ` + abiBase + emptyRoute + `
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64) (local ` + strings.Repeat("i32 ", n) + `) ` + emptyRouteResult + `))`)
+	}
+	nops := func(n int) string { return `(func ` + strings.Repeat("nop ", n) + `)` }
+	nest := func(n int) string { return `(func ` + strings.Repeat("(block ", n) + strings.Repeat(")", n) + `)` }
+	brTable := func(n int) string {
+		return `(func (block (br_table ` + strings.Repeat("0 ", n) + `(i32.const 0))))`
+	}
+	stack := func(n int) string {
+		return `(func ` + strings.Repeat("(i32.const 0) ", n) + strings.Repeat("drop ", n) + `)`
+	}
+	globals := func(n int) string { return repeat(n, func(int) string { return `(global i32 (i32.const 0))` }) }
+	datas := func(n int) string { return repeat(n, func(int) string { return `(data (i32.const 0) "")` }) }
+	elems := func(n int) string {
+		return `(table 1 funcref) (func $e) ` + repeat(n, func(int) string { return `(elem (i32.const 0) $e)` })
+	}
+	entries := func(n int) string {
+		return `(table 65536 funcref) (func $e) (elem (i32.const 0) ` + strings.Repeat("$e ", n) + `)`
+	}
+	exports := func(n int) string { return repeat(n, func(i int) string { return fmt.Sprintf(`(export "e%d" (func 0))`, i) }) }
+	sized := func(n int) func(testing.TB) []byte {
+		return func(t testing.TB) []byte { return withCustomSection(t, outsideWat(t, routeModule()), n) }
+	}
+	// The base route module defines 4 functions, 4 function types,
+	// 1 data segment and 5 exports; each "at" module reaches the limit
+	// with them counted.
+	checks := []pushCheck{
+		{"module of 4 MiB", "route", sized(4 << 20), ""},
+		{"module of 4 MiB + 1", "route", sized(4<<20 + 1), "size"},
+		{"20000 functions", "route", pad(funcs(20000 - 4)), ""},
+		{"20001 functions", "route", pad(funcs(20001 - 4)), "function"},
+		{"10000 function types", "route", pad(types(10000 - 4)), ""},
+		{"10001 function types", "route", pad(types(10001 - 4)), "type"},
+		{"10000 locals with the parameters", "route", locals(10000 - 2), ""},
+		{"10001 locals with the parameters", "route", locals(10001 - 2), "local"},
+		// A body is its local declarations (1 byte), the code and end.
+		{"body of 1 MiB", "route", pad(nops(1<<20 - 2)), ""},
+		{"body of 1 MiB + 1", "route", pad(nops(1<<20 - 1)), "body"},
+		{"nesting 4096", "route", pad(nest(4096)), ""},
+		{"nesting 4097", "route", pad(nest(4097)), "nest"},
+		// In text the last label of br_table is its default.
+		{"br_table of 16384 labels and the default", "route", pad(brTable(16384 + 1)), ""},
+		{"br_table of 16385 labels and the default", "route", pad(brTable(16385 + 1)), "br_table targets besides the default: 16385"},
+		{"operand stack 4096", "route", pad(stack(4096)), ""},
+		{"operand stack 4097", "route", pad(stack(4097)), "stack"},
+		{"10000 globals", "route", pad(globals(10000)), ""},
+		{"10001 globals", "route", pad(globals(10001)), "global"},
+		{"100000 data segments", "route", pad(datas(100000 - 1)), ""},
+		{"100001 data segments", "route", pad(datas(100001 - 1)), "data"},
+		{"10000 element segments", "route", pad(elems(10000)), ""},
+		{"10001 element segments", "route", pad(elems(10001)), "element"},
+		{"65536 element entries", "route", pad(entries(65536)), ""},
+		{"65537 element entries", "route", pad(entries(65537)), "element"},
+		{"10000 exports", "route", pad(exports(10000 - 5)), ""},
+		{"10001 exports", "route", pad(exports(10001 - 5)), "export"},
 	}
 	runPushChecks(t, checks)
 }
