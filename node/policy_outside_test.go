@@ -308,7 +308,9 @@ func TestOutsideStructuralLimits(t *testing.T) {
 	entries := func(n int) string {
 		return `(table 65536 funcref) (func $e) (elem (i32.const 0) ` + strings.Repeat("$e ", n) + `)`
 	}
-	exports := func(n int) string { return repeat(n, func(i int) string { return fmt.Sprintf(`(export "e%d" (func 0))`, i) }) }
+	exports := func(n int) string {
+		return repeat(n, func(i int) string { return fmt.Sprintf(`(export "e%d" (func 0))`, i) })
+	}
 	sized := func(n int) func(testing.TB) []byte {
 		return func(t testing.TB) []byte { return withCustomSection(t, outsideWat(t, routeModule()), n) }
 	}
