@@ -349,3 +349,104 @@ func TestOutsideStructuralLimits(t *testing.T) {
 	}
 	runPushChecks(t, checks)
 }
+
+// watBytes writes b as a WebAssembly text string.
+func watBytes(b []byte) string {
+	var s strings.Builder
+	for _, c := range b {
+		fmt.Fprintf(&s, `\%02x`, c)
+	}
+	return s.String()
+}
+
+// answering is a module whose hook answers out (CBOR) from address 64,
+// in memory of pages pages; result overrides the hook's result when set.
+func answering(hook string, out []byte, pages int, result string) string {
+	if result == "" {
+		result = fmt.Sprintf(`(i64.const %d)`, 64<<32|len(out))
+	}
+	return fmt.Sprintf(`(module (memory (export "memory") %d)
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 4096))
+  (func (export "edgereg_free") (param i32 i32))
+  (data (i32.const 64) "%s")
+  (func (export "edgereg_%s") (param i32 i32) (result i64) %s))`, pages, watBytes(out), hook, result)
+}
+
+// cborOf encodes v as the host would, for outputs written by hand.
+func cborOf(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := wire.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestOutsideOutputs(t *testing.T) {
+	const route, thr, conf = "route_filter", "expiry_threshold", "expiry_confirm"
+	ans := func(hook string, out []byte) func(testing.TB) []byte {
+		return watModule(answering(hook, out, 2, ""))
+	}
+	res := func(hook, result string) func(testing.TB) []byte {
+		return watModule(answering(hook, []byte{0xa1, 0x01, 0xa0}, 2, result))
+	}
+	threshold := func(ms int64) func(testing.TB) []byte {
+		return func(t testing.TB) []byte {
+			return outsideWat(t, answering(thr, cborOf(t, map[int]int64{1: ms}), 2, ""))
+		}
+	}
+	remove := func(idx ...int) func(testing.TB) []byte {
+		return func(t testing.TB) []byte {
+			return outsideWat(t, answering(conf, cborOf(t, map[int][]int{1: append([]int{}, idx...)}), 2, ""))
+		}
+	}
+	// sizedThreshold answers {1: 120000, 2: h'00…'} of exactly n bytes:
+	// the unknown key 2 is ignored, and the output counts towards the cap.
+	sizedThreshold := func(n int) func(testing.TB) []byte {
+		head := []byte{0xa2, 0x01, 0x1a, 0x00, 0x01, 0xd4, 0xc0, 0x02, 0x5a, 0, 0, 0, 0}
+		pad := n - len(head)
+		head[9], head[10], head[11], head[12] = byte(pad>>24), byte(pad>>16), byte(pad>>8), byte(pad)
+		src := answering(thr, head, 18, fmt.Sprintf(`(i64.const %d)`, 64<<32|n))
+		return watModule(src)
+	}
+	checks := []pushCheck{
+		{"negative result", "route", res(route, `(i64.const -1)`), "returned -0x1"},
+		{"out_len 0", "route", res(route, `(i64.const 0x0000004000000000)`), "returned 0x4000000000"},
+		{"output beyond memory", "route", res(route, `(i64.const 0x00ff000000000003)`), "memory"},
+		{"route {}", "route", ans(route, []byte{0xa0}), "key 1"},
+		{"route with only an unknown key", "route", ans(route, []byte{0xa1, 0x09, 0x00}), "key 1"},
+		{"route {1: {}} and an unknown key", "route", ans(route, []byte{0xa2, 0x01, 0xa0, 0x09, 0x00}), ""},
+		{"route with key 1 twice", "route", ans(route, []byte{0xa2, 0x01, 0xa0, 0x01, 0xa0}), "duplicate"},
+		{"route of indefinite length", "route", ans(route, []byte{0xbf, 0x01, 0xa0, 0xff}), "indefinite"},
+		{"route under a tag", "route", ans(route, []byte{0xa1, 0x01, 0xc1, 0xa0}), "tag"},
+		{"route with a byte after the map", "route", ans(route, []byte{0xa1, 0x01, 0xa0, 0x00}), "extraneous"},
+		{"route not CBOR", "route", ans(route, []byte{0xff}), "cbor"},
+		{"route with a broker not in the input", "route", func(t testing.TB) []byte {
+			out := cborOf(t, map[int]map[int][]map[int]any{1: {2: {{1: "c", 2: "nowhere", 4: map[int]string{0: "10.9.9.9:1"}}}}})
+			return outsideWat(t, answering(route, out, 2, ""))
+		}, `broker group "nowhere" is not in the input route`},
+		{"threshold at 10 s", "expiry", threshold(10_000), ""},
+		{"threshold at 10 s - 1 ms", "expiry", threshold(9_999), "threshold 9999 ms is outside [10000, 600000] ms"},
+		{"threshold at 10 min", "expiry", threshold(600_000), ""},
+		{"threshold at 10 min + 1 ms", "expiry", threshold(600_001), "outside [10000, 600000] ms"},
+		{"negative threshold", "expiry", threshold(-120_000), "outside [10000, 600000] ms"},
+		{"threshold output of 1 MiB", "expiry", sizedThreshold(1 << 20), ""},
+		{"threshold output of 1 MiB + 1", "expiry", sizedThreshold(1<<20 + 1), "1048576"},
+		// ABI.md: an unknown key's value is checked for form, not for UTF-8.
+		{"threshold with invalid UTF-8 in an unknown key", "expiry", ans(thr, []byte{0xa2, 0x01, 0x1a, 0x00, 0x01, 0xd4, 0xc0, 0x02, 0x61, 0xff}), ""},
+		{"threshold with a tag in an unknown key", "expiry", ans(thr, []byte{0xa2, 0x01, 0x1a, 0x00, 0x01, 0xd4, 0xc0, 0x02, 0xc1, 0x00}), "tag"},
+		{"threshold with an indefinite length in an unknown key", "expiry", ans(thr, []byte{0xa2, 0x01, 0x1a, 0x00, 0x01, 0xd4, 0xc0, 0x02, 0x9f, 0xff}), "indefinite"},
+		{"threshold with a duplicate key in an unknown key", "expiry", ans(thr, []byte{0xa2, 0x01, 0x1a, 0x00, 0x01, 0xd4, 0xc0, 0x02, 0xa2, 0x00, 0x00, 0x00, 0x00}), "duplicate"},
+		{"threshold with malformed CBOR in an unknown key", "expiry", ans(thr, []byte{0xa2, 0x01, 0x1a, 0x00, 0x01, 0xd4, 0xc0, 0x02, 0x1c}), "cbor"},
+		{"confirm removing none", "confirm", remove(), ""},
+		{"confirm removing the first", "confirm", remove(0), ""},
+		{"confirm naming an index twice", "confirm", remove(0, 0), "twice"},
+		{"confirm naming an index past due", "confirm", remove(1000), "index"},
+		{"confirm {}", "confirm", ans(conf, []byte{0xa0}), "key 1"},
+		{"hook traps", "route", res(route, `(unreachable)`), "trap"},
+		{"hook loops past its deadline", "route", res(route, `(loop $l (br $l)) (unreachable)`), "deadline"},
+		{"alloc fails", "route", watModule(strings.Replace(answering(route, []byte{0xa1, 0x01, 0xa0}, 2, ""), `(i32.const 4096))`, `(i32.const 0))`, 1)), "alloc"},
+	}
+	runPushChecks(t, checks)
+}
