@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgereg/edgereg/wasm"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/pki"
 )
@@ -449,4 +451,182 @@ func TestOutsideOutputs(t *testing.T) {
 		{"alloc fails", "route", watModule(strings.Replace(answering(route, []byte{0xa1, 0x01, 0xa0}, 2, ""), `(i32.const 4096))`, `(i32.const 0))`, 1)), "alloc"},
 	}
 	runPushChecks(t, checks)
+}
+
+// isSample is a guest function that tells the dry run from real traffic:
+// ABI.md gives the samples' rand, 0x9e3779b97f4a7c15 (CBOR 1b 9e 37 79 b9
+// 7f 4a 7c 15); real inputs carry a random one.
+const isSample = `
+  (func $sample (param $p i32) (param $n i32) (result i32) (local $i i32)
+    (block $out (loop $l
+      (br_if $out (i32.gt_s (i32.add (local.get $i) (i32.const 8)) (local.get $n)))
+      (if (i64.eq (i64.load (i32.add (local.get $p) (local.get $i))) (i64.const 0x157c4a7fb979379e))
+        (then (return (i32.const 1))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $l)))
+    (i32.const 0))`
+
+// dryRunOnly is a route filter that answers {1: {}} in the dry run and
+// traps on real traffic.
+var dryRunOnly = `(module ` + abiBase + emptyRoute + isSample + `
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64)
+    (if (i32.eqz (call $sample (local.get 0) (local.get 1))) (then unreachable)) ` + emptyRouteResult + `))`
+
+func policyOf(t testing.TB, op interface {
+	PolicyList(context.Context) ([]wire.PolicyInfo, error)
+}, hook string) wire.PolicyInfo {
+	t.Helper()
+	list, err := op.PolicyList(policyCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list {
+		if p.Hook == hook {
+			return p
+		}
+	}
+	t.Fatalf("policy ls has no hook %s: %+v", hook, list)
+	return wire.PolicyInfo{}
+}
+
+// TestOutsideDeactivation: "a module is deactivated for a hook after 5
+// failed calls in a row", every failed call is a fallback answered by the
+// fail mode (open: the unfiltered route), and the node restores the
+// built-in behaviour when no module answered real calls well; ls keeps the
+// module's counters and the reason.
+func TestOutsideDeactivation(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	info, err := op.PolicyPush(ctx, "route", outsideWat(t, dryRunOnly))
+	if err != nil {
+		t.Fatalf("a module that passes its dry run was refused: %v", err)
+	}
+	// A zone over its cap is answered without a guest call: this module
+	// would trap, so an error here would mean the guest ran.
+	if _, _, err := reader.Route(ctx, "t", wire.ClientAttrs{Zone: strings.Repeat("z", 257)}); err != nil {
+		t.Fatal(err)
+	}
+	if p := policyOf(t, op, "route"); p.Errors != 0 || p.Fallbacks != 1 {
+		t.Fatalf("a zone over its cap: %+v, want 1 fallback and no error (no guest call)", p)
+	}
+	for i := range 5 {
+		if got, _ := groupsOf(t, reader, "zone-1"); len(got) != 3 {
+			t.Fatalf("read %d after a failed call: %v, want the unfiltered route (fail open)", i, got)
+		}
+		if p := policyOf(t, op, "route"); i < 4 && p.Hash != info.Hash {
+			t.Fatalf("deactivated after %d failed calls, want 5: %+v", i+1, p)
+		}
+	}
+	p := policyOf(t, op, "route")
+	if p.Hash != "" {
+		t.Fatalf("after 5 failed calls in a row the module is still active: %+v", p)
+	}
+	var rec *wire.PolicyModuleInfo
+	for i := range p.Modules {
+		if p.Modules[i].Hash == info.Hash {
+			rec = &p.Modules[i]
+		}
+	}
+	if rec == nil || rec.State != "deactivated" || rec.Deactivated == "" || rec.Errors != 5 || rec.Fallbacks != 6 {
+		t.Fatalf("ls after deactivation: %+v, want the module deactivated with its reason, 5 errors, 6 fallbacks", p.Modules)
+	}
+	t.Logf("deactivated: %s", rec.Deactivated)
+	if got, _ := groupsOf(t, reader, "zone-1"); len(got) != 3 {
+		t.Fatalf("built-in after deactivation: %v", got)
+	}
+}
+
+// TestOutsideFailClosed: with --policy-route-failure closed a failed call
+// answers status policy-failed and no route, never an empty route.
+func TestOutsideFailClosed(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.PolicyRouteFailure = wasm.FailClosed })
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	if _, err := op.PolicyPush(ctx, "route", outsideWat(t, dryRunOnly)); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := tn.dial(pki.RoleClient).GetRoutes(ctx, &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: "t"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rs.Results[0]; r.Status != wire.StatusPolicyFailed || len(r.Route) != 0 {
+		t.Fatalf("fail-closed read: status %v, %d route bytes; want policy-failed and no route", r.Status, len(r.Route))
+	}
+}
+
+// TestOutsideEmptyRouteAndMemo: {1: {}} is a valid answer (the client sees
+// no broker), results are memoized per (module, topic, route version,
+// client addr, zone, labels), and labels over the caps are a fallback
+// without a guest call and without an error.
+func TestOutsideEmptyRouteAndMemo(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	if _, err := op.PolicyPush(ctx, "route", outsideWat(t, routeModule())); err != nil {
+		t.Fatal(err)
+	}
+	read := func(attrs wire.ClientAttrs) int {
+		t.Helper()
+		route, _, err := reader.Route(ctx, "t", attrs)
+		if err != nil {
+			t.Fatalf("read %+v: %v", attrs, err)
+		}
+		return len(route.Brokers)
+	}
+	counts := func() (calls, errs, fallbacks uint64) {
+		p := policyOf(t, op, "route")
+		return p.Calls, p.Errors, p.Fallbacks
+	}
+	if n := read(wire.ClientAttrs{Zone: "zone-1"}); n != 0 {
+		t.Fatalf("the filter answered {1: {}}, the client sees %d brokers", n)
+	}
+	read(wire.ClientAttrs{Zone: "zone-1"})
+	if c, _, _ := counts(); c != 1 {
+		t.Fatalf("two identical reads made %d guest calls, want 1 (memoized)", c)
+	}
+	read(wire.ClientAttrs{Zone: "zone-2"})
+	read(wire.ClientAttrs{Zone: "zone-1", Labels: map[string]string{"a": "b"}})
+	if c, _, _ := counts(); c != 3 {
+		t.Fatalf("reads with another zone and with labels: %d calls, want 3", c)
+	}
+	labels := func(n, size int) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			k := fmt.Sprintf("k%02d", i)
+			m[k] = strings.Repeat("v", size-len(k))
+		}
+		return m
+	}
+	within := []wire.ClientAttrs{
+		{Labels: labels(16, 8)},
+		{Labels: labels(1, 256)},
+		{Zone: strings.Repeat("z", 256)},
+	}
+	for i, a := range within {
+		if n := read(a); n != 0 {
+			t.Fatalf("within the caps (%d): %d brokers, want the filtered (empty) route", i, n)
+		}
+	}
+	c0, e0, f0 := counts()
+	beyond := []wire.ClientAttrs{
+		{Labels: labels(17, 8)},
+		{Labels: labels(1, 257)},
+		{Zone: strings.Repeat("z", 257)},
+	}
+	for i, a := range beyond {
+		if n := read(a); n != 3 {
+			t.Fatalf("past the caps (%d): %d brokers, want the fail mode's unfiltered route", i, n)
+		}
+	}
+	// ABI.md: calls count every call of the hook, fallbacks included;
+	// errors only the module's failures.
+	if c, e, f := counts(); c != c0+3 || e != e0 || f != f0+3 {
+		t.Fatalf("past the caps: calls %d→%d, errors %d→%d, fallbacks %d→%d; want 3 calls, no error, 3 fallbacks", c0, c, e0, e, f0, f)
+	}
 }
