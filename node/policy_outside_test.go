@@ -630,3 +630,132 @@ func TestOutsideEmptyRouteAndMemo(t *testing.T) {
 		t.Fatalf("past the caps: calls %d→%d, errors %d→%d, fallbacks %d→%d; want 3 calls, no error, 3 fallbacks", c0, c, e0, e, f0, f)
 	}
 }
+
+// TestOutsideRollbackRemoveList follows README's commands: rollback
+// restores the previous module, rm the built-in behaviour, ls shows both.
+func TestOutsideRollbackRemoveList(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	a, err := op.PolicyPush(ctx, "route", outsideWat(t, routeModule()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a answers real traffic well.
+	if got, _ := groupsOf(t, reader, "zone-1"); len(got) != 0 {
+		t.Fatalf("a: %v", got)
+	}
+	b, err := op.PolicyPush(ctx, "route", outsideWat(t, routeModule(`(func (export "other"))`)))
+	if err != nil || b.Hash == a.Hash {
+		t.Fatalf("push b: %+v %v", b, err)
+	}
+	if b.LastGoodHash != a.Hash {
+		t.Errorf("after b replaced a, LastGoodHash = %q, want a %q", b.LastGoodHash, a.Hash)
+	}
+	r, err := op.PolicyRollback(ctx, "route")
+	if err != nil || r.Hash != a.Hash {
+		t.Fatalf("rollback = %+v, %v; want a active", r, err)
+	}
+	rm, err := op.PolicyRemove(ctx, "route")
+	if err != nil || rm.Hash != "" {
+		t.Fatalf("rm = %+v, %v; want the built-in", rm, err)
+	}
+	if got, _ := groupsOf(t, reader, "zone-1"); len(got) != 3 {
+		t.Fatalf("after rm: %v, want everything", got)
+	}
+	if p := policyOf(t, op, "route"); p.Hash != "" || len(p.Modules) == 0 {
+		t.Fatalf("ls after rm: %+v", p)
+	}
+	// rm is undone by a rollback.
+	if r, err = op.PolicyRollback(ctx, "route"); err != nil || r.Hash != a.Hash {
+		t.Fatalf("rollback after rm = %+v, %v; want a again", r, err)
+	}
+	// Rollback restores the previous module even if it never answered
+	// real traffic (README: "the previous module"), and a second rollback
+	// undoes the first.
+	x, err := op.PolicyPush(ctx, "expiry", outsideWat(t, thresholdModule(threshold120sResult, threshold120s)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := op.PolicyPush(ctx, "expiry", outsideWat(t, thresholdModule(threshold120sResult, threshold120s, `(func (export "other"))`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = op.PolicyRollback(ctx, "expiry"); err != nil || r.Hash != x.Hash || r.LastGoodHash != c.Hash {
+		t.Fatalf("rollback = %+v, %v; want %s active and %s to roll back to", r, err, x.Hash, c.Hash)
+	}
+	if r, err = op.PolicyRollback(ctx, "expiry"); err != nil || r.Hash != c.Hash {
+		t.Fatalf("second rollback = %+v, %v; want %s active again", r, err, c.Hash)
+	}
+	// Nothing to roll back to: a clear error, nothing changes.
+	_, err = op.PolicyRollback(ctx, "confirm")
+	t.Logf("rollback with nothing before: %v", err)
+	if err == nil {
+		t.Fatal("rollback of a hook that never had a module succeeded")
+	}
+}
+
+// TestOutsideUploadsAndTests: a module of two hooks pushed for one is
+// active for that one only; policy test runs one call on the given input
+// with a real call's checks and activates nothing; the 11th push of a
+// minute, and the 11th test, are refused with overloaded.
+func TestOutsideUploadsAndTests(t *testing.T) {
+	tn := startNode(t, nil) // the default upload rate
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	both := outsideWat(t, routeModule(threshold120s,
+		`(func (export "edgereg_expiry_threshold") (param i32 i32) (result i64) `+threshold120sResult+`)`))
+	// Threshold output at 64 collides with the route's: give it its own
+	// address.
+	both = outsideWat(t, `(module `+abiBase+emptyRoute+`
+  (data (i32.const 128) "\a1\01\1a\00\01\d4\c0")
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64) `+emptyRouteResult+`)
+  (func (export "edgereg_expiry_threshold") (param i32 i32) (result i64) (i64.const 0x0000008000000007)))`)
+	if _, err := op.PolicyPush(ctx, "route", both); err != nil {
+		t.Fatal(err)
+	}
+	if p := policyOf(t, op, "expiry"); p.Hash != "" {
+		t.Fatalf("pushed for route, the module is also the expiry policy: %+v", p)
+	}
+	// policy test on an input of the operator's: {3: 120000} (default_ms).
+	res, err := op.PolicyTest(ctx, "expiry", both, cborOf(t, map[int]int64{3: 120_000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		ThresholdMs int64 `cbor:"1,keyasint"`
+	}
+	if err := wire.Unmarshal(res.Output, &out); err != nil || out.ThresholdMs != 120_000 {
+		t.Fatalf("test output %x: %+v %v", res.Output, out, err)
+	}
+	if p := policyOf(t, op, "expiry"); p.Hash != "" {
+		t.Fatalf("policy test activated the module: %+v", p)
+	}
+	// A test of a module failing its checks says why.
+	_, err = op.PolicyTest(ctx, "expiry", outsideWat(t, thresholdModule(`(unreachable)`)), nil)
+	if err == nil || !strings.Contains(err.Error(), "trap") {
+		t.Fatalf("test of a trapping module: %v", err)
+	}
+	// Pushes and tests have budgets of their own: 10 pushes a minute
+	// (1 so far) and 10 tests (2 so far).
+	for i := range 9 {
+		if _, err := op.PolicyPush(ctx, "route", both); err != nil {
+			t.Fatalf("push %d of the minute: %v", i+2, err)
+		}
+	}
+	_, err = op.PolicyPush(ctx, "route", both)
+	if !errors.Is(err, wire.ErrOverloaded) {
+		t.Fatalf("the 11th push of a minute: %v, want overloaded", err)
+	}
+	for i := range 8 {
+		if _, err := op.PolicyTest(ctx, "route", both, nil); err != nil {
+			t.Fatalf("test %d of the minute, after the pushes ran out: %v", i+3, err)
+		}
+	}
+	if _, err := op.PolicyTest(ctx, "route", both, nil); !errors.Is(err, wire.ErrOverloaded) {
+		t.Fatalf("the 11th test of a minute: %v, want overloaded", err)
+	}
+	t.Logf("11th push: %v", err)
+}
