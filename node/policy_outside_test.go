@@ -759,3 +759,39 @@ func TestOutsideUploadsAndTests(t *testing.T) {
 	}
 	t.Logf("11th push: %v", err)
 }
+
+func TestOutsideLifecycleAndWASI(t *testing.T) {
+	withInit := func(init string) func(testing.TB) []byte {
+		return watModule(routeModule(`(func (export "_initialize") ` + init + `)`))
+	}
+	wasi := func(imp, body string) func(testing.TB) []byte {
+		return watModule(`(module ` + imp + abiBase + emptyRoute + `
+  (data (i32.const 300) "hello")
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64) ` + body + emptyRouteResult + `))`)
+	}
+	fdWrite := `(import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))`
+	checks := []pushCheck{
+		{"_initialize traps", "route", withInit(`unreachable`), "initialize policy module"},
+		{"_initialize past its 2 s deadline", "route", withInit(`(loop $l (br $l))`), "initialize policy module"},
+		{"fd_write to stdout succeeds", "route", wasi(fdWrite, `
+    (i32.store (i32.const 256) (i32.const 300)) (i32.store (i32.const 260) (i32.const 5))
+    (if (i32.ne (call $w (i32.const 1) (i32.const 256) (i32.const 1) (i32.const 400)) (i32.const 0)) (then unreachable))
+    (if (i32.ne (i32.load (i32.const 400)) (i32.const 5)) (then unreachable))`), ""},
+		{"fd_write to stderr succeeds", "route", wasi(fdWrite, `
+    (i32.store (i32.const 256) (i32.const 300)) (i32.store (i32.const 260) (i32.const 5))
+    (if (i32.ne (call $w (i32.const 2) (i32.const 256) (i32.const 1) (i32.const 400)) (i32.const 0)) (then unreachable))`), ""},
+		{"proc_exit ends the call with an error", "route", wasi(`(import "wasi_snapshot_preview1" "proc_exit" (func $x (param i32)))`,
+			`(call $x (i32.const 0))`), "exit"},
+		{"random_get fills a buffer", "route", wasi(`(import "wasi_snapshot_preview1" "random_get" (func $r (param i32 i32) (result i32)))`,
+			`(if (i32.ne (call $r (i32.const 500) (i32.const 16)) (i32.const 0)) (then unreachable))`), ""},
+		{"no preopened directory", "route", wasi(`(import "wasi_snapshot_preview1" "fd_prestat_get" (func $p (param i32 i32) (result i32)))`,
+			`(if (i32.eqz (call $p (i32.const 3) (i32.const 500))) (then unreachable))`), ""},
+		{"an empty environment", "route", wasi(`(import "wasi_snapshot_preview1" "environ_sizes_get" (func $e (param i32 i32) (result i32)))`,
+			`(if (i32.ne (call $e (i32.const 500) (i32.const 504)) (i32.const 0)) (then unreachable))
+    (if (i32.ne (i32.load (i32.const 500)) (i32.const 0)) (then unreachable))`), ""},
+		{"no arguments", "route", wasi(`(import "wasi_snapshot_preview1" "args_sizes_get" (func $a (param i32 i32) (result i32)))`,
+			`(if (i32.ne (call $a (i32.const 500) (i32.const 504)) (i32.const 0)) (then unreachable))
+    (if (i32.ne (i32.load (i32.const 500)) (i32.const 0)) (then unreachable))`), ""},
+	}
+	runPushChecks(t, checks)
+}
