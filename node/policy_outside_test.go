@@ -1,13 +1,19 @@
 package node
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/edgereg/edgereg/wasm"
 	"github.com/edgereg/edgereg/wire"
@@ -794,4 +800,137 @@ func TestOutsideLifecycleAndWASI(t *testing.T) {
     (if (i32.ne (i32.load (i32.const 500)) (i32.const 0)) (then unreachable))`), ""},
 	}
 	runPushChecks(t, checks)
+}
+
+// syncLog collects a node's log lines.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func gzipped(t testing.TB, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestOutsidePolicyDir: the naming rule of --policy-dir (hooks joined by
+// "_", .wasm.gz compressed), a refused file that leaves the node serving
+// and names its reason in the log, and a fixed file taking over.
+func TestOutsidePolicyDir(t *testing.T) {
+	both := outsideWat(t, `(module `+abiBase+emptyRoute+`
+  (data (i32.const 128) "\a1\01\1a\00\01\d4\c0")
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64) `+emptyRouteResult+`)
+  (func (export "edgereg_expiry_threshold") (param i32 i32) (result i64) (i64.const 0x0000008000000007)))`)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "route_expiry.wasm.gz"), gzipped(t, both), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A confirm module that breaks a limit, and a gzip bomb: 64 MiB of
+	// zeros after a wasm header, over the 4 MiB module cap.
+	bad := outsideWat(t, `(module `+abiBase+removeNone+`
+  (func (export "edgereg_expiry_confirm") (param i32 i32) (result i64) `+removeNoneResult+`)
+  `+repeat(10001, func(int) string { return `(global i32 (i32.const 0))` })+`)`)
+	if err := os.WriteFile(filepath.Join(dir, "confirm.wasm"), bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncLog
+	tn := startNode(t, func(c *Config) {
+		c.PolicyDir = dir
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	op := tn.dial(pki.RoleOperator)
+	nodetestWait(t, "route and expiry from route_expiry.wasm.gz", func() bool {
+		return policyOf(t, op, "route").Hash != "" && policyOf(t, op, "expiry").Hash != ""
+	})
+	nodetestWait(t, "the confirm.wasm refusal in the log", func() bool {
+		return strings.Contains(logs.String(), "globals: 10001")
+	})
+	if p := policyOf(t, op, "confirm"); p.Hash != "" {
+		t.Fatalf("a refused confirm.wasm is active: %+v", p)
+	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "globals: 10001") {
+			t.Logf("log: %s", l)
+		}
+	}
+	// The operator fixes the file; the node takes it.
+	good := outsideWat(t, `(module `+abiBase+removeNone+`
+  (func (export "edgereg_expiry_confirm") (param i32 i32) (result i64) `+removeNoneResult+`))`)
+	if err := os.WriteFile(filepath.Join(dir, "confirm.wasm"), good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nodetestWait(t, "the fixed confirm.wasm", func() bool { return policyOf(t, op, "confirm").Hash != "" })
+}
+
+// TestOutsidePolicyDirRefusals: a gzip bomb is refused at the module cap
+// before it is expanded, and a hook named by two files is an error; the
+// node starts and serves either way.
+func TestOutsidePolicyDirRefusals(t *testing.T) {
+	route := outsideWat(t, routeModule())
+	for name, files := range map[string]map[string][]byte{
+		"decompresses to over 4194304 bytes": {
+			"confirm.wasm.gz": gzipped(t, append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, 64<<20)...)),
+		},
+		"named by two files": {"route.wasm": route, "route-filter.wasm.gz": gzipped(t, outsideWat(t, routeModule(`(func (export "other"))`)))},
+		"unknown hook":       {"routes.wasm": route},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			for f, b := range files {
+				if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var logs syncLog
+			tn := startNode(t, func(c *Config) {
+				c.PolicyDir = dir
+				c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			})
+			op := tn.dial(pki.RoleOperator)
+			nodetestWait(t, "the refusal in the log", func() bool { return strings.Contains(logs.String(), name) })
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, name) {
+					t.Logf("log: %s", l)
+				}
+			}
+			for _, h := range wire.PolicyHooks {
+				if p := policyOf(t, op, h); p.Hash != "" {
+					t.Errorf("hook %s active from a refused directory: %+v", h, p)
+				}
+			}
+		})
+	}
+}
+
+// nodetestWait polls cond for up to 30 s (a --policy-dir is re-read every
+// 10 s while a file in it is refused).
+func nodetestWait(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	start := time.Now()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30 s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("%s: after %v", what, time.Since(start).Round(100*time.Millisecond))
 }
