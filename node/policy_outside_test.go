@@ -934,3 +934,63 @@ func nodetestWait(t testing.TB, what string, cond func() bool) {
 	}
 	t.Logf("%s: after %v", what, time.Since(start).Round(100*time.Millisecond))
 }
+
+// failsOnMarker is a route filter answering {1: {}}, except that it traps
+// when the input holds "FAIL" (a client zone the test chooses).
+var failsOnMarker = `(module ` + abiBase + emptyRoute + `
+  (func $marked (param $p i32) (param $n i32) (result i32) (local $i i32)
+    (block $out (loop $l
+      (br_if $out (i32.gt_s (i32.add (local.get $i) (i32.const 4)) (local.get $n)))
+      (if (i32.eq (i32.load (i32.add (local.get $p) (local.get $i))) (i32.const 0x4c494146))
+        (then (return (i32.const 1))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $l)))
+    (i32.const 0))
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64)
+    (if (call $marked (local.get 0) (local.get 1)) (then unreachable)) ` + emptyRouteResult + `))`
+
+// TestOutsideDeactivationInAWindow: "10 failed calls among its last 20"
+// deactivate a module that never fails 5 times in a row, and the node
+// restores the module before it, which answered real calls well.
+func TestOutsideDeactivationInAWindow(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	good, err := op.PolicyPush(ctx, "route", outsideWat(t, routeModule()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupsOf(t, reader, "zone-1") // good answers real traffic
+	flaky, err := op.PolicyPush(ctx, "route", outsideWat(t, failsOnMarker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures := 0
+	for i := 0; failures < 10; i++ {
+		zone := fmt.Sprintf("ok-%d", i) // distinct zones: no memoized answer
+		if i%2 == 0 {
+			zone = fmt.Sprintf("FAIL-%d", i)
+			failures++
+		}
+		if _, _, err := reader.Route(ctx, "t", wire.ClientAttrs{Zone: zone}); err != nil {
+			t.Fatal(err)
+		}
+		p := policyOf(t, op, "route")
+		if failures < 10 && p.Hash != flaky.Hash {
+			t.Fatalf("after %d calls with %d failures, never 2 in a row, the module was replaced: %+v", i+1, failures, p)
+		}
+		if failures == 10 && p.Hash != good.Hash {
+			t.Fatalf("after 10 failures among %d calls the active module is %q, want the restored %q", i+1, p.Hash, good.Hash)
+		}
+	}
+	for _, m := range policyOf(t, op, "route").Modules {
+		if m.Hash == flaky.Hash {
+			t.Logf("flaky: %+v", m)
+			if m.State != "deactivated" || m.Deactivated == "" {
+				t.Fatalf("flaky after deactivation: %+v", m)
+			}
+		}
+	}
+}
