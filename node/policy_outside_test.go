@@ -994,3 +994,49 @@ func TestOutsideDeactivationInAWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestOutsideRouteOutputCap: a route filter's output may be at most 16
+// times the encoded input route plus 4 KiB (ABI.md, lifecycle 4). The
+// module answers {1: {}, 2: h'…'} of exactly n bytes on real traffic (the
+// unknown key 2 is ignored) and {1: {}} in the dry run.
+func TestOutsideRouteOutputCap(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	rs, err := reader.GetRoutes(ctx, &wire.GetRoutes{Topics: []wire.TopicVersion{{Topic: "t"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := 16*len(rs.Results[0].Route) + 4096
+	padded := func(n int) []byte {
+		pad := n - 7
+		return outsideWat(t, `(module `+abiBase+emptyRoute+isSample+fmt.Sprintf(`
+  (data (i32.const 16384) "\a2\01\a0\02\59%s")
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64)
+    (if (call $sample (local.get 0) (local.get 1)) (then (return `+emptyRouteResult+`)))
+    (i64.const %d)))`, watBytes([]byte{byte(pad >> 8), byte(pad)}), 16384<<32|n))
+	}
+	for i, c := range []struct {
+		n    int
+		fail bool
+	}{{limit, false}, {limit + 1, true}} {
+		if _, err := op.PolicyPush(ctx, "route", padded(c.n)); err != nil {
+			t.Fatal(err)
+		}
+		zone := fmt.Sprintf("z%d", i)
+		route, _, err := reader.Route(ctx, "t", wire.ClientAttrs{Zone: zone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := policyOf(t, op, "route")
+		if c.fail != (p.Errors == 1) || c.fail != (len(route.Brokers) == 3) {
+			t.Errorf("output of %d bytes for a %d-byte route (cap %d): %d brokers, %+v; want failed=%v",
+				c.n, len(rs.Results[0].Route), limit, len(route.Brokers), p, c.fail)
+		}
+		if _, err := op.PolicyRemove(ctx, "route"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
