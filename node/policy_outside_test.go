@@ -1040,3 +1040,58 @@ func TestOutsideRouteOutputCap(t *testing.T) {
 		}
 	}
 }
+
+// TestOutsideCallProtocol checks ABI.md's call sequence from inside a
+// guest: alloc(n), hook(p, n) on that buffer, free(out_ptr, out_len), then
+// free(p, n), each once; a guest that sees anything else traps, which
+// would refuse it in the dry run or count an error on real traffic.
+func TestOutsideCallProtocol(t *testing.T) {
+	src := `(module (memory (export "memory") 2)
+  (global $n (mut i32) (i32.const -1))
+  (global $outFreed (mut i32) (i32.const 0))
+  (global $inFreed (mut i32) (i32.const 0))
+  (global $called (mut i32) (i32.const 0))
+  (global $calls (mut i32) (i32.const 0))
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param $size i32) (result i32)
+    ;; the previous call, if any, ended with both frees
+    (if (i32.and (i32.ne (global.get $calls) (i32.const 0))
+        (i32.or (i32.eqz (global.get $outFreed)) (i32.eqz (global.get $inFreed)))) (then unreachable))
+    (global.set $outFreed (i32.const 0)) (global.set $inFreed (i32.const 0)) (global.set $called (i32.const 0))
+    (global.set $n (local.get $size))
+    (i32.const 1024))
+  (func (export "edgereg_free") (param $p i32) (param $size i32)
+    (if (i32.eqz (global.get $called)) (then unreachable))
+    (if (i32.and (i32.eq (local.get $p) (i32.const 64)) (i32.eq (local.get $size) (i32.const 3)))
+      (then
+        (if (i32.or (global.get $outFreed) (global.get $inFreed)) (then unreachable))
+        (global.set $outFreed (i32.const 1)) (return)))
+    (if (i32.and (i32.eq (local.get $p) (i32.const 1024)) (i32.eq (local.get $size) (global.get $n)))
+      (then
+        (if (i32.or (i32.eqz (global.get $outFreed)) (global.get $inFreed)) (then unreachable))
+        (global.set $inFreed (i32.const 1)) (return)))
+    unreachable)
+  ` + emptyRoute + `
+  (func (export "edgereg_route_filter") (param $p i32) (param $len i32) (result i64)
+    (if (i32.or (i32.ne (local.get $p) (i32.const 1024)) (i32.ne (local.get $len) (global.get $n))) (then unreachable))
+    (if (global.get $called) (then unreachable))
+    (global.set $called (i32.const 1))
+    (global.set $calls (i32.add (global.get $calls) (i32.const 1)))
+    ` + emptyRouteResult + `))`
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	if _, err := op.PolicyPush(ctx, "route", outsideWat(t, src)); err != nil {
+		t.Fatalf("a guest checking the call sequence failed its dry run: %v", err)
+	}
+	for i := range 20 {
+		if _, _, err := reader.Route(ctx, "t", wire.ClientAttrs{Zone: fmt.Sprintf("z%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := policyOf(t, op, "route"); p.Errors != 0 || p.Calls != 20 {
+		t.Fatalf("20 calls of a guest checking the call sequence: %+v", p)
+	}
+}
