@@ -1095,3 +1095,101 @@ func TestOutsideCallProtocol(t *testing.T) {
 		t.Fatalf("20 calls of a guest checking the call sequence: %+v", p)
 	}
 }
+
+// TestOutsideShippedPolicies runs the shipped modules through policy test
+// on inputs written from ABI.md, and compares with what policies/README.md
+// and their sources' comments say they do.
+func TestOutsideShippedPolicies(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	run := func(hook, module string, in map[int]any, out any) {
+		t.Helper()
+		res, err := op.PolicyTest(ctx, hook, readModule(t, module), cborOf(t, in))
+		if err != nil {
+			t.Fatalf("%s %s on %v: %v", module, hook, in, err)
+		}
+		if err := wire.Unmarshal(res.Output, out); err != nil {
+			t.Fatalf("%s output %x: %v", module, res.Output, err)
+		}
+	}
+	type thresholdOut struct {
+		Ms int64 `cbor:"1,keyasint"`
+	}
+	// jitter-threshold: default_ms + 4 * jitter_ms, clamped to [min_ms,
+	// max_ms], [10 s, 10 min] when absent.
+	for _, c := range []struct {
+		in   map[int]any
+		want int64
+	}{
+		{map[int]any{2: map[int]any{4: 2500}, 3: 120_000}, 130_000},
+		{map[int]any{2: map[int]any{4: 1_000_000}, 3: 120_000}, 600_000},
+		{map[int]any{3: 1_000}, 10_000},
+		// policy test gives the guest the node's own range, whatever the
+		// input says (ABI.md): 30000 + 4 * 1000 is within [10 s, 10 min].
+		{map[int]any{2: map[int]any{4: 1000}, 3: 30_000, 6: 5_000, 7: 32_000}, 34_000},
+	} {
+		var out thresholdOut
+		run("expiry", "jitter-threshold.wasm", c.in, &out)
+		if out.Ms != c.want {
+			t.Errorf("jitter-threshold on %v = %d ms, want %d", c.in, out.Ms, c.want)
+		}
+	}
+	// self-preservation, threshold: the default with fewer than 3
+	// heartbeats, never below it.
+	var thr thresholdOut
+	run("expiry", "self-preservation.wasm", map[int]any{2: map[int]any{1: 2}, 3: 120_000, 6: 10_000, 7: 600_000}, &thr)
+	if thr.Ms != 120_000 {
+		t.Errorf("self-preservation with 2 heartbeats = %d ms, want the default", thr.Ms)
+	}
+	run("expiry", "self-preservation.wasm", map[int]any{2: map[int]any{1: 50, 2: []int{30_000, 31_000, 29_000}, 3: 30_000, 4: 800, 6: 100}, 3: 120_000, 6: 10_000, 7: 600_000}, &thr)
+	if thr.Ms < 120_000 {
+		t.Errorf("self-preservation with jitter and loss = %d ms, below the default", thr.Ms)
+	}
+	// self-preservation, confirm: nothing under 85% of heartbeats; at most
+	// 15% of the leases (20 - floor(20 * 0.85) = 3) otherwise.
+	due := make([]map[int]any, 10)
+	for i := range due {
+		due[i] = map[int]any{1: "c", 2: fmt.Sprintf("10.0.0.%d:1", i), 3: "b", 4: 0, 5: i + 1, 6: 1, 7: 2}
+	}
+	type confirmOut struct {
+		Remove []int `cbor:"1,keyasint"`
+	}
+	var co confirmOut
+	run("confirm", "self-preservation.wasm", map[int]any{1: due, 2: map[int]any{1: 20, 2: 10, 3: 800}, 3: 1000, 4: 7}, &co)
+	if len(co.Remove) != 0 {
+		t.Errorf("self-preservation at 80%% of heartbeats removes %v, want none", co.Remove)
+	}
+	run("confirm", "self-preservation.wasm", map[int]any{1: due, 2: map[int]any{1: 20, 2: 10, 3: 1000}, 3: 1000, 4: 7}, &co)
+	if len(co.Remove) != 3 {
+		t.Errorf("self-preservation with every heartbeat removes %v of 10 due among 20 leases, want 3", co.Remove)
+	}
+	// zone-affinity: a client in zone Z sees the groups of Z plus the
+	// groups with no master.
+	group := func(name, zone string, ids ...int) map[int]any {
+		addrs := map[int]string{}
+		for _, id := range ids {
+			addrs[id] = fmt.Sprintf("10.1.%d.%d:1", len(name), id)
+		}
+		return map[int]any{1: "c1", 2: name, 3: zone, 4: addrs}
+	}
+	route := map[int]any{
+		1: []map[int]any{{1: "a", 2: 4, 3: 4, 4: 6}, {1: "b", 2: 4, 3: 4, 4: 6}, {1: "c", 2: 4, 3: 4, 4: 6}},
+		2: []map[int]any{group("a", "zone-1", 0, 1), group("b", "zone-2", 0), group("c", "zone-2", 1)},
+	}
+	var ro struct {
+		Route struct {
+			Brokers []struct {
+				Name string `cbor:"2,keyasint"`
+			} `cbor:"2,keyasint"`
+		} `cbor:"1,keyasint"`
+	}
+	run("route", "zone-affinity.wasm", map[int]any{1: map[int]any{2: "zone-1"}, 2: "t", 3: route, 4: 1000, 5: 7}, &ro)
+	var names []string
+	for _, b := range ro.Route.Brokers {
+		names = append(names, b.Name)
+	}
+	if strings.Join(names, ",") != "a,c" {
+		t.Errorf("zone-affinity for zone-1 sees %v, want its group a and the master-less c", names)
+	}
+}
