@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1191,5 +1192,132 @@ func TestOutsideShippedPolicies(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "a,c" {
 		t.Errorf("zone-affinity for zone-1 sees %v, want its group a and the master-less c", names)
+	}
+}
+
+// TestOutsideRefusalRemembered: a module refused before its dry run is
+// refused again at once with the same reason; one refused by its dry run
+// is tried again (ABI.md, Limits).
+func TestOutsideRefusalRemembered(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	structural := outsideWat(t, routeModule(repeat(10001, func(int) string { return `(global i32 (i32.const 0))` })))
+	dryRun := outsideWat(t, answering("route_filter", []byte{0xa0}, 2, ""))
+	for _, mod := range [][]byte{structural, dryRun} {
+		_, first := op.PolicyPush(ctx, "route", mod)
+		_, again := op.PolicyPush(ctx, "route", mod)
+		if first == nil || again == nil {
+			t.Fatalf("pushes of a bad module: %v, %v", first, again)
+		}
+		t.Logf("first: %v\nagain: %v", first, again)
+		if !errors.Is(again, wire.ErrBadRequest) || !strings.Contains(again.Error(), strings.TrimPrefix(first.Error(), "policy module refused: ")) {
+			t.Errorf("the second push of a refused module says %q, the first said %q", again, first)
+		}
+	}
+}
+
+// realTrafficRoute is a route filter answering {1: {}} in the dry run and
+// out (a full output, CBOR) on real traffic.
+func realTrafficRoute(t testing.TB, out []byte) []byte {
+	return outsideWat(t, `(module (memory (export "memory") 2)
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 32768))
+  (func (export "edgereg_free") (param i32 i32))
+  `+emptyRoute+isSample+fmt.Sprintf(`
+  (data (i32.const 4096) "%s")
+  (func (export "edgereg_route_filter") (param i32 i32) (result i64)
+    (if (call $sample (local.get 0) (local.get 1)) (then (return `+emptyRouteResult+`)))
+    (i64.const %d)))`, watBytes(out), 4096<<32|len(out)))
+}
+
+// TestOutsideRouteSubsetRules writes route outputs from the route a client
+// sees without a policy and checks each subset rule of ABI.md on real
+// traffic: an output that keeps to them is served, re-sorted; one that
+// breaks one is a failed call answered by the unfiltered route.
+func TestOutsideRouteSubsetRules(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	full, _, err := reader.Route(ctx, "t", wire.ClientAttrs{})
+	if err != nil || len(full.Brokers) != 3 || len(full.Queues) == 0 {
+		t.Fatalf("the route without a policy: %+v %v", full, err)
+	}
+	clone := func() wire.Route {
+		var r wire.Route
+		if err := wire.Unmarshal(cborOf(t, full), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	type edit struct {
+		name  string
+		edit  func(r *wire.Route)
+		valid bool
+	}
+	edits := []edit{
+		{"the same route, lists reversed", func(r *wire.Route) {
+			slices.Reverse(r.Brokers)
+			slices.Reverse(r.Queues)
+		}, true},
+		{"one group dropped with its queue data", func(r *wire.Route) {
+			r.Brokers, r.Queues = r.Brokers[1:], r.Queues[1:]
+		}, true},
+		{"fewer read and write queues, a permission bit dropped", func(r *wire.Route) {
+			r.Queues[0].ReadQueues--
+			r.Queues[0].WriteQueues--
+			r.Queues[0].Perm &^= 2
+		}, true},
+		{"broker data without its queue data", func(r *wire.Route) { r.Queues = r.Queues[1:] }, true},
+		{"every address of a group dropped", func(r *wire.Route) {
+			for i := range r.Brokers {
+				if len(r.Brokers[i].Addrs) == 1 {
+					for id := range r.Brokers[i].Addrs {
+						if id != 0 {
+							delete(r.Brokers[i].Addrs, id)
+						}
+					}
+				}
+			}
+		}, true},
+		{"queue data without its group's broker data", func(r *wire.Route) { r.Brokers = r.Brokers[1:] }, false},
+		{"a group twice", func(r *wire.Route) { r.Brokers = append(r.Brokers, r.Brokers[0]) }, false},
+		{"another cluster", func(r *wire.Route) { r.Brokers[0].Cluster = "other" }, false},
+		{"another zone", func(r *wire.Route) { r.Brokers[0].Zone = "zone-9" }, false},
+		{"an address not in the input", func(r *wire.Route) { r.Brokers[0].Addrs[7] = "10.9.9.9:1" }, false},
+		{"more write queues", func(r *wire.Route) { r.Queues[0].WriteQueues++ }, false},
+		{"a permission bit the input lacks", func(r *wire.Route) { r.Queues[0].Perm |= 8 }, false},
+		{"other system flags", func(r *wire.Route) { r.Queues[0].SysFlag ^= 1 }, false},
+	}
+	for i, e := range edits {
+		t.Run(e.name, func(t *testing.T) {
+			r := clone()
+			e.edit(&r)
+			mod := realTrafficRoute(t, cborOf(t, map[int]any{1: r}))
+			info, err := op.PolicyPush(ctx, "route", mod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer op.PolicyRemove(ctx, "route")
+			got, _, err := reader.Route(ctx, "t", wire.ClientAttrs{Zone: fmt.Sprintf("z%d", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := policyOf(t, op, "route")
+			if p.Hash != info.Hash || (p.Errors == 0) != e.valid {
+				t.Fatalf("valid=%v output: ls %+v", e.valid, p)
+			}
+			want := full
+			if e.valid {
+				want = r
+				slices.SortFunc(want.Brokers, func(a, b wire.BrokerData) int { return strings.Compare(a.Name, b.Name) })
+				slices.SortFunc(want.Queues, func(a, b wire.QueueData) int { return strings.Compare(a.BrokerName, b.BrokerName) })
+			}
+			if !bytes.Equal(cborOf(t, got), cborOf(t, want)) {
+				t.Fatalf("the client sees %+v, want %+v", got, want)
+			}
+		})
 	}
 }
