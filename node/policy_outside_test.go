@@ -177,6 +177,15 @@ func TestOutsideExportsAndSignatures(t *testing.T) {
 			`(func (export "edgereg_expiry_threshold") (param i32 i32) (result i64) (unreachable))`)), "expiry"},
 		{"mask names an unexported hook", "route", watModule(routeModule(
 			`(func (export "edgereg_hooks") (result i32) (i32.const 3))`)), "hook"},
+		{"mask 0", "route", watModule(routeModule(`(func (export "edgereg_hooks") (result i32) (i32.const 0))`)), "hook"},
+		{"mask with a bit this version does not define", "route", watModule(routeModule(`(func (export "edgereg_hooks") (result i32) (i32.const 9))`)), "edgereg_hooks returned 0x9"},
+		{"edgereg_hooks returning i64", "route", watModule(routeModule(`(func (export "edgereg_hooks") (result i64) (i64.const 1))`)), "edgereg_hooks"},
+		{"_initialize with a parameter", "route", watModule(routeModule(`(func (export "_initialize") (param i32))`)), "_initialize"},
+		{"memory exported as a function", "route", watModule(`(module (memory 1)
+  (func (export "memory"))
+  (func (export "edgereg_abi_version") (result i32) (i32.const 1))
+  (func (export "edgereg_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "edgereg_free") (param i32 i32)) ` + emptyRoute + route + `)`), "memory"},
 		{"_initialize is called once before hooks", "route", watModule(`(module ` + abiBase + emptyRoute + `
   (global $ready (mut i32) (i32.const 0))
   (func (export "_initialize") (if (global.get $ready) (then unreachable)) (global.set $ready (i32.const 1)))
