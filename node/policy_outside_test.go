@@ -1330,3 +1330,34 @@ func TestOutsideRouteSubsetRules(t *testing.T) {
 		})
 	}
 }
+
+// TestOutsideCountersAcrossActivations: a (hook, module)'s counters
+// accumulate over its activations, and the node remembers the last 8
+// modules per hook (ABI.md, Failure and fallback).
+func TestOutsideCountersAcrossActivations(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	a, err := op.PolicyPush(ctx, "route", outsideWat(t, routeModule()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupsOf(t, reader, "zone-1")
+	if _, err := op.PolicyPush(ctx, "route", outsideWat(t, routeModule(`(func (export "b"))`))); err != nil {
+		t.Fatal(err)
+	}
+	r, err := op.PolicyRollback(ctx, "route")
+	if err != nil || r.Hash != a.Hash || r.Calls != 1 {
+		t.Fatalf("a after a rollback: %+v %v, want its 1 call kept", r, err)
+	}
+	for i := range 10 {
+		if _, err := op.PolicyPush(ctx, "route", outsideWat(t, routeModule(fmt.Sprintf(`(func (export "m%d"))`, i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := policyOf(t, op, "route"); len(p.Modules) != 8 {
+		t.Fatalf("after 12 modules the node lists %d, want the last 8: %+v", len(p.Modules), p.Modules)
+	}
+}
