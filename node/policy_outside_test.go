@@ -1361,3 +1361,41 @@ func TestOutsideCountersAcrossActivations(t *testing.T) {
 		t.Fatalf("after 12 modules the node lists %d, want the last 8: %+v", len(p.Modules), p.Modules)
 	}
 }
+
+// TestOutsideMetrics: the metric names ABI.md gives a module's author:
+// guest stdout bytes, fallbacks and errors per (hook, module).
+func TestOutsideMetrics(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	// Writes "hello" to stdout on every call, and traps on a zone FAIL….
+	src := strings.Replace(failsOnMarker, `(module `, `(module (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))
+  `, 1)
+	src = strings.Replace(src, `(if (call $marked`, `(i32.store (i32.const 256) (i32.const 300)) (i32.store (i32.const 260) (i32.const 5))
+    (drop (call $w (i32.const 1) (i32.const 256) (i32.const 1) (i32.const 400)))
+    (if (call $marked`, 1)
+	src = strings.Replace(src, `(func $marked`, `(data (i32.const 300) "hello")
+  (func $marked`, 1)
+	info, err := op.PolicyPush(ctx, "route", outsideWat(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := metric(t, tn, "edgereg_policy_guest_output_bytes_total", nil)
+	for _, zone := range []string{"ok", "FAIL"} {
+		if _, _, err := reader.Route(ctx, "t", wire.ClientAttrs{Zone: zone}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := metric(t, tn, "edgereg_policy_guest_output_bytes_total", nil); got != before+10 {
+		t.Errorf("guest output bytes %v → %v, want +10 (5 bytes in each of 2 calls)", before, got)
+	}
+	labels := map[string]string{"hook": "route", "module": info.Hash[:12]}
+	if got := metric(t, tn, "edgereg_policy_errors_total", labels); got != 1 {
+		t.Errorf("edgereg_policy_errors_total%v = %v, want 1", labels, got)
+	}
+	if got := metric(t, tn, "edgereg_policy_fallbacks_total", labels); got != 1 {
+		t.Errorf("edgereg_policy_fallbacks_total%v = %v, want 1", labels, got)
+	}
+}
