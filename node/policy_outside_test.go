@@ -102,8 +102,13 @@ func watModule(src string, flags ...string) func(testing.TB) []byte {
 	return func(t testing.TB) []byte { return outsideWat(t, src, flags...) }
 }
 
-func runPushChecks(t *testing.T, checks []pushCheck) {
-	tn := outsideNode(t)
+func runPushChecks(t *testing.T, checks []pushCheck, edit ...func(*Config)) {
+	tn := startNode(t, func(c *Config) {
+		c.MaxPolicyUploadsPerMinute = 10000
+		for _, e := range edit {
+			e(c)
+		}
+	})
 	op := tn.dial(pki.RoleOperator)
 	ctx := policyCtx(t)
 	for _, c := range checks {
@@ -269,7 +274,9 @@ func TestOutsideMemoryAndTables(t *testing.T) {
 		{"table.grow within a declared maximum", "route", watModule(withMemory(`(memory (export "memory") 1)`,
 			`(table $t 1 10 funcref) (func (drop (table.grow $t (ref.null func) (i32.const 1))))`)), ""},
 	}
-	runPushChecks(t, checks)
+	// Growing to 16 MiB zeroes it: more than 20 ms under -race on a
+	// loaded machine. The deadline is not what these checks are about.
+	runPushChecks(t, checks, func(c *Config) { c.PolicyCallTimeout = 5 * time.Second })
 }
 
 // withCustomSection appends a custom section so the module is exactly size
@@ -853,7 +860,7 @@ func TestOutsidePolicyDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "route_expiry.wasm.gz"), gzipped(t, both), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A confirm module that breaks a limit, and a gzip bomb: 64 MiB of
+	// A confirm module that breaks a limit, and a gzip bomb: 8 MiB of
 	// zeros after a wasm header, over the 4 MiB module cap.
 	bad := outsideWat(t, `(module `+abiBase+removeNone+`
   (func (export "edgereg_expiry_confirm") (param i32 i32) (result i64) `+removeNoneResult+`)
@@ -897,7 +904,7 @@ func TestOutsidePolicyDirRefusals(t *testing.T) {
 	route := outsideWat(t, routeModule())
 	for name, files := range map[string]map[string][]byte{
 		"decompresses to over 4194304 bytes": {
-			"confirm.wasm.gz": gzipped(t, append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, 64<<20)...)),
+			"confirm.wasm.gz": gzipped(t, append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, 8<<20)...)),
 		},
 		"named by two files": {"route.wasm": route, "route-filter.wasm.gz": gzipped(t, outsideWat(t, routeModule(`(func (export "other"))`)))},
 		"unknown hook":       {"routes.wasm": route},
