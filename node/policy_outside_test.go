@@ -860,8 +860,7 @@ func TestOutsidePolicyDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "route_expiry.wasm.gz"), gzipped(t, both), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A confirm module that breaks a limit, and a gzip bomb: 8 MiB of
-	// zeros after a wasm header, over the 4 MiB module cap.
+	// A confirm module that breaks a limit.
 	bad := outsideWat(t, `(module `+abiBase+removeNone+`
   (func (export "edgereg_expiry_confirm") (param i32 i32) (result i64) `+removeNoneResult+`)
   `+repeat(10001, func(int) string { return `(global i32 (i32.const 0))` })+`)`)
