@@ -369,6 +369,12 @@ func TestOutsideStructuralLimits(t *testing.T) {
 		{"10001 element segments", "route", pad(elems(10001)), "element"},
 		{"65536 element entries", "route", pad(entries(65536)), ""},
 		{"65537 element entries", "route", pad(entries(65537)), "element"},
+		// ABI.md: wazero emits up to ~45 bytes of code for a byte of some
+		// instructions, 64-bit divisions; 4 bodies of 100,000 divisions
+		// (3 bytes each, 1.2 MB) make about 47 MiB of machine code.
+		{"machine code over 32 MiB", "route", pad(repeat(4, func(int) string {
+			return `(func (param i64 i64) (result i64) (local.get 0) ` + strings.Repeat("(local.get 1) i64.div_s ", 100_000) + `)`
+		})), "compiled size limit"},
 		{"10000 exports", "route", pad(exports(10000 - 5)), ""},
 		{"10001 exports", "route", pad(exports(10001 - 5)), "export"},
 	}
