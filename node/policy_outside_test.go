@@ -1411,3 +1411,37 @@ func TestOutsideMetrics(t *testing.T) {
 		t.Errorf("edgereg_policy_fallbacks_total%v = %v, want 1", labels, got)
 	}
 }
+
+// TestOutsideThresholdApplies: an expiry policy's answer applies from the
+// broker's next heartbeat ("the node asks out of line, after a heartbeat"):
+// the lease's threshold becomes the policy's and its deadline follows.
+func TestOutsideThresholdApplies(t *testing.T) {
+	tn := outsideNode(t)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	// {1: 10000}: the smallest threshold the node accepts.
+	mod := outsideWat(t, answering("expiry_threshold", []byte{0xa1, 0x01, 0x19, 0x27, 0x10}, 2, ""))
+	if _, err := op.PolicyPush(ctx, "expiry", mod); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := op.Register(ctx, registration("c1", "group-a", 0, "10.0.1.1:1", "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lease wire.LeaseInfo
+	nodetestWait(t, "the policy's threshold on the lease", func() bool {
+		hb, err := op.Heartbeat(ctx, &wire.Heartbeat{Cluster: "c1", Addr: "10.0.1.1:1", Epoch: ack.Lease.Epoch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, err := op.Leases(ctx)
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("leases: %+v %v", ls, err)
+		}
+		lease = ls[0]
+		return lease.ThresholdMs == 10_000 && hb.DeadlineMs == lease.LastHeartbeatMs+10_000
+	})
+	if p := policyOf(t, op, "expiry"); p.Calls == 0 || p.Errors != 0 {
+		t.Fatalf("expiry policy after heartbeats: %+v", p)
+	}
+}
