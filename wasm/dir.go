@@ -24,7 +24,8 @@ import (
 // expiry-threshold, expiry-confirm); so route.wasm, expiry.wasm.gz and
 // expiry_confirm.wasm.gz are all valid. Names starting with "." (the
 // ConfigMap's own ..data links) and files with other extensions are
-// ignored; an unknown hook name, or a hook named by two files, is an error.
+// ignored; an unknown hook name, or a hook named by two files, is an error
+// (and a hook named by two files is left out of the result).
 func ReadDir(dir string, maxSize int) (map[Hook][]byte, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -32,6 +33,9 @@ func ReadDir(dir string, maxSize int) (map[Hook][]byte, error) {
 	}
 	out := map[Hook][]byte{}
 	var errs []error
+	// A hook named by two files gets neither: which one the operator
+	// meant is unknown, so the hook keeps its current policy.
+	var dups []Hook
 	for _, e := range ents {
 		hooks, gz, ok, err := parsePolicyFileName(e.Name())
 		if !ok {
@@ -49,11 +53,15 @@ func ReadDir(dir string, maxSize int) (map[Hook][]byte, error) {
 		}
 		for _, h := range hooks {
 			if _, dup := out[h]; dup {
-				errs = append(errs, fmt.Errorf("%s: hook %s is named by two files", path, h))
+				errs = append(errs, fmt.Errorf("%s: hook %s is named by two files; neither is loaded", path, h))
+				dups = append(dups, h)
 				continue
 			}
 			out[h] = b
 		}
+	}
+	for _, h := range dups {
+		delete(out, h)
 	}
 	return out, errors.Join(errs...)
 }

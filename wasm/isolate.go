@@ -151,6 +151,9 @@ func (h *Host) compileIsolated(ctx context.Context, hash string, module []byte) 
 		childMemoryEnv+"="+strconv.FormatInt(h.cfg.CompileMemory, 10),
 		childSizeEnv+"="+strconv.Itoa(h.cfg.MaxModuleSize),
 	)
+	if raceChildOptions != "" {
+		cmd.Env = append(cmd.Env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" "+raceChildOptions))
+	}
 	cmd.Stdin = bytes.NewReader(module)
 	stderr := &cappedBuffer{max: 4096}
 	cmd.Stderr = stderr

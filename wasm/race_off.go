@@ -10,3 +10,7 @@ const raceFactor = 1
 // race detector (the test binaries, which are also the compile child)
 // compiles a 2 MB Go module about ten times slower.
 const raceSlowdown = 1
+
+// raceChildOptions are GORACE options for the compile child; none without
+// the race detector.
+const raceChildOptions = ""

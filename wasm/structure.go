@@ -22,7 +22,7 @@ const (
 	DefaultMaxLocals       = 10_000  // locals per function, parameters included
 	DefaultMaxBodySize     = 1 << 20 // bytes of one function body
 	DefaultMaxNesting      = 4096    // nested block/loop/if in one function
-	DefaultMaxBrTable      = 16_384  // targets of one br_table
+	DefaultMaxBrTable      = 16_384  // targets of one br_table, its default not counted
 	DefaultMaxStackHeight  = 4096    // estimated operand stack height in one function
 	DefaultMaxTables       = 1       // tables
 	DefaultMaxTableEntries = 65_536  // entries of a table, declared or grown to
@@ -509,7 +509,7 @@ func (p *structParser) code(where string) *ValidationError {
 			pop(1)
 		case op == 0x0E: // br_table
 			n := p.r.u32()
-			if ve := p.limit("br_table targets", uint64(n), p.lim.BrTable, where); ve != nil {
+			if ve := p.limit("br_table targets besides the default", uint64(n), p.lim.BrTable, where); ve != nil {
 				return ve
 			}
 			p.st.BrTable = max(p.st.BrTable, int(n))
