@@ -943,7 +943,7 @@ func TestOutsidePolicyDirRefusals(t *testing.T) {
 }
 
 // nodetestWait polls cond for up to 30 s (a --policy-dir is re-read every
-// 10 s while a file in it is refused).
+// 10 s while a file in it is refused; a reload's recheck runs every second).
 func nodetestWait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

@@ -318,16 +318,6 @@ func TestExternalPKICertificates(t *testing.T) {
 	}
 }
 
-// nodetestWait polls cond for up to 15 s.
-func nodetestWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 15 s for %s", what)
-		}
-	}
-}
-
 // TestRemotingBadFramesLogRateLimited: anyone who reaches the remoting
 // port (it has no authentication, and reads are always served) could
 // make the node write a log line per connection it opened and sent a bad
