@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -373,4 +376,103 @@ func TestReadmeMetricNames(t *testing.T) {
 			t.Errorf("README names %s, which a node's /metrics does not have", name)
 		}
 	}
+}
+
+// goBlocks returns the ```go blocks of a README section.
+func goBlocks(t *testing.T, heading string) []string {
+	t.Helper()
+	var blocks []string
+	rest := readmeSection(t, heading)
+	for {
+		_, after, ok := strings.Cut(rest, "```go\n")
+		if !ok {
+			return blocks
+		}
+		var block string
+		block, rest, _ = strings.Cut(after, "\n```")
+		blocks = append(blocks, block)
+	}
+}
+
+// buildOverlay compiles files (name to source) as one package in a
+// directory of this module that does not exist on disk (go build
+// -overlay), with env added to the go command's.
+func buildOverlay(t *testing.T, env []string, files map[string]string) {
+	t.Helper()
+	tmp := t.TempDir()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := filepath.Join(wd, "readme_snippet_"+strings.ToLower(t.Name()))
+	replace := map[string]string{}
+	for name, src := range files {
+		real := filepath.Join(tmp, name)
+		if err := os.WriteFile(real, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		replace[filepath.Join(pkg, name)] = real
+	}
+	overlay, err := json.Marshal(map[string]any{"Replace": replace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "overlay.json"), overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-overlay", filepath.Join(tmp, "overlay.json"), "-o", os.DevNull, "./"+filepath.Base(pkg))
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		var numbered []string
+		for name, src := range files {
+			for i, l := range strings.Split(src, "\n") {
+				numbered = append(numbered, fmt.Sprintf("%s:%d\t%s", name, i+1, l))
+			}
+		}
+		t.Fatalf("the README's Go does not compile: %v\n%s\n%s", err, out, strings.Join(numbered, "\n"))
+	}
+}
+
+// TestReadmeGoSnippetsCompile: the broker and route client code in "Brokers
+// and clients in Go" compiles against the real packages, as one function
+// (the route client uses the broker's conf); `{ ... }` stands for error
+// handling. The Go policy in "Policies" builds for wasip1 as the README
+// says to build it.
+func TestReadmeGoSnippetsCompile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the README's Go")
+	}
+	blocks := goBlocks(t, "Brokers and clients in Go")
+	if len(blocks) != 2 {
+		t.Fatalf("Brokers and clients in Go has %d Go blocks, want 2 (broker, route client)", len(blocks))
+	}
+	body := strings.ReplaceAll(strings.Join(blocks, "\n"), "{ ... }", "{ panic(err) }")
+	buildOverlay(t, nil, map[string]string{"main.go": `package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/broker"
+	"github.com/edgereg/edgereg/wire/nodes"
+	"github.com/edgereg/edgereg/wire/pki"
+	"github.com/edgereg/edgereg/wire/routeclient"
+)
+
+func main() {
+	var brokerCert tls.Certificate
+	var caPool *x509.CertPool
+	ctx := context.Background()
+` + body + `
+}
+`})
+
+	policy := goBlocks(t, "Policies")
+	if len(policy) != 1 || !strings.HasPrefix(policy[0], "package main") {
+		t.Fatalf("Policies has %d Go blocks, want one package main", len(policy))
+	}
+	buildOverlay(t, []string{"GOOS=wasip1", "GOARCH=wasm"}, map[string]string{"main.go": policy[0]})
 }
