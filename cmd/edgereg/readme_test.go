@@ -476,3 +476,84 @@ func main() {
 	}
 	buildOverlay(t, []string{"GOOS=wasip1", "GOARCH=wasm"}, map[string]string{"main.go": policy[0]})
 }
+
+// TestReadmeBenchFlags: every `--flag` the README's load generator
+// paragraph names is a flag of `edgereg bench`, and each `--flag N` it
+// shows is that flag's default (the paragraph lists the defaults).
+func TestReadmeBenchFlags(t *testing.T) {
+	root := newRootCmd()
+	bench := findCommand(t, root, []string{"bench"})
+	_, para, ok := strings.Cut(readmeSection(t, "Operating a node"), "**Load generator.**")
+	if !ok {
+		t.Fatal("Operating a node has no load generator paragraph")
+	}
+	para, _, _ = strings.Cut(para, "\n\n")
+	// Flags of the node it measures, named as such.
+	nodeFlags := []string{"max-conns", "max-conns-per-host", "max-broker-conns-per-host",
+		"max-broker-conns-per-identity", "max-handshakes-per-host", "max-handshakes", "handshake-queue-timeout"}
+	pair := regexp.MustCompile(`--([a-z][a-z0-9-]*)(?:[ =]([0-9][0-9a-z.]*))?`)
+	seen := 0
+	for _, m := range backticked.FindAllStringSubmatch(para, -1) {
+		for _, p := range pair.FindAllStringSubmatch(m[1], -1) {
+			if slices.Contains(nodeFlags, p[1]) {
+				continue
+			}
+			seen++
+			f := lookupFlag(bench, p[1])
+			if f == nil {
+				t.Errorf("README's load generator names --%s, which `edgereg bench` does not have", p[1])
+				continue
+			}
+			if p[2] == "" {
+				continue
+			}
+			want := p[2]
+			if d, err := time.ParseDuration(want); err == nil && f.Value.Type() == "duration" {
+				want = d.String()
+			}
+			if want != f.DefValue {
+				t.Errorf("README shows `--%s %s`, but its default is %s", p[1], p[2], f.DefValue)
+			}
+		}
+	}
+	if seen < 10 {
+		t.Errorf("found %d bench flags in the load generator paragraph", seen)
+	}
+}
+
+// TestReadmeLayout: every directory the Layout table names exists, and
+// every package directory of node/ and wire/ (and every top-level one) is
+// in it.
+func TestReadmeLayout(t *testing.T) {
+	rows := tableRows(readmeSection(t, "Layout"), "`")
+	listed := map[string]bool{}
+	for _, row := range rows {
+		dir := strings.TrimSuffix(strings.Trim(row[0], "`"), "/")
+		listed[dir] = true
+		if fi, err := os.Stat(filepath.Join("..", "..", dir)); err != nil || !fi.IsDir() {
+			t.Errorf("README's Layout names %s, which is not a directory: %v", dir, err)
+		}
+	}
+	for _, parent := range []string{".", "node", "wire"} {
+		entries, err := os.ReadDir(filepath.Join("..", "..", parent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			name := filepath.Join(parent, e.Name())
+			if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || e.Name() == "testdata" || e.Name() == "bin" {
+				continue
+			}
+			if parent == "." && e.Name() == "edgereg-data" {
+				continue // make run's data, ignored by git
+			}
+			covered := listed[name]
+			for l := range listed {
+				covered = covered || strings.HasPrefix(l, name+"/") // cmd/ as cmd/edgereg/
+			}
+			if !covered {
+				t.Errorf("%s/ is not in the README's Layout table", name)
+			}
+		}
+	}
+}
