@@ -209,7 +209,6 @@ func isZeroDefault(f *pflag.Flag) bool {
 // command the binary has is in the table.
 func TestReadmeCommandsMatchTheBinary(t *testing.T) {
 	root := newRootCmd()
-	root.InitDefaultCompletionCmd() // cobra adds it when it runs
 	rows := tableRows(readmeSection(t, "CLI"), "`edgereg ")
 	if len(rows) < 15 {
 		t.Fatalf("the CLI table has %d command rows", len(rows))
