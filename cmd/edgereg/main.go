@@ -232,7 +232,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		}
 		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-			msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+			msg += " (did you mean " + strings.Join(s, " or ") + "?)"
 		}
 		return usageError{errors.New(msg)}
 	}
