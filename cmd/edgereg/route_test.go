@@ -72,7 +72,9 @@ func TestRouteShowsAnEmptyRoute(t *testing.T) {
 	addr, dir := cliNode(t)
 	registerBroker(t, addr, dir, brokerReg("broker-a", "10.0.0.1:10911", "orders")) // no zone
 	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir}
-	if _, stderr, code := run(t, env, "policy", "push", "../../testdata/wasm/zone-affinity.wasm", "--hook", "route"); code != 0 {
+	// The node compiles a 2 MB module: slow under -race on a loaded machine.
+	push := []string{"policy", "push", "../../testdata/wasm/zone-affinity.wasm", "--hook", "route", "--timeout", "2m"}
+	if _, stderr, code := run(t, env, push...); code != 0 {
 		t.Fatalf("policy push: exit %d: %s", code, stderr)
 	}
 	out, stderr, code := run(t, env, "route", "orders", "--zone", "zone-1")
