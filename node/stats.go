@@ -74,6 +74,7 @@ func newStats(n *Node) *stats {
 	for t := range wire.Type(len(s.latency)) {
 		if t.Known() {
 			s.latency[t] = lat.WithLabelValues(t.String())
+			s.panics.WithLabelValues(t.String()) // present at 0: the first panic is an increase
 		}
 	}
 	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_request_errors_total", Help: "Requests answered with an error, by kind and code."}, []string{"kind", "code"})

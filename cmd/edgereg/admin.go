@@ -123,7 +123,8 @@ type certOut struct {
 
 func (g *globals) emitCert(cmd *cobra.Command, out certOut) error {
 	return g.emit(cmd.OutOrStdout(), out, func(tw *tabwriter.Writer) {
-		fmt.Fprintf(tw, "%s %s %s: %s\n", out.Action, out.Role, out.Name, strings.Join(out.Files, ", "))
+		what := slices.DeleteFunc([]string{out.Action, out.Role, out.Name}, func(s string) bool { return s == "" })
+		fmt.Fprintf(tw, "%s: %s\n", strings.Join(what, " "), strings.Join(out.Files, ", "))
 	})
 }
 
@@ -140,7 +141,11 @@ A CA that exists is never replaced: every credential it signed would stop workin
 			if err != nil {
 				return err
 			}
-			return g.emitCert(cmd, certOut{Action: "created CA", Files: []string{filepath.Join(l.Dir, "ca.crt"), filepath.Join(l.Dir, "ca.key")}})
+			var files []string
+			for _, f := range []string{"ca.crt", "ca.key", "operator.crt", "operator.key"} {
+				files = append(files, filepath.Join(l.Dir, f))
+			}
+			return g.emitCert(cmd, certOut{Action: "created CA and operator credential", Files: files})
 		},
 	}
 }

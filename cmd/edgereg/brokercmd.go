@@ -226,6 +226,9 @@ func describeUpdate(u routeclient.Update) string {
 	if u.Gone {
 		return "gone: no broker holds it"
 	}
+	if len(u.Route.Queues) == 0 { // a route policy left this client no broker
+		return fmt.Sprintf("version %016x: no brokers for this client", u.Version)
+	}
 	var parts []string
 	for _, q := range u.Route.Queues {
 		addr := ""

@@ -127,3 +127,47 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestCertCommandsSayWhatTheyWrote: each cert command prints one line
+// naming every file it wrote, and only files that exist. cert init used to
+// leave out the operator credential it also writes (the one the CLI then
+// uses), and printed "created CA  :" and "copied  NAME:" with the blanks of
+// empty fields.
+func TestCertCommandsSayWhatTheyWrote(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "ca")
+	out, copied := t.TempDir(), t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want []string // files the line must name
+	}{
+		{[]string{"cert", "init"}, []string{"ca.crt", "ca.key", "operator.crt", "operator.key"}},
+		{[]string{"cert", "issue", "--role", "client", "--name", "app", "--out", out}, []string{"app.crt", "app.key", "ca.crt"}},
+		{[]string{"cert", "copy", "--name", "app", "--from", out, "--out", copied}, []string{"app.crt", "app.key", "ca.crt"}},
+	} {
+		stdout, stderr, code := run(t, nil, append([]string{"--data", data}, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, stderr)
+		}
+		line := strings.TrimSpace(stdout)
+		if strings.Contains(line, "  ") || strings.Contains(line, " :") || strings.Count(line, "\n") != 0 {
+			t.Errorf("%v prints %q: blanks of empty fields, or more than a line", c.args, stdout)
+		}
+		_, list, ok := strings.Cut(line, ": ")
+		if !ok {
+			t.Errorf("%v prints %q, no file list", c.args, stdout)
+			continue
+		}
+		var names []string
+		for _, f := range strings.Split(list, ", ") {
+			if _, err := os.Stat(f); err != nil {
+				t.Errorf("%v names %s: %v", c.args, f, err)
+			}
+			names = append(names, filepath.Base(f))
+		}
+		for _, w := range c.want {
+			if !slices.Contains(names, w) {
+				t.Errorf("%v prints %q, which does not name %s", c.args, stdout, w)
+			}
+		}
+	}
+}

@@ -99,6 +99,25 @@ func TestGatewayCommand(t *testing.T) {
 		t.Fatalf("route through the gateway: %d %q %s", resp.Code, resp.Remark, resp.Body)
 	}
 
+	// Every gateway metric the README names is on /metrics, once a
+	// registration, a route read and a polled read went through.
+	info, err := remoting.NewRequest(remoting.GetBrokerClusterInfo, 3, nil, nil).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := call(info); resp.Code != remoting.Success {
+		t.Fatalf("cluster info through the gateway: %d %q", resp.Code, resp.Remark)
+	}
+	families, err := metricFamilies(t, "http://"+admin+"/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range readmeMetrics(t, true) {
+		if !families[name] {
+			t.Errorf("README names %s, which the gateway's /metrics does not have", name)
+		}
+	}
+
 	gw.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-exited:

@@ -207,7 +207,35 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 	)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	registerCompletions(root)
+	root.InitDefaultCompletionCmd() // now rather than at Execute, so the walk below sees it
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes a group of commands (kv, perm, policy,
+// cert, topic, completion) refuse an argument that names none of them as a
+// usage error: cobra shows the group's help and exits 0 for `edgereg kv
+// frob`, which a script would take for success. The group alone still shows
+// its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c == c.Root() || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.SuggestionsMinimumDistance = 2 // cobra sets it on the command it runs only
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+		}
+		return usageError{errors.New(msg)}
+	}
 }
 
 func newVersionCmd(g *globals) *cobra.Command {

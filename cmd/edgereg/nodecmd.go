@@ -180,6 +180,7 @@ func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
 	if err != nil {
 		return err
 	}
+	logEndpoints(logger, n, cfg)
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	served := make(chan error, 1)
@@ -198,6 +199,27 @@ func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
 		return err
 	}
 	return nil
+}
+
+// logEndpoints logs, once at start, where the node serves HTTP and where
+// the local CA and the CLI's operator credential are, so a first run (`make
+// run`) says what the README's Set-up says, and a port chosen by the system
+// (--admin-addr 127.0.0.1:0) can be found.
+func logEndpoints(logger *slog.Logger, n *node.Node, cfg node.Config) {
+	var attrs []any
+	if a := n.AdminAddr(); a != nil {
+		base := "http://" + a.String()
+		attrs = append(attrs, "health", base+"/healthz", "ready", base+"/readyz", "metrics", base+"/metrics")
+	}
+	if s := n.StatusAddr(); s != nil {
+		attrs = append(attrs, "status", "http://"+s.String()+"/")
+	}
+	if cfg.CertFile == "" {
+		attrs = append(attrs, "tls", pki.TLSDir(cfg.DataDir))
+	}
+	if len(attrs) > 0 {
+		logger.Info("node endpoints", attrs...)
+	}
 }
 
 // newLogger builds the node's logger: colored text on a terminal, JSON when

@@ -227,12 +227,18 @@ func (a *answeredBy) list() []string {
 }
 
 func printRoute(tw io.Writer, r routeOut) {
+	if len(r.Queues) == 0 { // a route policy left this client no broker
+		fmt.Fprintf(tw, "%s\t(no brokers for this client)\t\t\t\t\t\t\n", r.Topic)
+	}
 	for _, q := range r.Queues {
 		var bg groupOut
 		for _, b := range r.BrokerGroups {
 			if b.Name == q.BrokerName {
 				bg = b
 			}
+		}
+		if len(bg.Brokers) == 0 { // queues of a group with no broker listed
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t-\t-\t%s\n", r.Topic, q.BrokerName, q.ReadQueues, q.WriteQueues, q.PermFlags, bg.Zone)
 		}
 		for i, m := range bg.Brokers {
 			if i == 0 {
@@ -353,12 +359,24 @@ func newPermCmd(g *globals) *cobra.Command {
 					} else {
 						n, err = c.AddWritePerm(ctx, args[0])
 					}
-					return map[string]int{"topics_changed": n}, err
+					return permChange{TopicsChanged: n}, err
 				})
 			},
 		})
 	}
 	return cmd
+}
+
+// permChange is one node's answer to perm wipe or add.
+type permChange struct {
+	TopicsChanged int `json:"topics_changed"`
+}
+
+func (p permChange) String() string {
+	if p.TopicsChanged == 1 {
+		return "1 topic changed"
+	}
+	return fmt.Sprintf("%d topics changed", p.TopicsChanged)
 }
 
 func newLeasesCmd(g *globals) *cobra.Command {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,5 +127,65 @@ func TestMakeRunPassesArgs(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "bin/edgereg node --log-level debug --warm-up 1s") {
 		t.Errorf("make run does not pass ARGS:\n%s", out)
+	}
+}
+
+// TestNodeLogsWhereItServes: a node's start said its QUIC address and data
+// directory only, so a first-time user of `make run` learnt from the logs
+// neither where health and metrics were (with --admin-addr 127.0.0.1:0, not
+// at all) nor where the CLI's credential was. It now logs each HTTP URL and,
+// with the local CA, the credential directory.
+func TestNodeLogsWhereItServes(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(binary, "node", "--data", dir, "--addr", freeUDPAddr(t), "--admin-addr", "127.0.0.1:0", "--log-format", "json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	lines := make(chan map[string]any)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				lines <- m
+			}
+		}
+	}()
+	var seen []map[string]any
+	var metrics, tlsDir string
+	timeout := time.After(20 * time.Second)
+	for metrics == "" || tlsDir == "" {
+		select {
+		case m, ok := <-lines:
+			if !ok {
+				t.Fatalf("the node's log ended; it said: %v", seen)
+			}
+			seen = append(seen, m)
+			if v, ok := m["metrics"].(string); ok {
+				metrics = v
+			}
+			if v, ok := m["tls"].(string); ok {
+				tlsDir = v
+			}
+		case <-timeout:
+			t.Fatalf("no log line names the metrics URL and the local CA's directory: %v", seen)
+		}
+	}
+	resp, err := http.Get(metrics)
+	if err != nil {
+		t.Fatalf("the logged metrics URL %s: %v", metrics, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the logged metrics URL %s: %s", metrics, resp.Status)
+	}
+	if _, err := os.Stat(filepath.Join(tlsDir, "operator.crt")); err != nil || tlsDir != filepath.Join(dir, "tls") {
+		t.Errorf("logged local CA directory %q (want %s): %v", tlsDir, filepath.Join(dir, "tls"), err)
 	}
 }

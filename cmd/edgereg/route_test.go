@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgereg/edgereg/node/nodetest"
 )
@@ -55,5 +60,43 @@ func TestRouteMergesNodes(t *testing.T) {
 	}
 	if _, _, code := run(t, env, "route", "orders", "--fanout", "0"); code != exitUsage {
 		t.Errorf("route --fanout 0: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestRouteShowsAnEmptyRoute: a route policy may leave a client no broker
+// (zone-affinity does, as RocketMQ's hook does, for a zone no broker is
+// in). `route` printed the header alone, exit 0, as if the topic had not
+// been asked for, and `route --watch` a line ending in "version X: ". Both
+// now say the route is empty.
+func TestRouteShowsAnEmptyRoute(t *testing.T) {
+	addr, dir := cliNode(t)
+	registerBroker(t, addr, dir, brokerReg("broker-a", "10.0.0.1:10911", "orders")) // no zone
+	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir}
+	// The node compiles a 2 MB module: slow under -race on a loaded machine.
+	push := []string{"policy", "push", "../../testdata/wasm/zone-affinity.wasm", "--hook", "route", "--timeout", "2m"}
+	if _, stderr, code := run(t, env, push...); code != 0 {
+		t.Fatalf("policy push: exit %d: %s", code, stderr)
+	}
+	out, stderr, code := run(t, env, "route", "orders", "--zone", "zone-1")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], "orders ") || !strings.Contains(lines[1], "no brokers") {
+		t.Errorf("route of a route the policy emptied: exit %d, stdout %q, stderr %q; want a row for orders saying no brokers", code, out, stderr)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	watch := exec.CommandContext(ctx, binary, "route", "--watch", "orders", "--zone", "zone-1")
+	watch.Env = append(os.Environ(), env...)
+	stdout, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { watch.Process.Kill(); watch.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.Contains(line, "orders") || !strings.Contains(line, "no brokers") {
+		t.Errorf("route --watch of a route the policy emptied: %q, %v; want a line saying no brokers", line, err)
 	}
 }

@@ -434,3 +434,23 @@ func TestJSONOfMultiNodeCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownSubcommandIsUsage: `edgereg kv frob` (and the same under
+// perm, policy, cert, topic and completion: `completion tcsh`) printed the
+// group's help and exited 0, so a script's typo passed as a success. It is
+// a usage error (exit 2) with a one-line message; the group alone still
+// shows its help.
+func TestUnknownSubcommandIsUsage(t *testing.T) {
+	for _, args := range [][]string{{"kv", "frob"}, {"perm", "frob", "broker-a"}, {"policy", "frob"},
+		{"cert", "frob"}, {"topic", "frob"}, {"completion", "tcsh"}} {
+		stdout, stderr, code := run(t, nil, args...)
+		if code != exitUsage || !strings.HasPrefix(stderr, "edgereg: ") || strings.Count(stderr, "\n") != 1 ||
+			!strings.Contains(stderr, `unknown command "`+args[1]+`"`) || stdout != "" {
+			t.Errorf("edgereg %s: exit %d, stdout %q, stderr %q; want exit 2 and one line naming the unknown command",
+				strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+	if out, _, code := run(t, nil, "kv"); code != 0 || !strings.Contains(out, "Available Commands") {
+		t.Errorf("edgereg kv: exit %d, %q; want its help", code, out)
+	}
+}

@@ -47,6 +47,12 @@ func newMetrics(g *Gateway) *metrics {
 			Help: "Route changes pushed into the cache by node watches.",
 		}),
 	}
+	// Present at 0, so an alert's increase() sees the first withheld
+	// answer and the first unavailable read (the README names them).
+	m.withheld.WithLabelValues(codeLabel(remoting.GetRouteInfoByTopic))
+	for _, r := range []string{"hit", "miss", "not_exist", "unavailable"} {
+		m.routeReads.WithLabelValues(r)
+	}
 	m.reg.MustRegister(m.requests, m.withheld, m.routeReads, m.polls, m.routeEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(&stateCollector{g: g,
