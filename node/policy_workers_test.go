@@ -34,23 +34,31 @@ func TestUploadsLeaveBrokersTheirWorkers(t *testing.T) {
 	}
 	// Uploads of a module that takes ~20 s to compile, each on its own
 	// connection (a connection's requests are answered in turn): each runs
-	// until its deadline, 3 s.
+	// until its deadline, 6 s (the node's compile runs that long whatever
+	// the client does), long enough that a loaded machine still has every
+	// one in progress when it looks.
 	module := wasmtest.SlowCompile()
+	uploadCtx, stopUploads := context.WithTimeout(context.Background(), 6*time.Second)
+	defer stopUploads()
 	uploads := make(chan error, cap(tn.policyWorkers))
 	for range cap(tn.policyWorkers) {
 		op := tn.dial(pki.RoleOperator)
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			_, err := op.PolicyPush(ctx, "route", module)
+			_, err := op.PolicyPush(uploadCtx, "route", module)
 			uploads <- err
 		}()
 	}
-	for range cap(tn.policyWorkers) {
-		<-dispatched // every upload is being handled
+	for i := range cap(tn.policyWorkers) {
+		select {
+		case <-dispatched: // one more upload is being handled
+		case err := <-uploads:
+			t.Fatalf("upload %d ended before the node handled it: %v", i+1, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("only %d of %d uploads reached the node in 30 s", i, cap(tn.policyWorkers))
+		}
 	}
-	// The registration has half the uploads' time.
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	// The registration has a fraction of the uploads' time.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	start := time.Now()
 	_, err := broker.Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t", "t2"))
@@ -58,12 +66,13 @@ func TestUploadsLeaveBrokersTheirWorkers(t *testing.T) {
 	if err != nil {
 		t.Errorf("a broker's registration during policy uploads: %v", err)
 	}
-	if _, err := tn.dial(pki.RoleOperator).PolicyPush(ctx, "route", module); !errors.Is(err, wire.ErrOverloaded) {
+	// Refused at once, not queued: its own deadline is the uploads' own.
+	if _, err := tn.dial(pki.RoleOperator).PolicyPush(uploadCtx, "route", module); !errors.Is(err, wire.ErrOverloaded) {
 		t.Errorf("one upload more than the node handles at once: %v, want overloaded", err)
 	}
 	for range cap(tn.policyWorkers) {
 		if err := <-uploads; err == nil {
-			t.Error("an upload of a module that compiles for 20 s succeeded within 3 s")
+			t.Error("an upload of a module that compiles for 20 s succeeded")
 		}
 	}
 }
