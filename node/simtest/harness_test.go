@@ -71,6 +71,13 @@ type simNet struct {
 	links     []*simnet.SimulatedLink
 	conns     []*simnet.SimConn
 	stats     netStats
+	// drop, when set, decides the fate of every packet the cuts and the
+	// uniform loss let through (asymmetric or bursty loss); with mu held.
+	drop func(from, to netip.AddrPort) bool
+	// dials records the destination connection ID of every client Initial
+	// packet by pair of hosts (from, to): one ID per dial, however often
+	// its Initial is retransmitted, whether or not the packet arrives.
+	dials map[[2]netip.Addr]map[string]bool
 }
 
 type netStats struct {
@@ -85,6 +92,7 @@ func newSimNet(rtt time.Duration, loss float64, seed uint64) *simNet {
 		down:      make(map[netip.Addr]bool),
 		cut:       make(map[[2]netip.Addr]bool),
 		receivers: make(map[netip.AddrPort]simnet.PacketReceiver),
+		dials:     make(map[[2]netip.Addr]map[string]bool),
 	}
 }
 
@@ -109,11 +117,14 @@ func (n *simNet) SendPacket(p simnet.Packet) error {
 	from, to := addrPortOf(p.From), addrPortOf(p.To)
 	n.mu.Lock()
 	n.stats.Sent++
+	n.countDialLocked(from.Addr(), to.Addr(), p.Data)
 	var rcv simnet.PacketReceiver
 	switch {
 	case n.down[from.Addr()] || n.down[to.Addr()] || n.cut[pairOf(from.Addr(), to.Addr())]:
 		n.stats.Cut++
 	case n.loss > 0 && n.rng.Float64() < n.loss:
+		n.stats.Lost++
+	case n.drop != nil && n.drop(from, to):
 		n.stats.Lost++
 	default:
 		if rcv = n.receivers[to]; rcv == nil {
@@ -125,6 +136,40 @@ func (n *simNet) SendPacket(p simnet.Packet) error {
 		rcv.RecvPacket(p) // the link queues it for delivery after its latency
 	}
 	return nil
+}
+
+// countDialLocked records the connection ID of a QUIC v1 Initial packet
+// (long header, type 0): byte 0, version (4), DCID length (1), DCID.
+func (n *simNet) countDialLocked(from, to netip.Addr, b []byte) {
+	if len(b) < 6 || b[0]&0x80 == 0 || (b[0]>>4)&0x3 != 0 || int(b[5]) > len(b)-6 {
+		return
+	}
+	pair := [2]netip.Addr{from, to}
+	if n.dials[pair] == nil {
+		n.dials[pair] = make(map[string]bool)
+	}
+	n.dials[pair][string(b[6:6+int(b[5])])] = true
+}
+
+// dialsTo counts the dials seen from hosts for which from returns true to
+// host to.
+func (n *simNet) dialsTo(to netip.Addr, from func(netip.Addr) bool) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	total := 0
+	for pair, ids := range n.dials {
+		if pair[1] == to && from(pair[0]) {
+			total += len(ids)
+		}
+	}
+	return total
+}
+
+// setDrop installs (nil: removes) a packet filter, see simNet.drop.
+func (n *simNet) setDrop(drop func(from, to netip.AddrPort) bool) {
+	n.mu.Lock()
+	n.drop = drop
+	n.mu.Unlock()
 }
 
 // AddNode implements simnet.Router. A second endpoint on the same address

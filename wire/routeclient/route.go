@@ -178,7 +178,7 @@ func (c *Client) query(ctx context.Context, held []heldRoute, sent *atomic.Uint6
 	for i := range all {
 		all[i] = i
 	}
-	for next < min(c.cfg.Fanout, len(cands)) {
+	for next < firstAsks(cands, c.cfg.Fanout, time.Now()) {
 		launch(all)
 	}
 	start := time.Now()
@@ -232,6 +232,26 @@ wait:
 		detached = c.absorbLate(held, got, ms, replies, inflight, cancel)
 	}
 	return ms, nil
+}
+
+// firstAsks is how many of cands (healthy nodes first, see candidates) a
+// query asks at once: fanout, but never a node backing off after failures
+// while a healthy one is asked instead. Such a node is asked only as a
+// failover (a healthy node failed, or only it can settle a topic) or when
+// every node is backing off. Before, with two nodes listed and one dead,
+// every read and refresh dialled the dead one (once per request timeout,
+// for as long as it stayed dead: 15 dials a minute per client in
+// node/simtest TestDeadNodeIsNotHammered), whatever its backoff said.
+func firstAsks(cands []*node, fanout int, now time.Time) int {
+	n := min(fanout, len(cands))
+	healthy := 0
+	for healthy < n && !cands[healthy].backingOff(now) {
+		healthy++
+	}
+	if healthy == 0 {
+		return n
+	}
+	return healthy
 }
 
 // absorbLate waits, in the background, for the answers of a query that
