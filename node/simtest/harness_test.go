@@ -73,7 +73,7 @@ type simNet struct {
 	stats     netStats
 	// drop, when set, decides the fate of every packet the cuts and the
 	// uniform loss let through (asymmetric or bursty loss); with mu held.
-	drop func(from, to netip.AddrPort) bool
+	drop lossModel
 	// dials records the destination connection ID of every client Initial
 	// packet by pair of hosts (from, to): one ID per dial, however often
 	// its Initial is retransmitted, whether or not the packet arrives.
@@ -124,7 +124,7 @@ func (n *simNet) SendPacket(p simnet.Packet) error {
 		n.stats.Cut++
 	case n.loss > 0 && n.rng.Float64() < n.loss:
 		n.stats.Lost++
-	case n.drop != nil && n.drop(from, to):
+	case n.drop != nil && n.drop(n.rng, from, to):
 		n.stats.Lost++
 	default:
 		if rcv = n.receivers[to]; rcv == nil {
@@ -165,8 +165,12 @@ func (n *simNet) dialsTo(to netip.Addr, from func(netip.Addr) bool) int {
 	return total
 }
 
-// setDrop installs (nil: removes) a packet filter, see simNet.drop.
-func (n *simNet) setDrop(drop func(from, to netip.AddrPort) bool) {
+// lossModel decides whether to drop a packet, with the network's random
+// source, under the network's lock (a model may keep state without one).
+type lossModel func(rng *rand.Rand, from, to netip.AddrPort) bool
+
+// setDrop installs (nil: removes) a loss model, see simNet.drop.
+func (n *simNet) setDrop(drop lossModel) {
 	n.mu.Lock()
 	n.drop = drop
 	n.mu.Unlock()
@@ -401,6 +405,8 @@ type simConfig struct {
 	ExtraTopics int
 	// Broker, when set, edits every broker's registrar configuration.
 	Broker func(*broker.Config)
+	// Drop, when set, is a loss model applied after Loss (see simNet.drop).
+	Drop lossModel
 }
 
 // sim is one deployment inside a synctest bubble. newSim registers a
@@ -431,6 +437,7 @@ func newSim(t *testing.T, cfg simConfig) *sim {
 		cfg.Seed += n
 	}
 	s := &sim{t: t, cfg: cfg, net: newSimNet(cfg.RTT, cfg.Loss, cfg.Seed), ev: newEvents()}
+	s.net.drop = cfg.Drop
 	t.Cleanup(s.close)
 	ca, err := pki.EnsureLocal(t.TempDir(), nil)
 	if err != nil {
