@@ -124,7 +124,7 @@ func (n *simNet) SendPacket(p simnet.Packet) error {
 		n.stats.Cut++
 	case n.loss > 0 && n.rng.Float64() < n.loss:
 		n.stats.Lost++
-	case n.drop != nil && n.drop(n.rng, from, to):
+	case n.drop != nil && n.drop(n.rng, from, to, len(p.Data)):
 		n.stats.Lost++
 	default:
 		if rcv = n.receivers[to]; rcv == nil {
@@ -167,7 +167,7 @@ func (n *simNet) dialsTo(to netip.Addr, from func(netip.Addr) bool) int {
 
 // lossModel decides whether to drop a packet, with the network's random
 // source, under the network's lock (a model may keep state without one).
-type lossModel func(rng *rand.Rand, from, to netip.AddrPort) bool
+type lossModel func(rng *rand.Rand, from, to netip.AddrPort, size int) bool
 
 // setDrop installs (nil: removes) a loss model, see simNet.drop.
 func (n *simNet) setDrop(drop lossModel) {

@@ -19,7 +19,7 @@ func (c *dropCount) rate() float64 { return float64(c.dropped) / float64(max(c.s
 // acknowledgement is at risk, no request is (asymmetric loss, as on a
 // congested downlink).
 func oneWay(p float64, c *dropCount) lossModel {
-	return func(rng *rand.Rand, from, to netip.AddrPort) bool {
+	return func(rng *rand.Rand, from, to netip.AddrPort, _ int) bool {
 		if !isNode(from.Addr()) || !isBroker(to.Addr()) {
 			return false
 		}
@@ -41,7 +41,7 @@ func isNode(a netip.Addr) bool { return a.As4()[0] == 10 && a.As4()[1] == 0 }
 // toBad/(toBad+toGood), the mean burst 1/toGood packets.
 func gilbertElliott(toBad, toGood float64, c *dropCount) lossModel {
 	bad := make(map[[2]netip.Addr]bool)
-	return func(rng *rand.Rand, from, to netip.AddrPort) bool {
+	return func(rng *rand.Rand, from, to netip.AddrPort, _ int) bool {
 		k := [2]netip.Addr{from.Addr(), to.Addr()}
 		if bad[k] {
 			bad[k] = rng.Float64() >= toGood
