@@ -77,6 +77,9 @@ func (b *blackouts) model(_ *rand.Rand, from, to netip.AddrPort, size int) bool 
 // throughout, the brokers keep dialling node 2 at a bounded rate, and
 // once it heals every broker is registered with it again and agrees with
 // it on the epoch.
+//
+// Last node 1 restarts with an empty registry: refilled, under new epochs
+// only, the others untouched.
 func TestBlackoutsMidRegistrationAndABlackholingNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const nBrokers = 6
@@ -145,5 +148,33 @@ func TestBlackoutsMidRegistrationAndABlackholingNode(t *testing.T) {
 			t.Errorf("leases lost on nodes 0 and 1 while node 2 black-holed: %v", lost)
 		}
 		checkEpochs("after node 2 healed")
+
+		// 3. Node 1 crashes and restarts 10 s later with an empty
+		// registry: the brokers refill it, each with a new epoch (seeded
+		// from the clock: none repeats one of before the crash), and
+		// nodes 0 and 2 keep theirs.
+		kept = s.snapshotLeases()
+		old := make(map[uint64]bool)
+		for _, e := range kept.epochs[1] {
+			old[e] = true
+		}
+		s.nodes[1].crash()
+		time.Sleep(10 * time.Second)
+		s.nodes[1].restart()
+		restarted := time.Now()
+		for i := 0; i < 120 && s.nodes[1].leases() < nBrokers; i++ {
+			time.Sleep(time.Second)
+		}
+		s.waitSynced(time.Minute)
+		t.Logf("node 1 refilled %s after its restart", time.Since(restarted))
+		checkEpochs("after node 1 restarted")
+		for _, l := range s.nodes[1].n.Registry().Leases() {
+			if old[l.Epoch] {
+				t.Errorf("the restarted node gave %s epoch %d again", l.Addr, l.Epoch)
+			}
+		}
+		if lost := s.leasesLost(kept, s.nodes[0], s.nodes[2]); len(lost) > 0 {
+			t.Errorf("leases lost on nodes 0 and 2 while node 1 restarted: %v", lost)
+		}
 	})
 }
