@@ -1,6 +1,7 @@
 package simtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -74,6 +75,10 @@ type simNet struct {
 	// drop, when set, decides the fate of every packet the cuts and the
 	// uniform loss let through (asymmetric or bursty loss); with mu held.
 	drop lossModel
+	// jitter is the most a packet's latency exceeds oneWay by (0: none),
+	// dup the share of packets delivered twice; set before any endpoint.
+	jitter time.Duration
+	dup    float64
 	// dials records the destination connection ID of every client Initial
 	// packet by pair of hosts (from, to): one ID per dial, however often
 	// its Initial is retransmitted, whether or not the packet arrives.
@@ -131,11 +136,23 @@ func (n *simNet) SendPacket(p simnet.Packet) error {
 			n.stats.Undeliverable++
 		}
 	}
+	twice := rcv != nil && n.dup > 0 && n.rng.Float64() < n.dup
 	n.mu.Unlock()
 	if rcv != nil {
 		rcv.RecvPacket(p) // the link queues it for delivery after its latency
 	}
+	if twice { // a copy of its own: the receiver decrypts in place
+		rcv.RecvPacket(simnet.Packet{From: p.From, To: p.To, Data: bytes.Clone(p.Data)})
+	}
 	return nil
+}
+
+// latency is a link's one-way latency for a packet: oneWay, plus up to
+// jitter at random, which reorders packets sent less than jitter apart.
+func (n *simNet) latency(simnet.Packet) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.oneWay + time.Duration(n.rng.Int64N(int64(n.jitter)+1))
 }
 
 // countDialLocked records the connection ID of a QUIC v1 Initial packet
@@ -187,6 +204,9 @@ func (n *simNet) AddNode(addr net.Addr, r simnet.PacketReceiver) {
 // endpoint returns a new socket at ap.
 func (n *simNet) endpoint(ap netip.AddrPort) *simnet.SimConn {
 	link := &simnet.SimulatedLink{Latency: n.oneWay, UploadPacket: n}
+	if n.jitter > 0 {
+		link.LatencyFunc = n.latency
+	}
 	udp := net.UDPAddrFromAddrPort(ap)
 	c := simnet.NewBlockingSimConn(udp, link)
 	n.AddNode(udp, link)
@@ -407,6 +427,10 @@ type simConfig struct {
 	Broker func(*broker.Config)
 	// Drop, when set, is a loss model applied after Loss (see simNet.drop).
 	Drop lossModel
+	// Jitter adds up to this much latency to each packet at random
+	// (reordering); Dup is the share of packets delivered twice.
+	Jitter time.Duration
+	Dup    float64
 }
 
 // sim is one deployment inside a synctest bubble. newSim registers a
@@ -437,7 +461,7 @@ func newSim(t *testing.T, cfg simConfig) *sim {
 		cfg.Seed += n
 	}
 	s := &sim{t: t, cfg: cfg, net: newSimNet(cfg.RTT, cfg.Loss, cfg.Seed), ev: newEvents()}
-	s.net.drop = cfg.Drop
+	s.net.drop, s.net.jitter, s.net.dup = cfg.Drop, cfg.Jitter, cfg.Dup
 	t.Cleanup(s.close)
 	ca, err := pki.EnsureLocal(t.TempDir(), nil)
 	if err != nil {
