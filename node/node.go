@@ -118,6 +118,10 @@ func New(cfg Config) (*Node, error) {
 			unlock()
 		}
 	}()
+	// A node killed in the middle of a write left its temporary file.
+	if err := datadir.CleanTemps(cfg.DataDir); err != nil {
+		cfg.Logger.Warn("data directory: could not remove the temporary files of interrupted writes", "err", err)
+	}
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger,

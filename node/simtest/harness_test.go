@@ -1,6 +1,7 @@
 package simtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -71,6 +72,17 @@ type simNet struct {
 	links     []*simnet.SimulatedLink
 	conns     []*simnet.SimConn
 	stats     netStats
+	// drop, when set, decides the fate of every packet the cuts and the
+	// uniform loss let through (asymmetric or bursty loss); with mu held.
+	drop lossModel
+	// jitter is the most a packet's latency exceeds oneWay by (0: none),
+	// dup the share of packets delivered twice; set before any endpoint.
+	jitter time.Duration
+	dup    float64
+	// dials records the destination connection ID of every client Initial
+	// packet by pair of hosts (from, to): one ID per dial, however often
+	// its Initial is retransmitted, whether or not the packet arrives.
+	dials map[[2]netip.Addr]map[string]bool
 }
 
 type netStats struct {
@@ -85,6 +97,7 @@ func newSimNet(rtt time.Duration, loss float64, seed uint64) *simNet {
 		down:      make(map[netip.Addr]bool),
 		cut:       make(map[[2]netip.Addr]bool),
 		receivers: make(map[netip.AddrPort]simnet.PacketReceiver),
+		dials:     make(map[[2]netip.Addr]map[string]bool),
 	}
 }
 
@@ -109,22 +122,75 @@ func (n *simNet) SendPacket(p simnet.Packet) error {
 	from, to := addrPortOf(p.From), addrPortOf(p.To)
 	n.mu.Lock()
 	n.stats.Sent++
+	n.countDialLocked(from.Addr(), to.Addr(), p.Data)
 	var rcv simnet.PacketReceiver
 	switch {
 	case n.down[from.Addr()] || n.down[to.Addr()] || n.cut[pairOf(from.Addr(), to.Addr())]:
 		n.stats.Cut++
 	case n.loss > 0 && n.rng.Float64() < n.loss:
 		n.stats.Lost++
+	case n.drop != nil && n.drop(n.rng, from, to, len(p.Data)):
+		n.stats.Lost++
 	default:
 		if rcv = n.receivers[to]; rcv == nil {
 			n.stats.Undeliverable++
 		}
 	}
+	twice := rcv != nil && n.dup > 0 && n.rng.Float64() < n.dup
 	n.mu.Unlock()
 	if rcv != nil {
 		rcv.RecvPacket(p) // the link queues it for delivery after its latency
 	}
+	if twice { // a copy of its own: the receiver decrypts in place
+		rcv.RecvPacket(simnet.Packet{From: p.From, To: p.To, Data: bytes.Clone(p.Data)})
+	}
 	return nil
+}
+
+// latency is a link's one-way latency for a packet: oneWay, plus up to
+// jitter at random, which reorders packets sent less than jitter apart.
+func (n *simNet) latency(simnet.Packet) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.oneWay + time.Duration(n.rng.Int64N(int64(n.jitter)+1))
+}
+
+// countDialLocked records the connection ID of a QUIC v1 Initial packet
+// (long header, type 0): byte 0, version (4), DCID length (1), DCID.
+func (n *simNet) countDialLocked(from, to netip.Addr, b []byte) {
+	if len(b) < 6 || b[0]&0x80 == 0 || (b[0]>>4)&0x3 != 0 || int(b[5]) > len(b)-6 {
+		return
+	}
+	pair := [2]netip.Addr{from, to}
+	if n.dials[pair] == nil {
+		n.dials[pair] = make(map[string]bool)
+	}
+	n.dials[pair][string(b[6:6+int(b[5])])] = true
+}
+
+// dialsTo counts the dials seen from hosts for which from returns true to
+// host to.
+func (n *simNet) dialsTo(to netip.Addr, from func(netip.Addr) bool) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	total := 0
+	for pair, ids := range n.dials {
+		if pair[1] == to && from(pair[0]) {
+			total += len(ids)
+		}
+	}
+	return total
+}
+
+// lossModel decides whether to drop a packet, with the network's random
+// source, under the network's lock (a model may keep state without one).
+type lossModel func(rng *rand.Rand, from, to netip.AddrPort, size int) bool
+
+// setDrop installs (nil: removes) a loss model, see simNet.drop.
+func (n *simNet) setDrop(drop lossModel) {
+	n.mu.Lock()
+	n.drop = drop
+	n.mu.Unlock()
 }
 
 // AddNode implements simnet.Router. A second endpoint on the same address
@@ -138,6 +204,9 @@ func (n *simNet) AddNode(addr net.Addr, r simnet.PacketReceiver) {
 // endpoint returns a new socket at ap.
 func (n *simNet) endpoint(ap netip.AddrPort) *simnet.SimConn {
 	link := &simnet.SimulatedLink{Latency: n.oneWay, UploadPacket: n}
+	if n.jitter > 0 {
+		link.LatencyFunc = n.latency
+	}
 	udp := net.UDPAddrFromAddrPort(ap)
 	c := simnet.NewBlockingSimConn(udp, link)
 	n.AddNode(udp, link)
@@ -356,6 +425,12 @@ type simConfig struct {
 	ExtraTopics int
 	// Broker, when set, edits every broker's registrar configuration.
 	Broker func(*broker.Config)
+	// Drop, when set, is a loss model applied after Loss (see simNet.drop).
+	Drop lossModel
+	// Jitter adds up to this much latency to each packet at random
+	// (reordering); Dup is the share of packets delivered twice.
+	Jitter time.Duration
+	Dup    float64
 }
 
 // sim is one deployment inside a synctest bubble. newSim registers a
@@ -386,6 +461,7 @@ func newSim(t *testing.T, cfg simConfig) *sim {
 		cfg.Seed += n
 	}
 	s := &sim{t: t, cfg: cfg, net: newSimNet(cfg.RTT, cfg.Loss, cfg.Seed), ev: newEvents()}
+	s.net.drop, s.net.jitter, s.net.dup = cfg.Drop, cfg.Jitter, cfg.Dup
 	t.Cleanup(s.close)
 	ca, err := pki.EnsureLocal(t.TempDir(), nil)
 	if err != nil {

@@ -43,12 +43,21 @@ func (r lossRun) String() string {
 // With strict false, violations are only logged (for the sweep).
 func runLoss(t *testing.T, loss float64, d time.Duration, seed uint64, strict bool) lossRun {
 	t.Helper()
+	return runLossModel(t, simConfig{Loss: loss, Seed: seed}, d, strict)
+}
+
+// runLossModel is runLoss on the network cfg describes (Loss, Drop, Seed;
+// the deployment's size is runLoss's).
+func runLossModel(t *testing.T, cfg simConfig, d time.Duration, strict bool) lossRun {
+	t.Helper()
+	loss := cfg.Loss
 	fail := t.Errorf
 	if !strict {
 		fail = t.Logf
 	}
 	const nNodes, nBrokers, nClients = 3, 20, 3
-	s := newSim(t, simConfig{Nodes: nNodes, Brokers: nBrokers, Clients: nClients, Loss: loss, Seed: seed})
+	cfg.Nodes, cfg.Brokers, cfg.Clients = nNodes, nBrokers, nClients
+	s := newSim(t, cfg)
 	if strict {
 		s.waitSynced(5 * time.Minute)
 	} else {

@@ -11,9 +11,14 @@
 // holds another data version, or the node answers lease-not-found or
 // stale-epoch (it restarted, or expired the lease). A failed request is
 // retried after a short backoff rather than a full interval, so a lossy
-// link does not cost the lease; a connection that is gone, or that failed
-// twice in a row, is replaced, with exponential backoff and full jitter
-// between attempts.
+// link does not cost the lease; a connection that is gone, that failed
+// twice in a row, or on which a request carrying topics (whose timeout
+// grows with them) timed out, is replaced, with exponential backoff and
+// full jitter between attempts. While a request carrying topics is in
+// flight for longer than a heartbeat interval, the lease is heartbeaten
+// beside it on a stream of its own; a heartbeat that gets no answer then
+// replaces the connection at once (a path MTU that shrank under it
+// blackholes every full-size packet).
 //
 // # Timings, restarts and refusals
 //

@@ -248,6 +248,15 @@ func (s *session) serve(conn *client.Conn, failures *int) *RefusedError {
 			}
 		default:
 			transportFails++
+			if op == "register" || op == "update-topics" {
+				// A request carrying topics had a budget that grows with
+				// them and still got no answer: the path fails its
+				// full-size packets (a path MTU that shrank), and the same
+				// connection would fail the retry the same way, with the
+				// lease running out meanwhile. A new connection starts
+				// from small packets.
+				transportFails = maxTransportFailures
+			}
 			if transportFails >= maxTransportFailures || isDone(conn.Done()) {
 				return nil
 			}
@@ -377,11 +386,94 @@ func (s *session) do(conn *client.Conn, fn func(context.Context) error) error {
 // registered.
 const timePerTopic = time.Millisecond
 
-// doTopics is do for a request carrying n topics.
+// doTopics is do for a request carrying n topics. While one carrying
+// topics is in flight, the held lease is heartbeaten beside it (see
+// beatDuring).
 func (s *session) doTopics(conn *client.Conn, n int, fn func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(s.opCtx, s.r.cfg.RequestTimeout+time.Duration(n)*timePerTopic)
 	defer cancel()
+	if n > 0 {
+		defer s.beatDuring(conn)()
+	}
 	return fn(ctx)
+}
+
+// beatDuring heartbeats the held lease every heartbeat interval over conn
+// until the returned stop is called (and returns once it has), so a long
+// request does not cost the lease. A registration or topic update of many
+// topics may take far longer than a heartbeat interval on a bad link (its
+// timeout grows by timePerTopic per topic), and the session sends nothing
+// else meanwhile: the node expired the broker while the request it was
+// waiting for still crawled (wire/broker TestPathMTUDropAndDuplicates: a
+// topic update stalled by a shrunk path MTU, the lease gone after the
+// threshold with no heartbeat sent). A heartbeat the node answers with an
+// error (the lease is gone, say) changes nothing: the request in flight
+// decides; one that gets no answer at all closes the connection (see
+// sideBeat).
+func (s *session) beatDuring(conn *client.Conn) (stop func()) {
+	if s.heldEpoch() == 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(s.opCtx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(s.r.HeartbeatInterval())
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			s.sideBeat(ctx, conn)
+			t.Reset(s.r.HeartbeatInterval())
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// sideBeat is one heartbeat of beatDuring, bounded by RequestTimeout. It
+// records a success, and nothing else: an acknowledgement saying the node
+// holds another version may just mean the request in flight was applied.
+func (s *session) sideBeat(ctx context.Context, conn *client.Conn) {
+	r := s.r
+	id := &r.cfg.Identity
+	r.mu.Lock()
+	req := &wire.Heartbeat{Cluster: id.Cluster, Addr: id.Addr, Epoch: s.st.Epoch, DataVersion: s.st.DataVersion}
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	defer cancel()
+	// On a stream of its own: on the shared pipe it would queue behind
+	// the long request's bytes, and time out on a link merely slow.
+	var ack wire.LeaseAck
+	err := conn.CallOnce(ctx, wire.TypeHeartbeat, req, &ack)
+	var we *wire.Error
+	switch {
+	case err == nil:
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return // stopped: the request in flight ended
+	case errors.As(err, &we):
+		return // the node answered: the connection works
+	default:
+		// A small request on a stream of its own got nowhere within a
+		// request timeout while the long one crawls: the connection is
+		// wedged (a path MTU that shrank under it blackholes every
+		// full-size packet, and quic-go never sends smaller ones again on
+		// that path). Close it: the long request fails at once, and the
+		// session reconnects and resumes the lease.
+		s.log.Warn("heartbeat beside a long request got no answer: replacing the connection", "err", err)
+		conn.Close()
+		return
+	}
+	s.update(func(st *NodeState) {
+		if st.Epoch != req.Epoch {
+			return // registered anew meanwhile
+		}
+		st.Heartbeats++
+		ack.VersionChanged = true // keep the acknowledged version as it is
+		s.ackLocked(st, ack, req.DataVersion)
+	})
 }
 
 // register sends the full topic configuration of the current version.

@@ -4,10 +4,13 @@
 package datadir
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
 // WriteFile replaces path with data atomically: it writes a temporary file
@@ -61,4 +64,44 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// CleanTemps removes the temporary files WriteFile leaves in dir when its
+// process dies between creating one and renaming it over its target (a
+// kill -9, a power cut): they are never read, and would otherwise pile up
+// with every crash. Call it at start, with the directory's lock held (see
+// Lock), so no WriteFile in dir is in progress.
+// It looks in dir and its subdirectories (the TLS directory) and removes
+// only regular files named as WriteFile names them.
+func CleanTemps(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("clean temporary files: %w", err)
+		case !d.Type().IsRegular() || !isTemp(d.Name()):
+			return nil
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("clean temporary files: %w", err)
+		}
+		return nil
+	})
+}
+
+// isTemp reports whether name is one of WriteFile's temporary files:
+// "." + the target's name + ".tmp" + the digits os.CreateTemp adds.
+func isTemp(name string) bool {
+	i := strings.LastIndex(name, ".tmp")
+	if len(name) < 2 || name[0] != '.' || i < 2 || i+4 == len(name) {
+		return false
+	}
+	for _, c := range name[i+4:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -151,6 +151,14 @@ func (n *node) succeeded() {
 	n.health.Unlock()
 }
 
+// unreachable reports whether the node's last dial failed and its backoff
+// still runs: a query asks it only when it must (see firstAsks).
+func (n *node) unreachable(now time.Time) bool {
+	n.health.Lock()
+	defer n.health.Unlock()
+	return n.dialErr != nil && now.Before(n.retryAt)
+}
+
 func (n *node) backingOff(now time.Time) bool {
 	n.health.Lock()
 	defer n.health.Unlock()

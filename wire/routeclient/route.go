@@ -178,7 +178,7 @@ func (c *Client) query(ctx context.Context, held []heldRoute, sent *atomic.Uint6
 	for i := range all {
 		all[i] = i
 	}
-	for next < min(c.cfg.Fanout, len(cands)) {
+	for next < firstAsks(cands, c.cfg.Fanout, time.Now()) {
 		launch(all)
 	}
 	start := time.Now()
@@ -232,6 +232,36 @@ wait:
 		detached = c.absorbLate(held, got, ms, replies, inflight, cancel)
 	}
 	return ms, nil
+}
+
+// firstAsks orders cands for a query and says how many it asks at once:
+// fanout, but never a node that cannot be reached (its last dial failed
+// and its backoff runs) while a reachable one is asked instead; such nodes
+// go last, and are asked only as a failover (an asked node failed, or only
+// they can settle a topic) or when no node is reachable. A node whose
+// requests failed on a live connection is still asked: that costs no dial,
+// and a transient failure must not leave the read to one node's view (a
+// partitioned node's routes lack groups). Before, with two nodes listed
+// and one dead, every read and refresh dialled the dead one (once per
+// request timeout, for as long as it stayed dead: 15 dials a minute per
+// client in node/simtest TestDeadNodeIsNotHammered), whatever its backoff
+// said.
+func firstAsks(cands []*node, fanout int, now time.Time) int {
+	var down []*node
+	up := cands[:0]
+	for _, n := range cands {
+		if n.unreachable(now) {
+			down = append(down, n)
+		} else {
+			up = append(up, n)
+		}
+	}
+	reachable := len(up)
+	copy(cands[reachable:], down)
+	if reachable == 0 {
+		return min(fanout, len(cands))
+	}
+	return min(fanout, reachable)
 }
 
 // absorbLate waits, in the background, for the answers of a query that

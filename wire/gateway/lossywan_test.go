@@ -1,0 +1,134 @@
+package gateway_test
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/node"
+	"github.com/edgereg/edgereg/node/nodetest"
+	"github.com/edgereg/edgereg/wire/client"
+	"github.com/edgereg/edgereg/wire/gateway"
+	"github.com/edgereg/edgereg/wire/lossyudp"
+	"github.com/edgereg/edgereg/wire/nodes"
+	"github.com/edgereg/edgereg/wire/pki"
+	"github.com/edgereg/edgereg/wire/remoting"
+)
+
+// startWANSite is startSite with every node behind a lossy UDP proxy (the
+// WAN) and short node timings: a lease of 8 s, scanned every 20 ms.
+func startWANSite(t *testing.T, n int) (*site, []*lossyudp.Proxy) {
+	t.Helper()
+	s := &site{t: t, ca: nodetest.NewCA(t), ops: make(map[*nodetest.Node]*client.Conn)}
+	var addrs []string
+	var proxies []*lossyudp.Proxy
+	for range n {
+		tn := nodetest.Start(t, s.ca, func(c *node.Config) {
+			c.ScanInterval = 20 * time.Millisecond
+			c.HeartbeatInterval, c.ExpiryThreshold = 500*time.Millisecond, 8*time.Second
+		})
+		p, err := lossyudp.New(tn.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		s.nodes = append(s.nodes, tn)
+		proxies = append(proxies, p)
+		addrs = append(addrs, p.Addr())
+	}
+	gw, err := gateway.New(gateway.Config{
+		Nodes:               nodes.Static(addrs...),
+		NodeRefreshInterval: 50 * time.Millisecond,
+		TLS:                 s.ca.TLS(t, pki.RoleBroker, "gateway"),
+		ProbeInterval:       200 * time.Millisecond,
+		PollInterval:        50 * time.Millisecond,
+		RequestTimeout:      2 * time.Second,
+		UpstreamTimeout:     3 * time.Second,
+		Backoff:             nodes.Backoff{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond},
+		Logger:              nodetest.Logger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.gw = gw
+	s.addr = serve(t, gw)
+	s.admin = httptest.NewServer(gw.AdminHandler())
+	t.Cleanup(func() {
+		s.admin.Close()
+		gw.Close()
+	})
+	return s, proxies
+}
+
+// localLease reads a node's lease of addr from its registry.
+func localLease(tn *nodetest.Node, addr string) (uint64, bool) {
+	for _, l := range tn.Node().Registry().Leases() {
+		if l.Addr == addr {
+			return l.Epoch, true
+		}
+	}
+	return 0, false
+}
+
+// TestGatewayKeepsBrokersOverALossyWAN: a RocketMQ broker registered with
+// a gateway whose two nodes sit behind a lossy WAN, with leases of 8 s
+// (renewed every second: the registrar follows the nodes' advice). For
+// 6 s the WAN drops 30 % of the datagrams toward the nodes and 10 % back
+// (asymmetric) and duplicates 10 %; then node 0's link blacks out for
+// 3 s, then heals. The broker keeps heartbeating the gateway on its LAN.
+// Every node keeps the lease under its first epoch throughout, checked
+// every 20 ms.
+func TestGatewayKeepsBrokersOverALossyWAN(t *testing.T) {
+	t.Parallel() // waits on timers
+	s, proxies := startWANSite(t, 2)
+	c := s.dial()
+	if resp := c.call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	epochs := make([]uint64, len(s.nodes))
+	nodetest.WaitFor(t, "the lease on every node", func() bool {
+		for i, tn := range s.nodes {
+			e, ok := localLease(tn, masterAddr)
+			if !ok {
+				return false
+			}
+			epochs[i] = e
+		}
+		return true
+	})
+	check := func(phase string) {
+		for i, tn := range s.nodes {
+			if e, ok := localLease(tn, masterAddr); !ok || e != epochs[i] {
+				t.Fatalf("%s: node %d lost the broker's lease (held %v, epoch %d, was %d)", phase, i, ok, e, epochs[i])
+			}
+		}
+	}
+	run := func(phase string, d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			c.send(fixtureCommand(t, "v5_broker_heartbeat_oneway.hex"))
+			check(phase)
+		}
+	}
+	for _, p := range proxies {
+		p.SetDropEach(30, 10)
+		p.SetDuplicate(10)
+	}
+	run("30 % loss toward the nodes, 10 % back", 6*time.Second)
+	proxies[0].SetDropEach(100, 100)
+	run("node 0 blacked out", 3*time.Second)
+	for _, p := range proxies {
+		p.SetDropEach(0, 0)
+	}
+	run("after", time.Second)
+	for i, p := range proxies {
+		up, down := p.Dropped()
+		if up == 0 || down == 0 {
+			t.Errorf("proxy %d dropped %d toward the node and %d back: the WAN was not lossy", i, up, down)
+		}
+		t.Logf("proxy %d: dropped %d toward the node, %d back", i, up, down)
+	}
+	for _, n := range brokerState(t, s.gw, masterAddr).Nodes {
+		t.Logf("gateway's registrar with %s: registered %v, %d heartbeats, %d registrations, %d dials, %d resumes",
+			n.Addr, n.Registered, n.Heartbeats, n.Registrations, n.Dials, n.Resumes)
+	}
+}
