@@ -212,6 +212,7 @@ type ServerStats struct {
 
 // Stats returns the server's counters.
 func (s *Server) Stats() ServerStats {
+	s.init() // Stats may come before Serve has set the server up
 	s.mu.Lock()
 	n := len(s.conns)
 	s.mu.Unlock()
