@@ -4,16 +4,20 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
 // dropCount is what a loss model saw and dropped of the packets in its
-// scope. Read after the run (the model runs under the network's lock).
-type dropCount struct{ seen, dropped uint64 }
+// scope. The model runs under the network's lock, but the links still
+// carry packets while the test reads the counts after its run: atomics.
+type dropCount struct{ seen, dropped atomic.Uint64 }
 
-func (c *dropCount) rate() float64 { return float64(c.dropped) / float64(max(c.seen, 1)) }
+func (c *dropCount) rate() float64 {
+	return float64(c.dropped.Load()) / float64(max(c.seen.Load(), 1))
+}
 
 // oneWay drops a share p of the packets from nodes to brokers only: every
 // acknowledgement is at risk, no request is (asymmetric loss, as on a
@@ -23,9 +27,9 @@ func oneWay(p float64, c *dropCount) lossModel {
 		if !isNode(from.Addr()) || !isBroker(to.Addr()) {
 			return false
 		}
-		c.seen++
+		c.seen.Add(1)
 		if rng.Float64() < p {
-			c.dropped++
+			c.dropped.Add(1)
 			return true
 		}
 		return false
@@ -48,9 +52,9 @@ func gilbertElliott(toBad, toGood float64, c *dropCount) lossModel {
 		} else {
 			bad[k] = rng.Float64() < toBad
 		}
-		c.seen++
+		c.seen.Add(1)
 		if bad[k] {
-			c.dropped++
+			c.dropped.Add(1)
 		}
 		return bad[k]
 	}
@@ -80,9 +84,9 @@ func TestAsymmetricAndBurstLoss(t *testing.T) {
 				var c dropCount
 				res := runLossModel(t, simConfig{Seed: 21, Drop: tc.model(&c)}, 10*time.Minute, true)
 				if got := c.rate(); got < tc.want*0.8 || got > tc.want*1.2 {
-					t.Errorf("the model dropped %d of %d packets (%.1f%%), want about %.0f%%", c.dropped, c.seen, 100*got, 100*tc.want)
+					t.Errorf("the model dropped %d of %d packets (%.1f%%), want about %.0f%%", c.dropped.Load(), c.seen.Load(), 100*got, 100*tc.want)
 				}
-				t.Logf("dropped %d of %d packets in scope (%s)", c.dropped, c.seen, fmt.Sprintf("%.1f%%", 100*c.rate()))
+				t.Logf("dropped %d of %d packets in scope (%s)", c.dropped.Load(), c.seen.Load(), fmt.Sprintf("%.1f%%", 100*c.rate()))
 				if res.Heartbeats == 0 {
 					t.Error("no heartbeat was acknowledged")
 				}
