@@ -99,6 +99,9 @@ func (r *Registry) register(reg *Registration) (*changeSet, RegisterResult, erro
 	if err := r.checkState(g, reg); err != nil {
 		return nil, RegisterResult{}, err
 	}
+	if err := checkGroupSize(g, reg); err != nil {
+		return nil, RegisterResult{}, err
+	}
 	if err := r.mayMove(key, reg); err != nil {
 		return nil, RegisterResult{}, err
 	}
@@ -184,6 +187,31 @@ func (r *Registry) checkState(g *group, reg *Registration) error {
 			reg.BrokerID, g.name, oldAddr, old.version.State, reg.DataVersion.State)
 	}
 	return nil
+}
+
+// MaxBrokersPerGroup bounds the broker ids one group holds. RocketMQ
+// groups are a master and a few slaves; without a bound, one broker
+// credential could register ids without end, and every registration of
+// the group grows with its members.
+const MaxBrokersPerGroup = 64
+
+// checkGroupSize refuses a registration that would give a full group
+// (MaxBrokersPerGroup ids) one more id. A member re-registering, or moving
+// to another id or address, adds none.
+func checkGroupSize(g *group, reg *Registration) error {
+	if g == nil || len(g.addrs) < MaxBrokersPerGroup {
+		return nil
+	}
+	if _, ok := g.addrs[reg.BrokerID]; ok {
+		return nil
+	}
+	for _, a := range g.addrs {
+		if a == reg.Addr {
+			return nil
+		}
+	}
+	return wrapf(ErrConflict, "broker group %q holds %d broker ids, the most a group may: broker id %d is refused",
+		g.name, MaxBrokersPerGroup, reg.BrokerID)
 }
 
 type memberChange struct {
