@@ -59,6 +59,15 @@ func startSiteNodes(t testing.TB, n int, nodeEdit func(*node.Config), edit func(
 		s.nodes = append(s.nodes, tn)
 		addrs = append(addrs, tn.Addr())
 	}
+	s.startGateway(addrs, edit)
+	return s
+}
+
+// startGateway starts the site's gateway in front of the nodes at addrs
+// (theirs, or proxies of them), with edit changing its config.
+func (s *site) startGateway(addrs []string, edit func(*gateway.Config)) {
+	t := s.t
+	t.Helper()
 	cfg := gateway.Config{
 		Nodes:               nodes.Static(addrs...),
 		NodeRefreshInterval: 50 * time.Millisecond,
@@ -84,7 +93,6 @@ func startSiteNodes(t testing.TB, n int, nodeEdit func(*node.Config), edit func(
 		s.admin.Close()
 		gw.Close()
 	})
-	return s
 }
 
 // serve runs a remoting server for h on loopback and returns its address;

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -10,8 +9,6 @@ import (
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/gateway"
 	"github.com/edgereg/edgereg/wire/lossyudp"
-	"github.com/edgereg/edgereg/wire/nodes"
-	"github.com/edgereg/edgereg/wire/pki"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
 
@@ -36,27 +33,7 @@ func startWANSite(t *testing.T, n int) (*site, []*lossyudp.Proxy) {
 		proxies = append(proxies, p)
 		addrs = append(addrs, p.Addr())
 	}
-	gw, err := gateway.New(gateway.Config{
-		Nodes:               nodes.Static(addrs...),
-		NodeRefreshInterval: 50 * time.Millisecond,
-		TLS:                 s.ca.TLS(t, pki.RoleBroker, "gateway"),
-		ProbeInterval:       200 * time.Millisecond,
-		PollInterval:        50 * time.Millisecond,
-		RequestTimeout:      2 * time.Second,
-		UpstreamTimeout:     3 * time.Second,
-		Backoff:             nodes.Backoff{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond},
-		Logger:              nodetest.Logger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.gw = gw
-	s.addr = serve(t, gw)
-	s.admin = httptest.NewServer(gw.AdminHandler())
-	t.Cleanup(func() {
-		s.admin.Close()
-		gw.Close()
-	})
+	s.startGateway(addrs, func(c *gateway.Config) { c.ProbeInterval = 200 * time.Millisecond })
 	return s, proxies
 }
 
