@@ -1113,16 +1113,7 @@ func nextEventFrame(t *testing.T, rs *rawStream) frame {
 
 func nextEvent(t *testing.T, rs *rawStream) result {
 	t.Helper()
-	for {
-		f, err := rs.next(10 * time.Second)
-		if err != nil {
-			t.Fatalf("waiting for a push: %v", err)
-		}
-		if f.typ == tRouteEvent {
-			check(t, f.id == 0, "11: pushes have id 0")
-			return eventResult(t, f)
-		}
-	}
+	return eventResult(t, nextEventFrame(t, rs))
 }
 
 // operator is 8.12-8.17.
