@@ -49,6 +49,7 @@ type benchFlags struct {
 	cpuProfile        string
 	execTrace         string
 	remotingAddr      string
+	stormHold         bool
 	perf              perfFlags // refresh and watch (bench_perf.go)
 }
 
@@ -72,7 +73,12 @@ type benchResult struct {
 	// Storm: redials, in total and by what made the broker redial.
 	Redials      int64            `json:"redials,omitempty"`
 	RedialCauses map[string]int64 `json:"redial_causes,omitempty"`
-	Note         string           `json:"note,omitempty"`
+	// Storm, for a local node: its resident memory once every broker is
+	// registered (with --storm-hold, while their connections are still
+	// open) and its peak resident memory so far, in MiB.
+	NodeRSSMiB     float64 `json:"node_rss_mib,omitempty"`
+	NodePeakRSSMiB float64 `json:"node_peak_rss_mib,omitempty"`
+	Note           string  `json:"note,omitempty"`
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -131,6 +137,7 @@ process (so its CPU can be measured); --spawn=false uses --nodes instead, with
 	f.StringVar(&bf.execTrace, "trace", "", "write the load generator's own execution trace to this file (go tool trace)")
 	f.StringVar(&bf.zone, "zone", "", "route workload: the zone clients send (groups alternate zone-0 and zone-1)")
 	f.StringVar(&bf.remotingAddr, "remoting-addr", "", "remoting-route with --spawn=false: the node's remoting listener, host:port")
+	f.BoolVar(&bf.stormHold, "storm-hold", false, "storm: brokers keep their connections open until all are registered, as a fleet does, so the node's memory is measured holding them")
 	addPerfFlags(f, &bf.perf)
 	return cmd
 }
@@ -557,6 +564,7 @@ func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResul
 	lat := make([]time.Duration, len(regs))
 	var errs atomic.Int64
 	redials := &stormRedials{}
+	held := make([]*client.Conn, len(regs)) // with --storm-hold
 	var wg sync.WaitGroup
 	cpu0 := procCPU(tgt.pid)
 	start := time.Now()
@@ -565,11 +573,17 @@ func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResul
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
-			if err := stormBroker(ctx, tgt, r, redials); err != nil {
+			c, err := stormBroker(ctx, tgt, r, redials)
+			if err != nil {
 				errs.Add(1)
 				return
 			}
 			lat[i] = time.Since(t0)
+			if bf.stormHold {
+				held[i] = c
+			} else {
+				c.Close()
+			}
 		}()
 	}
 	wg.Wait()
@@ -577,7 +591,19 @@ func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResul
 	res := summarize("storm", [][]time.Duration{nonZero(lat)}, int64(len(regs))-errs.Load(), errs.Load(), elapsed, procCPU(tgt.pid)-cpu0)
 	res.Redials = redials.total()
 	res.RedialCauses = redials.causes()
+	res.NodeRSSMiB, res.NodePeakRSSMiB = procRSS(tgt.pid)
+	for _, c := range held {
+		if c != nil {
+			c.Close()
+		}
+	}
 	res.Note = fmt.Sprintf("%d brokers x %d topics registered in %.2f s, %d redials %v", res.Ops, bf.brokerTopics, elapsed.Seconds(), res.Redials, res.RedialCauses)
+	if res.NodePeakRSSMiB > 0 {
+		res.Note += fmt.Sprintf("; node RSS %.0f MiB (peak %.0f MiB)", res.NodeRSSMiB, res.NodePeakRSSMiB)
+		if bf.stormHold {
+			res.Note += fmt.Sprintf(" holding %d connections", res.Ops)
+		}
+	}
 	return res, nil
 }
 
@@ -587,8 +613,9 @@ func runStorm(ctx context.Context, tgt *benchTarget, bf *benchFlags) (benchResul
 const stormAttempts = 8
 
 // stormBroker connects and registers one broker, redialling with jittered
-// exponential backoff like wire/broker does.
-func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redials *stormRedials) error {
+// exponential backoff like wire/broker does. It returns the connection the
+// broker registered on.
+func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redials *stormRedials) (*client.Conn, error) {
 	var err error
 	for attempt := range stormAttempts {
 		if attempt > 0 {
@@ -600,13 +627,12 @@ func stormBroker(ctx context.Context, tgt *benchTarget, r *wire.Register, redial
 			err = stormDialError{err}
 			continue
 		}
-		_, err = c.Register(ctx, r)
-		c.Close()
-		if err == nil {
-			return nil
+		if _, err = c.Register(ctx, r); err == nil {
+			return c, nil
 		}
+		c.Close()
 	}
-	return err
+	return nil, err
 }
 
 // stormDial dials as a broker agent's session does: patient for
@@ -645,6 +671,31 @@ func procCPU(pid int) float64 {
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / 100 // USER_HZ
+}
+
+// procRSS returns a process's resident memory and its peak so far
+// (VmRSS, VmHWM) in MiB from /proc, or zeros.
+func procRSS(pid int) (rss, peak float64) {
+	if pid <= 0 {
+		return 0, 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for line := range strings.Lines(string(b)) {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || (name != "VmRSS" && name != "VmHWM") {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 64)
+		if name == "VmRSS" {
+			rss = kb / 1024
+		} else {
+			peak = kb / 1024
+		}
+	}
+	return rss, peak
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -314,6 +314,23 @@ func TestCLIPolicies(t *testing.T) {
 	}
 }
 
+// TestBenchStormHold has the storm's brokers keep their connections and
+// reads the node's memory while it holds them.
+func TestBenchStormHold(t *testing.T) {
+	out, stderr, code := run(t, nil, "bench", "storm", "--storm-hold", "--brokers", "5", "--broker-topics", "3", "-o", "json")
+	if code != 0 {
+		t.Fatalf("bench: exit %d: %s", code, stderr)
+	}
+	var results []benchResult
+	if err := json.Unmarshal([]byte(out), &results); err != nil || len(results) != 1 {
+		t.Fatalf("bench -o json: %v\n%s", err, out)
+	}
+	r := results[0]
+	if r.Ops != 5 || r.Errors != 0 || r.NodePeakRSSMiB <= 0 || !strings.Contains(r.Note, "holding 5 connections") {
+		t.Errorf("storm --storm-hold: %+v", r)
+	}
+}
+
 // TestBench runs every workload briefly against the fresh node bench starts
 // itself, and reads its JSON back.
 func TestBench(t *testing.T) {
@@ -338,6 +355,9 @@ func TestBench(t *testing.T) {
 	}
 	if results[3].Ops != 5 {
 		t.Errorf("storm registered %d of 5 brokers", results[3].Ops)
+	}
+	if r := results[3]; r.NodePeakRSSMiB <= 0 || r.NodeRSSMiB <= 0 || r.NodeRSSMiB > r.NodePeakRSSMiB {
+		t.Errorf("storm: node RSS %.1f MiB, peak %.1f MiB", r.NodeRSSMiB, r.NodePeakRSSMiB)
 	}
 	if r := results[4]; r.TopicRoutesPerSec != 5*r.OpsPerSec {
 		t.Errorf("refresh: %.0f topic routes/s at %.0f requests/s of 5 topics", r.TopicRoutesPerSec, r.OpsPerSec)

@@ -3,6 +3,7 @@
 # refresh and watch workloads and route reads, interleaved with the peers' route-read
 # (getData) rows, same machine, same sitting; then one storm. Usage, from anywhere:
 #   cmd/edgereg/bench/sidebyside-extra.sh EDGEREG_BINARY OUT_DIR [ROUNDS] [PEERS_DIR]
+# The storm holds its 10,000 connections (--storm-hold) and reports the node's RSS.
 # ROUNDS defaults to 3; PEERS_DIR to ../shared/bench/peers beside the repository. STORM=0 skips the storm;
 # DURATION (default 10s) and WARMUP (default 3s; peers keep their 5s) shorten a smoke run.
 # OUT_DIR gets every row as JSON and summary.txt: medians and per-round ratios.
@@ -23,7 +24,7 @@ edge() { # tag args...
   python3 - "$OUT/edge-$tag.json" "$tag" <<'PY'
 import json,sys
 for r in json.load(open(sys.argv[1])):
-    keep=("ops_per_sec","topic_routes_per_sec","p50_ms","p99_ms","last_delivery_p99_ms","errors","node_cpu_us_per_op","node_cpu_us_per_topic","redials","redial_causes")
+    keep=("ops_per_sec","topic_routes_per_sec","p50_ms","p99_ms","last_delivery_p99_ms","errors","node_cpu_us_per_op","node_cpu_us_per_topic","redials","redial_causes","node_rss_mib","node_peak_rss_mib")
     print("[%s] edgereg %s: %s" % (sys.argv[2], r.get("workload"), {k:r[k] for k in r if k in keep}))
 PY
 }
@@ -39,7 +40,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 if [ "${STORM:-1}" != 0 ]; then
   echo "== storm"
-  edge storm storm --brokers 10000 --broker-topics 100
+  edge storm storm --brokers 10000 --broker-topics 100 --storm-hold
 fi
 python3 - "$OUT" "$ROUNDS" <<'PY' | tee "$OUT/summary.txt"
 import json,os,statistics,sys
