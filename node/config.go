@@ -256,7 +256,8 @@ type Config struct {
 
 	// Logger receives lifecycle events; default slog.Default().
 	Logger *slog.Logger
-	// Clock is for tests; default the wall clock.
+	// Clock is for tests; default registry.SystemClock, whose monotonic
+	// readings time leases (see registry.Clock).
 	Clock registry.Clock
 }
 

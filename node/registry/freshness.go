@@ -39,6 +39,7 @@ func (r *Registry) Freshness(topics, groups []string) []GroupFreshness {
 		}
 	}
 	out := make([]GroupFreshness, 0, len(seen))
+	rd := r.read()
 	r.leaseMu.Lock()
 	for g := range seen {
 		f := GroupFreshness{Name: g.name}
@@ -49,7 +50,7 @@ func (r *Registry) Freshness(topics, groups []string) []GroupFreshness {
 			}
 		}
 		if last > 0 {
-			f.LastHeard, f.Deadline = time.Unix(0, last), time.Unix(0, deadline)
+			f.LastHeard, f.Deadline = rd.wallOf(last), rd.wallOf(deadline)
 		}
 		out = append(out, f)
 	}
@@ -82,7 +83,7 @@ func (r *Registry) AppendFreshness(dst []wire.GroupFreshness, now time.Time, rou
 		return dst
 	}
 	dst = slices.Grow(dst, len(groups))
-	nowNs := now.UnixNano()
+	nowNs := r.readingAt(now).ns
 	r.leaseMu.Lock()
 	for _, g := range groups {
 		var last, deadline int64

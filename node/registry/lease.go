@@ -25,11 +25,11 @@ type lease struct {
 	zone       string
 	version    wire.DataVersion
 	epoch      uint64
-	registered int64 // unix nanoseconds
-	last       int64 // last heartbeat, unix nanoseconds
+	registered int64 // on the registry's timeline (reading.ns)
+	last       int64 // last heartbeat, on the registry's timeline
 	requested  time.Duration
 	threshold  time.Duration
-	deadline   int64 // last + threshold, unix nanoseconds
+	deadline   int64 // last + threshold, on the registry's timeline
 	heapIdx    int
 	beats      uint64
 	intervals  [IntervalWindow]time.Duration // ring, indexed by beats
@@ -40,7 +40,8 @@ type lease struct {
 // without importing this package.
 type LeaseInfo = wire.LeaseSnapshot
 
-func (l *lease) info() LeaseInfo {
+// info is the lease as of the clock reading rd, its times on the wall clock.
+func (l *lease) info(rd reading) LeaseInfo {
 	li := LeaseInfo{
 		Cluster:          l.key.cluster,
 		Addr:             l.key.addr,
@@ -50,9 +51,9 @@ func (l *lease) info() LeaseInfo {
 		Zone:             l.zone,
 		Epoch:            l.epoch,
 		DataVersion:      l.version,
-		Registered:       time.Unix(0, l.registered),
-		LastHeartbeat:    time.Unix(0, l.last),
-		Deadline:         time.Unix(0, l.deadline),
+		Registered:       rd.wallOf(l.registered),
+		LastHeartbeat:    rd.wallOf(l.last),
+		Deadline:         rd.wallOf(l.deadline),
 		RequestedTimeout: l.requested,
 		Threshold:        l.threshold,
 		Heartbeats:       l.beats,
@@ -65,9 +66,9 @@ func (l *lease) info() LeaseInfo {
 }
 
 // renewLease starts a lease for a registration, or renews an existing one
-// with a new epoch. With mu and leaseMu held.
-func (r *Registry) renewLease(key leaseKey, l *lease, reg *Registration) *lease {
-	now := r.clock.Now().UnixNano()
+// with a new epoch, as of the clock reading rd. With mu and leaseMu held.
+func (r *Registry) renewLease(key leaseKey, l *lease, reg *Registration, rd reading) *lease {
+	now := rd.ns
 	if l == nil {
 		l = &lease{key: key, heapIdx: -1, registered: now}
 		r.leases[key] = l
@@ -79,18 +80,18 @@ func (r *Registry) renewLease(key leaseKey, l *lease, reg *Registration) *lease 
 	l.version = reg.DataVersion
 	l.requested = reg.HeartbeatTimeout
 	l.last = now
-	l.setDeadline(r.threshold(l))
+	l.setDeadline(r.threshold(l, rd))
 	r.deadlines.upsert(l)
 	return l
 }
 
-// touch records a heartbeat at now and moves the lease's deadline.
-func (r *Registry) touch(l *lease, now time.Time) {
-	ns := now.UnixNano()
-	l.intervals[l.beats%IntervalWindow] = time.Duration(ns - l.last)
+// touch records a heartbeat at the clock reading rd and moves the lease's
+// deadline.
+func (r *Registry) touch(l *lease, rd reading) {
+	l.intervals[l.beats%IntervalWindow] = time.Duration(rd.ns - l.last)
 	l.beats++
-	l.last = ns
-	l.setDeadline(r.threshold(l))
+	l.last = rd.ns
+	l.setDeadline(r.threshold(l, rd))
 	r.deadlines.upsert(l)
 }
 
@@ -99,7 +100,7 @@ func (l *lease) setDeadline(threshold time.Duration) {
 	l.deadline = l.last + int64(threshold)
 }
 
-func (r *Registry) threshold(l *lease) time.Duration {
+func (r *Registry) threshold(l *lease, rd reading) time.Duration {
 	def := r.defThreshold
 	if l.requested > 0 {
 		def = min(max(l.requested, r.minThreshold), r.maxThreshold)
@@ -107,7 +108,7 @@ func (r *Registry) threshold(l *lease) time.Duration {
 	if r.thresholds == nil {
 		return def
 	}
-	if t := r.thresholds.Threshold(l.info()); t > 0 {
+	if t := r.thresholds.Threshold(l.info(rd)); t > 0 {
 		return t
 	}
 	return def
@@ -124,10 +125,11 @@ func (r *Registry) dropLease(key leaseKey) {
 
 // Leases returns a snapshot of every lease, sorted by cluster and address.
 func (r *Registry) Leases() []LeaseInfo {
+	rd := r.read()
 	r.leaseMu.Lock()
 	out := make([]LeaseInfo, 0, len(r.leases))
 	for _, l := range r.leases {
-		out = append(out, l.info())
+		out = append(out, l.info(rd))
 	}
 	r.leaseMu.Unlock()
 	slices.SortFunc(out, func(a, b LeaseInfo) int {
@@ -143,7 +145,7 @@ func (r *Registry) NextDeadline() (time.Time, bool) {
 	if len(r.deadlines) == 0 {
 		return time.Time{}, false
 	}
-	return time.Unix(0, r.deadlines[0].deadline), true
+	return r.read().wallOf(r.deadlines[0].deadline), true
 }
 
 // ExpireDue removes the leases whose deadline has passed (deadline <= now),
@@ -151,9 +153,10 @@ func (r *Registry) NextDeadline() (time.Time, bool) {
 // touches only what is due. A broker that registered again after the scan
 // saw it due keeps its new registration: removal names the epoch it saw.
 func (r *Registry) ExpireDue() []LeaseInfo {
-	now := r.clock.Now().UnixNano()
+	rd := r.read()
+	now := rd.ns
 	r.leaseMu.Lock()
-	due := r.deadlines.due(now)
+	due := r.deadlines.due(rd)
 	stats := ExpiryStats{Leases: len(r.leases), Due: len(due)}
 	r.leaseMu.Unlock()
 	if len(due) == 0 {
@@ -243,16 +246,16 @@ func (h *deadlineHeap) remove(l *lease) {
 	}
 }
 
-// due returns the leases with deadline <= now, visiting only those entries
+// due returns the leases with deadline <= rd, visiting only those entries
 // and their direct children.
-func (h deadlineHeap) due(now int64) []LeaseInfo {
+func (h deadlineHeap) due(rd reading) []LeaseInfo {
 	var out []LeaseInfo
 	var walk func(i int)
 	walk = func(i int) {
-		if i >= len(h) || h[i].deadline > now {
+		if i >= len(h) || h[i].deadline > rd.ns {
 			return
 		}
-		out = append(out, h[i].l.info())
+		out = append(out, h[i].l.info(rd))
 		walk(2*i + 1)
 		walk(2*i + 2)
 	}
@@ -303,7 +306,7 @@ func (r *Registry) Lease(clusterName, addr string) (LeaseInfo, bool) {
 	if l == nil {
 		return LeaseInfo{}, false
 	}
-	return l.info(), true
+	return l.info(r.read()), true
 }
 
 // LeaseCount returns how many brokers hold a lease.

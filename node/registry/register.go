@@ -60,9 +60,10 @@ type Lease struct {
 	Threshold time.Duration
 }
 
-// grant is what a broker learns of its lease l. With leaseMu held.
-func (l *lease) grant() Lease {
-	return Lease{Epoch: l.epoch, Deadline: time.Unix(0, l.deadline), Threshold: l.threshold}
+// grant is what a broker learns of its lease l, as of the clock reading
+// rd. With leaseMu held.
+func (l *lease) grant(rd reading) Lease {
+	return Lease{Epoch: l.epoch, Deadline: rd.wallOf(l.deadline), Threshold: l.threshold}
 }
 
 // RegisterResult is the outcome of a registration.
@@ -129,8 +130,9 @@ func (r *Registry) register(reg *Registration) (*changeSet, RegisterResult, erro
 	if configChanged && (isMaster || g.isPrime(reg.BrokerID)) {
 		r.applyTopics(g, reg.Topics, !isMaster, cs)
 	}
-	l := r.renewLease(key, old, reg)
-	res := RegisterResult{Lease: l.grant()}
+	rd := r.read()
+	l := r.renewLease(key, old, reg, rd)
+	res := RegisterResult{Lease: l.grant(rd)}
 	if !isMaster {
 		if addr, ok := g.addrs[wire.MasterID]; ok {
 			if m := r.leases[leaseKey{reg.Cluster, addr}]; m != nil {
@@ -455,8 +457,9 @@ func (r *Registry) updateTopics(u *TopicUpdate) (*changeSet, Lease, error) {
 		}
 	}
 	l.version = u.DataVersion
-	r.touch(l, r.clock.Now())
-	return cs, l.grant(), nil
+	rd := r.read()
+	r.touch(l, rd)
+	return cs, l.grant(rd), nil
 }
 
 // Heartbeat renews a broker's lease. The result says whether the data
@@ -468,8 +471,9 @@ func (r *Registry) Heartbeat(clusterName, addr string, epoch uint64, v wire.Data
 	if err != nil {
 		return Lease{}, fmt.Errorf("heartbeat from %s: %w", addr, err)
 	}
-	r.touch(l, r.clock.Now())
-	granted := l.grant()
+	rd := r.read()
+	r.touch(l, rd)
+	granted := l.grant(rd)
 	granted.VersionChanged = l.version != v
 	return granted, nil
 }

@@ -70,15 +70,62 @@ var (
 
 // Clock tells the time. Tests inject a fake one so expiry is tested without
 // sleeping.
+//
+// Leases are timed on a clock that is never stepped: the registry measures
+// how long since it started by subtracting Now readings, which for
+// SystemClock carry Go's monotonic clock reading (see package time), so
+// stepping the machine's wall clock (an edge box booting without a
+// real-time clock and then synced, an operator's date -s) neither expires
+// every lease at once nor keeps dead brokers' leases. Wall times are only
+// what the registry shows: a lease's deadline as a wall time is now's wall
+// reading plus what is left of it. A Clock whose Now readings carry no
+// monotonic reading (a test clock) is timed by its wall readings, unless
+// it is also a MonotonicClock.
 type Clock interface {
 	Now() time.Time
 }
 
-// SystemClock is the wall clock.
+// MonotonicClock is a Clock that tells its never-stepped time itself, so a
+// test can step its wall clock (Now) apart from it.
+type MonotonicClock interface {
+	Clock
+	// Monotonic is the time since a fixed point of the clock's choosing.
+	Monotonic() time.Duration
+}
+
+// SystemClock is the machine's clock: wall readings for what is shown,
+// Go's monotonic reading in them for timing leases.
 type SystemClock struct{}
 
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
+
+// reading is one reading of the registry's clock: the wall time, for what
+// is shown, and ns, the same instant on the registry's timeline, which
+// leases are timed by and which follows no step of the wall clock.
+type reading struct {
+	wall time.Time
+	ns   int64
+}
+
+// timelineOrigin keeps the timeline's values positive (a lease's zero last
+// heartbeat means none), whatever the clock read when the registry started.
+const timelineOrigin = int64(1 << 60)
+
+// read reads the registry's clock.
+func (r *Registry) read() reading { return r.readingAt(r.clock.Now()) }
+
+// readingAt places now, a reading of the registry's clock just taken, on
+// the timeline.
+func (r *Registry) readingAt(now time.Time) reading {
+	if m, ok := r.clock.(MonotonicClock); ok {
+		return reading{wall: now, ns: timelineOrigin + int64(m.Monotonic()-r.monoBase)}
+	}
+	return reading{wall: now, ns: timelineOrigin + int64(now.Sub(r.base))}
+}
+
+// wallOf is the wall time of ns on the timeline, as of this reading.
+func (rd reading) wallOf(ns int64) time.Time { return rd.wall.Add(time.Duration(ns - rd.ns)) }
 
 // Thresholds decides how long a broker may stay silent. It is called with
 // the lease lock held, on every registration and heartbeat, so it must be
@@ -128,6 +175,8 @@ type Config struct {
 // Registry is a node's route tables. It is safe for concurrent use.
 type Registry struct {
 	clock        Clock
+	base         time.Time     // the timeline's origin (reading.ns), a reading of clock
+	monoBase     time.Duration // the same for a MonotonicClock
 	defThreshold time.Duration
 	minThreshold time.Duration // bounds on what a broker asks for
 	maxThreshold time.Duration
@@ -222,7 +271,11 @@ func New(cfg Config) *Registry {
 	r.maxThreshold = max(r.maxThreshold, r.minThreshold)
 	// Seed epochs from the clock so a node restarted with the same broker
 	// never hands out an epoch that a message from its past life names.
-	r.nextEpoch = uint64(r.clock.Now().UnixNano())
+	r.base = r.clock.Now()
+	r.nextEpoch = uint64(r.base.UnixNano())
+	if m, ok := r.clock.(MonotonicClock); ok {
+		r.monoBase = m.Monotonic()
+	}
 	return r
 }
 

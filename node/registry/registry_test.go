@@ -375,13 +375,13 @@ func TestEpochRace(t *testing.T) {
 	due := func() []LeaseInfo {
 		r.leaseMu.Lock()
 		defer r.leaseMu.Unlock()
-		return r.deadlines.due(clk.Now().UnixNano())
+		return r.deadlines.due(r.read())
 	}()
 	if len(due) != 1 || due[0].Epoch != fresh.Epoch {
 		t.Fatalf("due = %+v", due)
 	}
 	mustRegister(t, r, g)
-	if removed := r.expire(due, clk.Now().UnixNano()); len(removed) != 0 {
+	if removed := r.expire(due, r.read().ns); len(removed) != 0 {
 		t.Fatalf("expiry removed a fresh registration: %+v", removed)
 	}
 	mustRoute(t, r, "t")
