@@ -215,7 +215,9 @@ func TestRemotingTopicCreatedAgainAfterDelete(t *testing.T) {
 	tn := startRemotingNode(t, func(c *Config) { c.RemotingAllowAdmin = true })
 	c := dialRemoting(t, tn)
 	const master = "127.0.0.1:10911"
-	dv := func(n int64) remoting.DataVersion { return remoting.DataVersion{Counter: n, Timestamp: 1735689600000 + n} }
+	dv := func(n int64) remoting.DataVersion {
+		return remoting.DataVersion{Counter: n, Timestamp: 1735689600000 + n}
+	}
 	if resp := c.call(registerCmd(t, 1, 0, master, dv(1), "a", "b", "again")); resp.Code != remoting.Success {
 		t.Fatalf("registration: %+v", resp)
 	}
