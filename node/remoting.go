@@ -360,7 +360,22 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 	case err != nil:
 		return systemError(req, err)
 	}
-	if unchanged && len(missing) > 0 {
+	switch {
+	case unchanged:
+	case len(members.Addrs) == 0:
+		missing = nil // applied in full, and a new group holds no tombstone
+	case len(missing) > 0:
+		// A topic an operator deleted from the group keeps a tombstone
+		// against full registrations, and this one, applied as full, left
+		// it out. But a remoting registration may be partial: a topic
+		// created again on the broker after mqadmin deleteTopic comes as
+		// one (a partial registration of that topic from 5.x, the whole
+		// table from 4.9, a new data version either way), and a NameServer
+		// routes every topic a registration lists. Upsert what the group
+		// still lacks, as an incremental update, which ends the tombstone.
+		missing = lacking(n.reg.GroupTopics(h.BrokerName), missing)
+	}
+	if len(missing) > 0 {
 		// An unchanged data version renews only, but RocketMQ still adds a
 		// topic the group has no queue data for: the later chunks of a split
 		// registration carry the first chunk's version.
@@ -432,6 +447,21 @@ func upsertTopics(held, listed []wire.TopicConfig) (union, missing []wire.TopicC
 		missing = append(missing, tc)
 	}
 	return union, missing
+}
+
+// lacking returns the topics of want that held has no entry of.
+func lacking(held, want []wire.TopicConfig) []wire.TopicConfig {
+	have := make(map[string]struct{}, len(held))
+	for _, tc := range held {
+		have[tc.Name] = struct{}{}
+	}
+	var out []wire.TopicConfig
+	for _, tc := range want {
+		if _, ok := have[tc.Name]; !ok {
+			out = append(out, tc)
+		}
+	}
+	return out
 }
 
 func toWireVersion(v remoting.DataVersion) wire.DataVersion {

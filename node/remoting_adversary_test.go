@@ -202,3 +202,44 @@ func TestRemotingWriteTimeoutFollowsFlag(t *testing.T) {
 	}
 	slow.nc.Close()
 }
+
+// TestRemotingTopicCreatedAgainAfterDelete: mqadmin deleteTopic removes a
+// topic from the brokers, then from the NameServer (DELETE_TOPIC_IN_NAMESRV);
+// an operator who creates it again (mqadmin updateTopic) makes the broker
+// register it with a new data version: a partial registration of that one
+// topic from 5.x, a full one from 4.9. A NameServer routes it again at once.
+// The node kept the deletion's tombstone against every remoting
+// registration with a changed data version, so the topic never came back
+// while the broker had it, through any number of periodic registrations.
+func TestRemotingTopicCreatedAgainAfterDelete(t *testing.T) {
+	tn := startRemotingNode(t, func(c *Config) { c.RemotingAllowAdmin = true })
+	c := dialRemoting(t, tn)
+	const master = "127.0.0.1:10911"
+	dv := func(n int64) remoting.DataVersion {
+		return remoting.DataVersion{Counter: n, Timestamp: 1735689600000 + n}
+	}
+	if resp := c.call(registerCmd(t, 1, 0, master, dv(1), "a", "b", "again")); resp.Code != remoting.Success {
+		t.Fatalf("registration: %+v", resp)
+	}
+	// mqadmin deleteTopic: the broker drops the topic (its data version
+	// moves on), then the NameServer is told.
+	if resp := c.call(&remoting.Command{Code: remoting.DeleteTopicInNameSrv, Opaque: 2,
+		ExtFields: map[string]string{"topic": "again", "clusterName": "DefaultCluster"}}); resp.Code != remoting.Success {
+		t.Fatalf("delete: %+v", resp)
+	}
+	// Created again on the broker: 5.x registers the one topic, 4.9 its
+	// whole table, both with the next data version; then the periodic
+	// registrations of that version follow.
+	for i, reg := range []*remoting.Command{
+		registerCmd(t, 3, 0, master, dv(3), "again"),
+		registerCmd(t, 4, 0, master, dv(4), "a", "b", "again"),
+		registerCmd(t, 5, 0, master, dv(4), "a", "b", "again"),
+	} {
+		if resp := c.call(reg); resp.Code != remoting.Success {
+			t.Fatalf("registration %d after the re-creation: %+v", i, resp)
+		}
+		if resp, r := rmqRoute(t, c, int32(10+i), "again"); r == nil || len(r.QueueDatas) != 1 {
+			t.Fatalf("route of the topic created again, after registration %d listing it: code %d %q", i, resp.Code, resp.Remark)
+		}
+	}
+}

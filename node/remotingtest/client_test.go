@@ -197,6 +197,49 @@ func TestProducerSendsWhereTheRouteSays(t *testing.T) {
 	}
 }
 
+// TestProducerFallsBackToTBW102 registers a broker as a RocketMQ broker
+// does, REGISTER_BROKER over the node's remoting listener with its TBW102
+// (perm 7, autoCreateTopicEnable), and sends to a topic no broker holds yet:
+// the library gets TOPIC_NOT_EXIST, asks for TBW102's route and sends there,
+// where the broker would create the topic.
+func TestProducerFallsBackToTBW102(t *testing.T) {
+	ca := nodetest.NewCA(t)
+	tn := nodetest.Start(t, ca, func(c *node.Config) {
+		c.RemotingAddr = "127.0.0.1:0"
+		c.RemotingAllowBrokers = true
+	})
+	w := &world{t: t, node: tn, ca: ca, ns: []string{tn.Node().RemotingAddr().String()}}
+	stub := startStubBroker(t)
+	body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 1, Timestamp: time.Now().UnixMilli()},
+		TopicConfigTable: map[string]remoting.TopicConfig{
+			"TBW102":    {TopicName: "TBW102", ReadQueueNums: 8, WriteQueueNums: 8, Perm: 7},
+			"TopicTest": {TopicName: "TopicTest", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6},
+		}}
+	raw := body.EncodeJSON()
+	h := remoting.RegisterBrokerHeader{BrokerName: "broker-a", BrokerAddr: stub.addr, ClusterName: "DefaultCluster",
+		BodyCRC32: remoting.BodyCRC32(raw)}
+	nc, err := net.Dial("tcp", w.ns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close() // the broker stays registered while its connection is open
+	if _, err := remoting.NewRequest(remoting.RegisterBroker, 1, h.Ext(), raw).WriteTo(nc); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, err := remoting.ReadCommand(nc, 0); err != nil || resp.Code != remoting.Success {
+		t.Fatalf("registration: %+v %v", resp, err)
+	}
+	p := newProducer(t, w, "producer-tbw102")
+	res, err := p.SendSync(ctxFor(t), primitive.NewMessage("BrandNew", []byte("hello")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MessageQueue.BrokerName != "broker-a" || stub.sentTo("BrandNew") != 1 {
+		t.Fatalf("send result %v; the stub broker got %d messages for BrandNew", res, stub.sentTo("BrandNew"))
+	}
+}
+
 func TestConsumersResolveTheirSubscription(t *testing.T) {
 	w := newWorld(t)
 	stub := startStubBroker(t)

@@ -349,16 +349,25 @@ func masterOf(states []broker.NodeState) (string, string) {
 
 // seen renews the local liveness of a broker (QUERY_DATA_VERSION,
 // BROKER_HEARTBEAT) and returns the data version it last registered. It
-// sends nothing to the nodes: the registrar renews their leases itself.
+// sends nothing to the nodes: the registrar renews their leases itself. A
+// broker every node refused is reported as not held, as a NameServer that
+// refused a registration holds no data version for it: QUERY_DATA_VERSION
+// then says changed, and a broker with forceRegister=false registers again
+// (and is judged afresh) instead of believing itself registered for good.
 func (t *brokerTable) seen(key brokerKey) (rmqVersion, bool) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	e := t.brokers[key]
 	if e == nil {
+		t.mu.Unlock()
 		return rmqVersion{}, false
 	}
 	e.lastSeen = time.Now()
-	return e.version, true
+	v := e.version
+	t.mu.Unlock()
+	if refusedEverywhere(e.reg) {
+		return rmqVersion{}, false
+	}
+	return v, true
 }
 
 // unregister stops a broker's registrar, which unregisters it from every

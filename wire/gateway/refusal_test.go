@@ -110,3 +110,38 @@ func TestMasterMovedToANewAddressIsNotFoughtBack(t *testing.T) {
 		}
 	}
 }
+
+// A broker with forceRegister=false asks QUERY_DATA_VERSION before each
+// periodic registration and registers only when told its data changed. A
+// NameServer that refused its registration holds no data version for it and
+// answers changed=true, so the broker registers again; the gateway, which
+// keeps a refused broker's entry to judge its next registration afresh, must
+// answer the same, or that next registration never comes: the broker
+// believes itself registered for good while no node routes to it.
+func TestRefusedBrokerIsToldToRegisterAgain(t *testing.T) {
+	s := startSite(t, 1, func(c *gateway.Config) { c.RegisterWait = 500 * time.Millisecond })
+	reg := fixtureCommand(t, "v5_register_broker_request.hex")
+	name := reg.ExtFields["brokerName"]
+	old := &wire.Register{Cluster: "OldCluster", BrokerName: name, Addr: "127.0.0.1:10999",
+		Topics: topicConfigs(4, "TopicOld")}
+	if _, err := s.operator(s.nodes[0]).Register(nodetest.Context(t), old); err != nil {
+		t.Fatal(err)
+	}
+	c := s.dial()
+	if resp := c.call(reg); resp.Code == remoting.Success {
+		t.Fatalf("registration of group %q while another cluster holds it: SUCCESS, want the node's conflict", name)
+	}
+	nodetest.WaitFor(t, "every node to refuse the broker", func() bool {
+		st := brokerState(t, s.gw, masterAddr)
+		return len(st.Nodes) > 0 && st.Nodes[0].Refused != nil
+	})
+	// The data-version query of the broker's next period, with the data
+	// version of the refused registration.
+	q := fixtureCommand(t, "v5_query_data_version_request.hex")
+	q.Opaque = opaque.Add(1)
+	resp := c.call(q)
+	if resp.Code != remoting.Success || resp.Ext("changed") != "true" {
+		t.Fatalf("QUERY_DATA_VERSION of a broker no node holds: code %d changed=%q body %s, want changed=true",
+			resp.Code, resp.Ext("changed"), resp.Body)
+	}
+}
