@@ -194,6 +194,9 @@ type entry struct {
 	route   wire.Route
 	version uint64
 	checked time.Time // when a node last confirmed it
+	// pushed is the sequence number (Client.pushSeq) of the last watch
+	// push recorded for the topic; 0 for none.
+	pushed uint64
 }
 
 // flight is a lookup in progress that concurrent Route calls share.
@@ -221,9 +224,24 @@ type Client struct {
 	cache     map[string]*entry
 	inflight  map[string]*flight
 	closed    bool
+	// goneAt holds, for a watched topic a push said is gone (so it has no
+	// entry), that push's sequence number: a read sent before it must not
+	// bring the topic back.
+	goneAt map[string]uint64
+	// pushSeq numbers the merged states a watch delivers, in the order the
+	// hub merged them. Versions are hashes (PROTOCOL.md 9) and say nothing
+	// of which route is newer, so the cache orders its writes by these: a
+	// push is newer than a read sent before it was numbered (the read's
+	// answer may predate the change; the watch keeps pushing what follows),
+	// and than a push numbered before it.
+	pushSeq atomic.Uint64
 
 	watch *watchHub
 	stats counters
+
+	// onAnswer, set only by tests, runs when a lookup has its answer and
+	// before it is cached, so a test can land a push in between.
+	onAnswer func(topic string)
 }
 
 // New validates cfg and starts a Client: it reads the node list and starts
@@ -245,6 +263,7 @@ func New(cfg Config) (*Client, error) {
 		listed:   make(chan struct{}),
 		cache:    make(map[string]*entry),
 		inflight: make(map[string]*flight),
+		goneAt:   make(map[string]uint64),
 	}
 	c.watch = newWatchHub(c)
 	c.wg.Add(3)

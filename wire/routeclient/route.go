@@ -71,31 +71,69 @@ func (c *Client) freshLocked(e *entry) bool {
 }
 
 // lookup asks the nodes for one topic, naming the cached version if any.
+// Its answer is not cached when a watch push recorded the topic while the
+// query ran (see Client.pushSeq): the push is then returned instead.
 func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, error) {
 	c.mu.Lock()
 	req := heldRoute{tv: wire.TopicVersion{Topic: topic}}
 	if e := c.cache[topic]; e != nil {
 		req.tv.Version, req.route = e.version, e.route
 	}
+	since := c.pushSeq.Load()
 	c.mu.Unlock()
-	ms, err := c.query(ctx, []heldRoute{req}, &c.stats.queries)
+	ms, err := c.query(ctx, []heldRoute{req}, since, &c.stats.queries)
+	if c.onAnswer != nil {
+		c.onAnswer(topic)
+	}
 	if err != nil {
 		return c.staleOr(topic, fmt.Errorf("route of %s: %w", topic, err))
 	}
 	m := &ms[0]
 	switch m.status {
-	case wire.StatusOK, wire.StatusNotModified:
+	case wire.StatusOK, wire.StatusNotModified, wire.StatusNotFound:
 		c.mu.Lock()
-		c.cache[topic] = &entry{route: m.route, version: m.version, checked: time.Now()}
+		if c.pushedLocked(topic) > since {
+			e := c.cache[topic]
+			c.mu.Unlock()
+			if e == nil {
+				return wire.Route{}, 0, wire.Errorf(wire.CodeNotFound, "topic %s not found: a watch push says it is gone", topic)
+			}
+			return e.route, e.version, nil
+		}
+		if m.status == wire.StatusNotFound {
+			c.dropLocked(topic)
+			c.mu.Unlock()
+			return wire.Route{}, 0, wire.Errorf(wire.CodeNotFound, "topic %s not found: every ready node that answered (%d) says so", topic, m.answers)
+		}
+		c.putLocked(topic, m.route, m.version, time.Now())
 		c.mu.Unlock()
 		return m.route, m.version, nil
-	case wire.StatusNotFound:
-		c.mu.Lock()
-		delete(c.cache, topic)
-		c.mu.Unlock()
-		return wire.Route{}, 0, wire.Errorf(wire.CodeNotFound, "topic %s not found: every ready node that answered (%d) says so", topic, m.answers)
 	}
 	return c.staleOr(topic, wire.Errorf(wire.CodeWarmingUp, "topic %s not found yet: every node that answered is warming up", topic))
+}
+
+// pushedLocked is the sequence number of the last watch push recorded for
+// topic (0 for none); with c.mu held.
+func (c *Client) pushedLocked(topic string) uint64 {
+	if e := c.cache[topic]; e != nil {
+		return e.pushed
+	}
+	return c.goneAt[topic]
+}
+
+// putLocked caches an answer of the nodes; with c.mu held.
+func (c *Client) putLocked(topic string, route wire.Route, version uint64, now time.Time) {
+	c.cache[topic] = &entry{route: route, version: version, checked: now, pushed: c.pushedLocked(topic)}
+	delete(c.goneAt, topic)
+}
+
+// dropLocked forgets a topic's route, keeping the number of the last push
+// recorded for it; with c.mu held.
+func (c *Client) dropLocked(topic string) {
+	if p := c.pushedLocked(topic); p != 0 {
+		c.goneAt[topic] = p
+	}
+	delete(c.cache, topic)
 }
 
 // staleOr serves the cached route of topic, however old, when no node
@@ -138,7 +176,9 @@ type reply struct {
 // for the other nodes asked: not-found is final only when every ready
 // node answering says so, and a warming node's route may lack groups). It fails only when no
 // node answered.
-func (c *Client) query(ctx context.Context, held []heldRoute, sent *atomic.Uint64) ([]merged, error) {
+// since is Client.pushSeq when held was read: answers that arrive late are
+// not cached over a push numbered after it.
+func (c *Client) query(ctx context.Context, held []heldRoute, since uint64, sent *atomic.Uint64) ([]merged, error) {
 	cands, err := c.candidates(ctx)
 	if err != nil {
 		return nil, err
@@ -229,7 +269,7 @@ wait:
 	c.prefer(got)
 	ms := mergeReplies(held, got)
 	if inflight > 0 && ctx.Err() == nil && stopFollowing() {
-		detached = c.absorbLate(held, got, ms, replies, inflight, cancel)
+		detached = c.absorbLate(held, since, got, ms, replies, inflight, cancel)
 	}
 	return ms, nil
 }
@@ -267,8 +307,9 @@ func firstAsks(cands []*node, fanout int, now time.Time) int {
 // absorbLate waits, in the background, for the answers of a query that
 // returned on MergeWait, merges them with those it returned, and updates
 // the cached routes it returned if the merge changed them. It reports
-// whether it took over cancel (false once the client is closing).
-func (c *Client) absorbLate(held []heldRoute, got []reply, first []merged, replies <-chan reply, inflight int, cancel context.CancelFunc) bool {
+// whether it took over cancel (false once the client is closing). A route
+// a watch pushed after since stays.
+func (c *Client) absorbLate(held []heldRoute, since uint64, got []reply, first []merged, replies <-chan reply, inflight int, cancel context.CancelFunc) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -297,7 +338,7 @@ func (c *Client) absorbLate(held []heldRoute, got []reply, first []merged, repli
 			if (l.status != wire.StatusOK && l.status != wire.StatusNotModified) || l.version == first[i].version {
 				continue
 			}
-			if e := c.cache[l.topic]; e != nil && e.version == first[i].version {
+			if e := c.cache[l.topic]; e != nil && e.version == first[i].version && e.pushed <= since {
 				e.route, e.version, e.checked = l.route, l.version, now
 				c.stats.lateMerged.Add(1)
 			}
@@ -467,6 +508,7 @@ func (c *Client) Refresh(ctx context.Context) error {
 	for t, e := range c.cache {
 		held = append(held, heldRoute{tv: wire.TopicVersion{Topic: t, Version: e.version}, route: e.route})
 	}
+	since := c.pushSeq.Load()
 	c.mu.Unlock()
 	slices.SortFunc(held, func(a, b heldRoute) int { return strings.Compare(a.tv.Topic, b.tv.Topic) })
 	var errs []error
@@ -474,12 +516,12 @@ func (c *Client) Refresh(ctx context.Context) error {
 		n := batchLen(len(held), func(i int) string { return held[i].tv.Topic })
 		batch := held[:n]
 		held = held[n:]
-		ms, err := c.query(ctx, batch, &c.stats.refreshes)
+		ms, err := c.query(ctx, batch, since, &c.stats.refreshes)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		c.applyRefresh(batch, ms)
+		c.applyRefresh(batch, since, ms)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("refresh routes: %w", errors.Join(errs...))
@@ -500,15 +542,16 @@ func batchLen(n int, name func(int) string) int {
 }
 
 // applyRefresh records a refresh's merged answers in the cache. An entry
-// that changed meanwhile (a watch pushed a newer route) is left alone.
-func (c *Client) applyRefresh(batch []heldRoute, ms []merged) {
+// that changed meanwhile, or that a watch pushed after since (which can
+// bring back the version the refresh named: A, B, A), is left alone.
+func (c *Client) applyRefresh(batch []heldRoute, since uint64, ms []merged) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range ms {
 		m := &ms[i]
 		e := c.cache[m.topic]
-		if e == nil || e.version != batch[i].tv.Version {
+		if e == nil || e.version != batch[i].tv.Version || e.pushed > since {
 			continue // forgotten or replaced meanwhile
 		}
 		switch m.status {
@@ -519,7 +562,7 @@ func (c *Client) applyRefresh(batch []heldRoute, ms []merged) {
 			e.route, e.version, e.checked = m.route, m.version, now
 			c.stats.updated.Add(1)
 		case wire.StatusNotFound:
-			delete(c.cache, m.topic) // no ready node holds it any more
+			c.dropLocked(m.topic) // no ready node holds it any more
 		}
 	}
 }
@@ -542,15 +585,33 @@ func (c *Client) refreshLoop() {
 	}
 }
 
-// cacheEvent records a route a watch stream pushed.
-func (c *Client) cacheEvent(u *Update) {
+// cacheEvent records a merged state a watch delivered, numbered seq
+// (Client.pushSeq). The hub's goroutines record their states after
+// unlocking, so they can arrive out of order: a state numbered before the
+// one recorded is older and is dropped.
+func (c *Client) cacheEvent(u *Update, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if u.Gone {
-		delete(c.cache, u.Topic)
+	if c.pushedLocked(u.Topic) >= seq {
 		return
 	}
-	c.cache[u.Topic] = &entry{route: u.Route, version: u.Version, checked: time.Now()}
+	if u.Gone {
+		delete(c.cache, u.Topic)
+		c.goneAt[u.Topic] = seq
+		return
+	}
+	c.cache[u.Topic] = &entry{route: u.Route, version: u.Version, checked: time.Now(), pushed: seq}
+	delete(c.goneAt, u.Topic)
+}
+
+// unwatched forgets what pushes said of topics no watch names any more:
+// no push follows to correct a read, so reads are cached as they come.
+func (c *Client) unwatched(topics []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range topics {
+		delete(c.goneAt, t)
+	}
 }
 
 // cached returns the cached route of topic, if any.

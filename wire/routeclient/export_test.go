@@ -1,0 +1,15 @@
+package routeclient
+
+// SetLookupHook makes f run when a Route lookup has its answer from the
+// nodes, before the answer goes into the cache: a test holds the answer
+// there while a watch push lands. Set it before the first Route call.
+func SetLookupHook(c *Client, f func(topic string)) { c.onAnswer = f }
+
+// CachedVersion is the version of the topic's cached route, if any.
+func CachedVersion(c *Client, topic string) (uint64, bool) {
+	e, ok := c.cached(topic)
+	if !ok {
+		return 0, false
+	}
+	return e.version, true
+}

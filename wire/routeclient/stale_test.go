@@ -1,0 +1,118 @@
+package routeclient_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/nodes"
+	"github.com/edgereg/edgereg/wire/routeclient"
+)
+
+// lookupResult is what a Route call in the background returned.
+type lookupResult struct {
+	version uint64
+	err     error
+}
+
+// heldLookup starts Route(topic) in the background and holds its answer
+// from the node before it is cached until release is called: the test
+// changes the world meanwhile.
+func heldLookup(t *testing.T, c *routeclient.Client, topic string) (release func(), done <-chan lookupResult) {
+	t.Helper()
+	answered, hold := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	routeclient.SetLookupHook(c, func(string) {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(answered)
+			<-hold
+		}
+	})
+	out := make(chan lookupResult, 1)
+	go func() {
+		_, v, err := c.Route(ctxT(t), topic)
+		out <- lookupResult{v, err}
+	}()
+	<-answered
+	var rel sync.Once
+	release = func() { rel.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	return release, out
+}
+
+// TestReadInFlightDoesNotUndoANewerPush: a Route lookup has the node's
+// answer (route A) when the route changes to B and a watch pushes B into
+// the cache; only then is the lookup's answer recorded. Versions are hashes
+// (PROTOCOL.md 9), so the client cannot tell A from B by their numbers:
+// before, the lookup wrote A over B unconditionally, and since the watch
+// had delivered B it pushed nothing more, so the client served A for a
+// whole refresh interval (30 s by default) while its watcher had B.
+func TestReadInFlightDoesNotUndoANewerPush(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) { cfg.Fanout = 1 })
+	release, done := heldLookup(t, c, "orders") // holds route A, 4 write queues
+
+	register(t, tn, "b1", "10.0.0.1:10911", 8, "orders") // route B
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ch, err := c.Watch(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := until(t, ch, "8 write queues", func(u routeclient.Update) bool { return writeQueues(u) == 8 })
+	waitFor(t, "the push in the cache", func() bool {
+		v, _ := routeclient.CachedVersion(c, "orders")
+		return v == b.Version
+	})
+	release()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.version != b.Version {
+		t.Errorf("the lookup returned v%x after the watch delivered v%x: an older route", r.version, b.Version)
+	}
+	route, v, err := c.Route(ctxT(t), "orders")
+	if err != nil || v != b.Version || len(route.Queues) != 1 || route.Queues[0].WriteQueues != 8 {
+		t.Fatalf("Route after the push: v%x %+v, %v; want the pushed v%x (8 write queues)", v, route.Queues, err, b.Version)
+	}
+}
+
+// TestReadInFlightDoesNotBringBackAGoneTopic: as above, but the push says
+// the topic is gone (its last broker left). Before, the lookup's older
+// answer put the route back in the cache, and Route served a topic no
+// broker holds for two refresh intervals.
+func TestReadInFlightDoesNotBringBackAGoneTopic(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) { cfg.Fanout = 1 })
+	release, done := heldLookup(t, c, "orders") // holds the route
+
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ch, err := c.Watch(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, ch, "the route", func(u routeclient.Update) bool { return !u.Gone })
+	unregister(t, tn, "10.0.0.1:10911")
+	until(t, ch, "gone", func(u routeclient.Update) bool { return u.Gone })
+	waitFor(t, "the topic out of the cache", func() bool {
+		_, ok := routeclient.CachedVersion(c, "orders")
+		return !ok
+	})
+	release()
+	if r := <-done; !errors.Is(r.err, wire.ErrNotFound) {
+		t.Errorf("the lookup returned v%x, %v after the watch said gone; want not-found", r.version, r.err)
+	}
+	if _, v, err := c.Route(ctxT(t), "orders"); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("Route after the gone push: v%x, %v; want not-found", v, err)
+	}
+}
