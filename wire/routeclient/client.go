@@ -242,6 +242,9 @@ type Client struct {
 	// onAnswer, set only by tests, runs when a lookup has its answer and
 	// before it is cached, so a test can land a push in between.
 	onAnswer func(topic string)
+	// onPushed, set only by tests, runs when a watch push was merged and
+	// before the merge is recorded in the cache.
+	onPushed func(topic string)
 }
 
 // New validates cfg and starts a Client: it reads the node list and starts

@@ -798,6 +798,9 @@ func (h *watchHub) apply(slot int, f *wire.Frame) {
 	wt.views[slot] = v
 	u, seq, ok := h.deliverLocked(res.Topic, wt)
 	h.mu.Unlock()
+	if c.onPushed != nil {
+		c.onPushed(res.Topic)
+	}
 	if ok {
 		c.cacheEvent(&u, seq)
 	}
