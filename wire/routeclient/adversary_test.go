@@ -391,3 +391,39 @@ func TestWatchOverALossyLinkGetsTheFinalVersion(t *testing.T) {
 	final := q - 1
 	until(t, ch, "the final version", func(u routeclient.Update) bool { return writeQueues(u) == final })
 }
+
+// TestDeadNodeIsDialledOnceByConcurrentReadsOfOneTopic: concurrent reads
+// of one topic share one lookup. When that lookup failed because the dead
+// node's dial timed out (an error that wraps context.DeadlineExceeded, as
+// the leader's own deadline would), each waiting read took it for the
+// leader's deadline and looked again, in turn: 8 reads, 8 dials one after
+// another, the last read failing after 8 request timeouts.
+func TestDeadNodeIsDialledOnceByConcurrentReadsOfOneTopic(t *testing.T) {
+	ca := newTestCA(t)
+	dead := newBlackhole(t)
+	c := newClient(t, ca, nodes.Static(dead.addr()), func(cfg *routeclient.Config) {
+		cfg.RequestTimeout = time.Second
+		cfg.Backoff = nodes.Backoff{Min: time.Minute, Max: time.Minute}
+	})
+	const reads = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, reads)
+	for range reads {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+			defer cancel()
+			_, _, err := c.Route(ctx, "orders")
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err == nil {
+			t.Error("a read of a dead node succeeded")
+		}
+	}
+	if n := dead.dials(); n > 2 {
+		t.Errorf("%d concurrent reads of one topic dialled the dead node %d times, want 1 (2 at most, for a read that came after the lookup ended)", reads, n)
+	}
+}

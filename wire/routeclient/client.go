@@ -205,6 +205,9 @@ type flight struct {
 	route   wire.Route
 	version uint64
 	err     error
+	// cut: the leader's own context ended during the lookup, so its
+	// error says nothing to a caller whose context still runs.
+	cut bool
 }
 
 // Client finds topic routes. It is safe for concurrent use; Close it when

@@ -45,6 +45,7 @@ func (c *Client) Route(ctx context.Context, topic string) (wire.Route, uint64, e
 		c.mu.Unlock()
 		if leader {
 			f.route, f.version, f.err = c.lookup(ctx, topic)
+			f.cut = f.err != nil && ctx.Err() != nil
 			c.mu.Lock()
 			delete(c.inflight, topic)
 			c.mu.Unlock()
@@ -57,8 +58,11 @@ func (c *Client) Route(ctx context.Context, topic string) (wire.Route, uint64, e
 			return wire.Route{}, 0, fmt.Errorf("route of %s: %w", topic, ctx.Err())
 		}
 		// The leader's own deadline may have cut its lookup short: this
-		// caller, whose context still runs, looks again.
-		if f.err != nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+		// caller, whose context still runs, looks again. Not on any error
+		// that wraps a deadline: a dial or request that timed out on a
+		// dead node does too, and every waiting caller would then ask the
+		// dead node again in turn, one timeout after another.
+		if f.cut {
 			continue
 		}
 		return f.route, f.version, f.err
