@@ -609,12 +609,16 @@ func (c *Client) cacheEvent(u *Update, seq uint64) {
 }
 
 // unwatched forgets what pushes said of topics no watch names any more:
-// no push follows to correct a read, so reads are cached as they come.
+// no push follows to correct a read, so reads are cached as they come
+// (and goneAt keeps nothing for them).
 func (c *Client) unwatched(topics []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, t := range topics {
 		delete(c.goneAt, t)
+		if e := c.cache[t]; e != nil {
+			e.pushed = 0
+		}
 	}
 }
 

@@ -40,3 +40,22 @@ func TestPushesRecordedOutOfOrderKeepTheLatest(t *testing.T) {
 		t.Fatalf("the cache holds %v v%x while the watchers have (a, b, c) v%x", names(e.route), e.version, fullV)
 	}
 }
+
+// TestUnwatchedTopicsLeaveNoPushMarks: what pushes said of a topic is
+// kept only while it is watched; a topic once watched, then unwatched and
+// found gone by a read, leaves nothing behind (goneAt would otherwise grow
+// with every topic ever watched).
+func TestUnwatchedTopicsLeaveNoPushMarks(t *testing.T) {
+	c := &Client{cache: make(map[string]*entry), goneAt: make(map[string]uint64)}
+	r, v := testRoute("a")
+	c.cacheEvent(&Update{Topic: "t", Route: *r, Version: v}, 1)
+	c.cacheEvent(&Update{Topic: "g", Gone: true}, 2)
+	c.unwatched([]string{"t", "g"})
+	c.mu.Lock()
+	c.dropLocked("t") // a read found it gone
+	n := len(c.goneAt)
+	c.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("goneAt holds %d topics after they were unwatched: %v", n, c.goneAt)
+	}
+}
