@@ -33,6 +33,9 @@
 // intervals (or a watch pushed it). An older route is looked up again; if
 // no node answers, the old route is served rather than nothing (a producer
 // with a slightly old route can still send), and the failure is logged.
+// Reads then serve it at once, without asking, for one refresh interval
+// (the background refresh keeps asking), so an outage of every node does
+// not cost each read a request timeout.
 package routeclient
 
 import (
@@ -197,6 +200,10 @@ type entry struct {
 	// pushed is the sequence number (Client.pushSeq) of the last watch
 	// push recorded for the topic; 0 for none.
 	pushed uint64
+	// quietUntil: a lookup found no node to answer, so reads serve the
+	// route as it is until then rather than each waiting for the nodes to
+	// fail again; the refresh loop keeps asking meanwhile.
+	quietUntil time.Time
 }
 
 // flight is a lookup in progress that concurrent Route calls share.

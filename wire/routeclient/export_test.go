@@ -1,5 +1,7 @@
 package routeclient
 
+import "time"
+
 // SetLookupHook makes f run when a Route lookup has its answer from the
 // nodes, before the answer goes into the cache: a test holds the answer
 // there while a watch push lands. Set it before the first Route call.
@@ -12,4 +14,14 @@ func CachedVersion(c *Client, topic string) (uint64, bool) {
 		return 0, false
 	}
 	return e.version, true
+}
+
+// AgeCache makes the topic's cached route look confirmed d earlier than
+// it was, so a test gets a stale route without waiting.
+func AgeCache(c *Client, topic string, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.cache[topic]; e != nil {
+		e.checked = e.checked.Add(-d)
+	}
 }

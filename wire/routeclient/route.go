@@ -31,10 +31,14 @@ func (c *Client) Route(ctx context.Context, topic string) (wire.Route, uint64, e
 			c.mu.Unlock()
 			return wire.Route{}, 0, ErrClosed
 		}
-		if e := c.cache[topic]; e != nil && c.freshLocked(e) {
-			route, v := e.route, e.version
+		if e := c.cache[topic]; e != nil && (c.freshLocked(e) || time.Now().Before(e.quietUntil)) {
+			route, v, stale := e.route, e.version, !c.freshLocked(e)
 			c.mu.Unlock()
-			c.stats.cacheHits.Add(1)
+			if stale {
+				c.stats.staleServed.Add(1)
+			} else {
+				c.stats.cacheHits.Add(1)
+			}
 			return route, v, nil
 		}
 		f, leader := c.inflight[topic], false
@@ -145,13 +149,16 @@ func (c *Client) dropLocked(topic string) {
 func (c *Client) staleOr(topic string, err error) (wire.Route, uint64, error) {
 	c.mu.Lock()
 	e := c.cache[topic]
-	c.mu.Unlock()
 	if e == nil {
+		c.mu.Unlock()
 		return wire.Route{}, 0, err
 	}
+	e.quietUntil = time.Now().Add(c.cfg.RefreshInterval)
+	route, v, checked := e.route, e.version, e.checked // a refresh may change e once unlocked
+	c.mu.Unlock()
 	c.stats.staleServed.Add(1)
-	c.log.Warn("no node answered: serving a cached route", "topic", topic, "age", time.Since(e.checked).Round(time.Millisecond).String(), "err", err)
-	return e.route, e.version, nil
+	c.log.Warn("no node answered: serving a cached route", "topic", topic, "age", time.Since(checked).Round(time.Millisecond).String(), "err", err)
+	return route, v, nil
 }
 
 // heldRoute is one topic to ask about: the version named and the route of

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
+	"time"
 	"testing"
 
 	"github.com/edgereg/edgereg/wire"
@@ -114,5 +116,41 @@ func TestReadInFlightDoesNotBringBackAGoneTopic(t *testing.T) {
 	}
 	if _, v, err := c.Route(ctxT(t), "orders"); !errors.Is(err, wire.ErrNotFound) {
 		t.Fatalf("Route after the gone push: v%x, %v; want not-found", v, err)
+	}
+}
+
+// TestStaleRouteIsNotLookedUpOnEveryRead: no node answers and the cached
+// route is stale. The first read looks it up, fails and serves the cached
+// route; the next reads serve it at once until the next refresh, which
+// looks again in the background. Before, every read looked it up again and
+// waited for the nodes to fail (a request timeout per node for a node
+// that drops packets), so a producer paid that on every send for as long
+// as the outage lasted, and each read logged a warning.
+func TestStaleRouteIsNotLookedUpOnEveryRead(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) {
+		cfg.RequestTimeout = 300 * time.Millisecond
+	})
+	ctx := ctxT(t)
+	_, v, err := c.Route(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lookups atomic.Int32
+	routeclient.SetLookupHook(c, func(string) { lookups.Add(1) })
+	tn.Stop()
+	routeclient.AgeCache(c, "orders", 3*time.Hour) // older than two refresh intervals
+	for i := range 5 {
+		if _, v2, err := c.Route(ctx, "orders"); err != nil || v2 != v {
+			t.Fatalf("read %d: v%x, %v; want the stale v%x", i, v2, err, v)
+		}
+	}
+	if n := lookups.Load(); n != 1 {
+		t.Errorf("5 reads of a stale route while no node answers made %d lookups, want 1", n)
+	}
+	if s := c.Stats(); s.StaleServed != 5 {
+		t.Errorf("StaleServed %d, want 5", s.StaleServed)
 	}
 }
