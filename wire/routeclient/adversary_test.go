@@ -2,6 +2,7 @@ package routeclient_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -425,5 +426,44 @@ func TestDeadNodeIsDialledOnceByConcurrentReadsOfOneTopic(t *testing.T) {
 	}
 	if n := dead.dials(); n > 2 {
 		t.Errorf("%d concurrent reads of one topic dialled the dead node %d times, want 1 (2 at most, for a read that came after the lookup ended)", reads, n)
+	}
+}
+
+// TestWaiterLooksAgainWhenTheLeadersDeadlineEnds: the read that leads a
+// shared lookup gives up on its own short deadline; a read waiting on it
+// with time left looks again itself rather than taking the leader's
+// deadline for its own failure.
+func TestWaiterLooksAgainWhenTheLeadersDeadlineEnds(t *testing.T) {
+	ca := newTestCA(t)
+	dead := newBlackhole(t)
+	c := newClient(t, ca, nodes.Static(dead.addr()), func(cfg *routeclient.Config) {
+		cfg.RequestTimeout = time.Second
+		cfg.Backoff = nodes.Backoff{Min: time.Minute, Max: time.Minute}
+	})
+	lctx, cancel := context.WithCancel(ctxT(t))
+	leader := make(chan error, 1)
+	go func() {
+		_, _, err := c.Route(lctx, "orders")
+		leader <- err
+	}()
+	waitFor(t, "the leader's dial", func() bool { return dead.dials() == 1 })
+	waiter := make(chan error, 1)
+	go func() {
+		_, _, err := c.Route(ctxT(t), "orders")
+		waiter <- err
+	}()
+	// The leader's context ends, most often while the waiter waits on its
+	// flight (if the waiter comes later, it leads a lookup of its own: the
+	// outcome below is the same).
+	cancel()
+	if err := <-leader; !errors.Is(err, context.Canceled) {
+		t.Fatalf("leader: %v, want its own cancellation", err)
+	}
+	err := <-waiter
+	if err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("waiter: %v, want its own lookup's failure", err)
+	}
+	if n := dead.dials(); n < 2 {
+		t.Errorf("the waiter did not look again: %d dials", n)
 	}
 }
