@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -466,4 +467,42 @@ func TestWaiterLooksAgainWhenTheLeadersDeadlineEnds(t *testing.T) {
 	if n := dead.dials(); n < 2 {
 		t.Errorf("the waiter did not look again: %d dials", n)
 	}
+}
+
+// TestLargeFanoutIsBounded: Fanout says that more than the node list
+// holds asks every node, so a caller may well set a large one to mean
+// "all". Before, the watch hub made a stream slot for each unit of it at
+// New: a goroutine each, and a view per slot for every watched topic
+// (Fanout 1000: 1000 goroutines; math.MaxInt: New never returned).
+func TestLargeFanoutIsBounded(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) { cfg.Fanout = 1000 })
+	if _, _, err := c.Route(ctxT(t), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ch, err := c.Watch(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+	if n := clientGoroutines(); n > 4*routeclient.MaxFanout {
+		t.Fatalf("a client with Fanout 1000 runs %d goroutines", n)
+	}
+}
+
+// clientGoroutines counts the goroutines running the route client's code
+// (the node's own, in this process too, are left out).
+func clientGoroutines() int {
+	buf := make([]byte, 16<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "wire/routeclient.") && !strings.Contains(g, "routeclient_test.") {
+			n++
+		}
+	}
+	return n
 }

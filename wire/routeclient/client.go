@@ -62,6 +62,9 @@ const (
 	DefaultRequestTimeout  = 3 * time.Second
 	// DefaultFanout is how many nodes a read asks at once.
 	DefaultFanout = 2
+	// MaxFanout is the most nodes a read asks at once, and the most watch
+	// streams a Client keeps; a larger Config.Fanout counts as this.
+	MaxFanout = 16
 	// MinMergeWait is the least a read waits for the other nodes asked
 	// after the first answer (unless Config.MergeWait says otherwise), so
 	// jitter of a few milliseconds does not drop an answer from the merge.
@@ -118,7 +121,7 @@ type Config struct {
 	// their answers are merged (PROTOCOL.md 9.1), so a node cut off from
 	// some brokers cannot hide them. Default DefaultFanout (2); 1 asks one
 	// node at a time, as clients before it did. More than the node list
-	// holds asks every node.
+	// holds asks every node; more than MaxFanout counts as MaxFanout.
 	Fanout int
 	// MergeWait is how long a read waits for the other nodes asked once
 	// the first has answered with a route for every topic (a node that is
@@ -149,6 +152,7 @@ func (c Config) withDefaults() Config {
 	if c.Fanout <= 0 {
 		c.Fanout = DefaultFanout
 	}
+	c.Fanout = min(c.Fanout, MaxFanout) // the watch keeps a stream slot per unit
 	c.Backoff = c.Backoff.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
