@@ -204,6 +204,9 @@ type entry struct {
 	// pushed is the sequence number (Client.pushSeq) of the last watch
 	// push recorded for the topic; 0 for none.
 	pushed uint64
+	// polled is the stamp (asOf.poll) of the read whose answer the entry
+	// holds or last confirmed: an answer to a read sent before it is older.
+	polled uint64
 	// quietUntil: a lookup found no node to answer, so reads serve the
 	// route as it is until then rather than each waiting for the nodes to
 	// fail again; the refresh loop keeps asking meanwhile.
@@ -249,6 +252,11 @@ type Client struct {
 	// answer may predate the change; the watch keeps pushing what follows),
 	// and than a push numbered before it.
 	pushSeq atomic.Uint64
+	// pollSeq numbers reads (lookups and refreshes) in the order they are
+	// sent: of two answers for a topic, the one to the read sent last wins,
+	// whichever arrives last (a slow node's answer may predate the change
+	// a later read saw on the same node).
+	pollSeq atomic.Uint64
 
 	watch *watchHub
 	stats counters

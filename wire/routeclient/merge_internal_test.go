@@ -133,7 +133,7 @@ func TestAbsorbLate(t *testing.T) {
 		replies <- reply{order: 1, idx: []int{0}, at: time.Now(), rs: wire.Routes{
 			Results: []wire.RouteResult{{Topic: "t", Status: wire.StatusOK, Version: fullV, Route: fullBody}}}}
 		done := make(chan struct{})
-		if !c.absorbLate(held, 0, got, first, replies, 1, func() { close(done) }) {
+		if !c.absorbLate(held, asOf{}, got, first, replies, 1, func() { close(done) }) {
 			t.Fatal("absorbLate did not take over")
 		}
 		c.wg.Wait()

@@ -79,17 +79,18 @@ func (c *Client) freshLocked(e *entry) bool {
 }
 
 // lookup asks the nodes for one topic, naming the cached version if any.
-// Its answer is not cached when a watch push recorded the topic while the
-// query ran (see Client.pushSeq): the push is then returned instead.
+// Its answer is not cached when the cache learned of the topic from a
+// read sent later or a push made after it was sent (overtakenLocked):
+// the cached state is then returned instead.
 func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, error) {
 	c.mu.Lock()
 	req := heldRoute{tv: wire.TopicVersion{Topic: topic}}
 	if e := c.cache[topic]; e != nil {
 		req.tv.Version, req.route = e.version, e.route
 	}
-	since := c.pushSeq.Load()
+	at := c.stampLocked()
 	c.mu.Unlock()
-	ms, err := c.query(ctx, []heldRoute{req}, since, &c.stats.queries)
+	ms, err := c.query(ctx, []heldRoute{req}, at, &c.stats.queries)
 	if c.onAnswer != nil {
 		c.onAnswer(topic)
 	}
@@ -100,7 +101,7 @@ func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, 
 	switch m.status {
 	case wire.StatusOK, wire.StatusNotModified, wire.StatusNotFound:
 		c.mu.Lock()
-		if c.pushedLocked(topic) > since {
+		if c.overtakenLocked(topic, at) {
 			e := c.cache[topic]
 			c.mu.Unlock()
 			if e == nil {
@@ -113,7 +114,7 @@ func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, 
 			c.mu.Unlock()
 			return wire.Route{}, 0, wire.Errorf(wire.CodeNotFound, "topic %s not found: every ready node that answered (%d) says so", topic, m.answers)
 		}
-		c.putLocked(topic, m.route, m.version, time.Now())
+		c.putLocked(topic, m.route, m.version, time.Now(), at)
 		c.mu.Unlock()
 		return m.route, m.version, nil
 	}
@@ -129,9 +130,29 @@ func (c *Client) pushedLocked(topic string) uint64 {
 	return c.goneAt[topic]
 }
 
-// putLocked caches an answer of the nodes; with c.mu held.
-func (c *Client) putLocked(topic string, route wire.Route, version uint64, now time.Time) {
-	c.cache[topic] = &entry{route: route, version: version, checked: now, pushed: c.pushedLocked(topic)}
+// asOf stamps a read when it is sent: the last push number then, and the
+// read's own number (Client.pushSeq, Client.pollSeq).
+type asOf struct{ push, poll uint64 }
+
+// stampLocked stamps a read about to be sent; with c.mu held.
+func (c *Client) stampLocked() asOf {
+	return asOf{push: c.pushSeq.Load(), poll: c.pollSeq.Add(1)}
+}
+
+// overtakenLocked reports whether the cache holds newer news of topic
+// than the answer to a read stamped at: a push made after the read was
+// sent, or the answer to a read sent after it; with c.mu held.
+func (c *Client) overtakenLocked(topic string, at asOf) bool {
+	if c.pushedLocked(topic) > at.push {
+		return true
+	}
+	e := c.cache[topic]
+	return e != nil && e.polled > at.poll
+}
+
+// putLocked caches the answer to a read stamped at; with c.mu held.
+func (c *Client) putLocked(topic string, route wire.Route, version uint64, now time.Time, at asOf) {
+	c.cache[topic] = &entry{route: route, version: version, checked: now, pushed: c.pushedLocked(topic), polled: at.poll}
 	delete(c.goneAt, topic)
 }
 
@@ -187,9 +208,9 @@ type reply struct {
 // for the other nodes asked: not-found is final only when every ready
 // node answering says so, and a warming node's route may lack groups). It fails only when no
 // node answered.
-// since is Client.pushSeq when held was read: answers that arrive late are
-// not cached over a push numbered after it.
-func (c *Client) query(ctx context.Context, held []heldRoute, since uint64, sent *atomic.Uint64) ([]merged, error) {
+// at stamps the read (stampLocked): answers that arrive late are not
+// cached over newer news.
+func (c *Client) query(ctx context.Context, held []heldRoute, at asOf, sent *atomic.Uint64) ([]merged, error) {
 	cands, err := c.candidates(ctx)
 	if err != nil {
 		return nil, err
@@ -280,7 +301,7 @@ wait:
 	c.prefer(got)
 	ms := mergeReplies(held, got)
 	if inflight > 0 && ctx.Err() == nil && stopFollowing() {
-		detached = c.absorbLate(held, since, got, ms, replies, inflight, cancel)
+		detached = c.absorbLate(held, at, got, ms, replies, inflight, cancel)
 	}
 	return ms, nil
 }
@@ -318,9 +339,9 @@ func firstAsks(cands []*node, fanout int, now time.Time) int {
 // absorbLate waits, in the background, for the answers of a query that
 // returned on MergeWait, merges them with those it returned, and updates
 // the cached routes it returned if the merge changed them. It reports
-// whether it took over cancel (false once the client is closing). A route
-// a watch pushed after since stays.
-func (c *Client) absorbLate(held []heldRoute, since uint64, got []reply, first []merged, replies <-chan reply, inflight int, cancel context.CancelFunc) bool {
+// whether it took over cancel (false once the client is closing). Newer
+// news than the read stamped at (overtakenLocked) stays.
+func (c *Client) absorbLate(held []heldRoute, at asOf, got []reply, first []merged, replies <-chan reply, inflight int, cancel context.CancelFunc) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -349,7 +370,7 @@ func (c *Client) absorbLate(held []heldRoute, since uint64, got []reply, first [
 			if (l.status != wire.StatusOK && l.status != wire.StatusNotModified) || l.version == first[i].version {
 				continue
 			}
-			if e := c.cache[l.topic]; e != nil && e.version == first[i].version && e.pushed <= since {
+			if e := c.cache[l.topic]; e != nil && e.version == first[i].version && !c.overtakenLocked(l.topic, at) {
 				e.route, e.version, e.checked = l.route, l.version, now
 				c.stats.lateMerged.Add(1)
 			}
@@ -519,7 +540,7 @@ func (c *Client) Refresh(ctx context.Context) error {
 	for t, e := range c.cache {
 		held = append(held, heldRoute{tv: wire.TopicVersion{Topic: t, Version: e.version}, route: e.route})
 	}
-	since := c.pushSeq.Load()
+	at := c.stampLocked()
 	c.mu.Unlock()
 	slices.SortFunc(held, func(a, b heldRoute) int { return strings.Compare(a.tv.Topic, b.tv.Topic) })
 	var errs []error
@@ -527,12 +548,12 @@ func (c *Client) Refresh(ctx context.Context) error {
 		n := batchLen(len(held), func(i int) string { return held[i].tv.Topic })
 		batch := held[:n]
 		held = held[n:]
-		ms, err := c.query(ctx, batch, since, &c.stats.refreshes)
+		ms, err := c.query(ctx, batch, at, &c.stats.refreshes)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		c.applyRefresh(batch, since, ms)
+		c.applyRefresh(batch, at, ms)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("refresh routes: %w", errors.Join(errs...))
@@ -553,24 +574,24 @@ func batchLen(n int, name func(int) string) int {
 }
 
 // applyRefresh records a refresh's merged answers in the cache. An entry
-// that changed meanwhile, or that a watch pushed after since (which can
-// bring back the version the refresh named: A, B, A), is left alone.
-func (c *Client) applyRefresh(batch []heldRoute, since uint64, ms []merged) {
+// that changed meanwhile, or holds newer news (overtakenLocked: it can
+// have the version the refresh named again, A, B, A), is left alone.
+func (c *Client) applyRefresh(batch []heldRoute, at asOf, ms []merged) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range ms {
 		m := &ms[i]
 		e := c.cache[m.topic]
-		if e == nil || e.version != batch[i].tv.Version || e.pushed > since {
+		if e == nil || e.version != batch[i].tv.Version || c.overtakenLocked(m.topic, at) {
 			continue // forgotten or replaced meanwhile
 		}
 		switch m.status {
 		case wire.StatusNotModified:
-			e.checked = now
+			e.checked, e.polled = now, at.poll
 			c.stats.notModified.Add(1)
 		case wire.StatusOK:
-			e.route, e.version, e.checked = m.route, m.version, now
+			e.route, e.version, e.checked, e.polled = m.route, m.version, now, at.poll
 			c.stats.updated.Add(1)
 		case wire.StatusNotFound:
 			c.dropLocked(m.topic) // no ready node holds it any more
@@ -611,7 +632,11 @@ func (c *Client) cacheEvent(u *Update, seq uint64) {
 		c.goneAt[u.Topic] = seq
 		return
 	}
-	c.cache[u.Topic] = &entry{route: u.Route, version: u.Version, checked: time.Now(), pushed: seq}
+	var polled uint64 // kept: an answer to a read sent before that one is still older
+	if e := c.cache[u.Topic]; e != nil {
+		polled = e.polled
+	}
+	c.cache[u.Topic] = &entry{route: u.Route, version: u.Version, checked: time.Now(), pushed: seq, polled: polled}
 	delete(c.goneAt, u.Topic)
 }
 

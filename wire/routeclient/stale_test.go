@@ -154,3 +154,39 @@ func TestStaleRouteIsNotLookedUpOnEveryRead(t *testing.T) {
 		t.Errorf("StaleServed %d, want 5", s.StaleServed)
 	}
 }
+
+// TestSlowReadDoesNotUndoANewerRefresh: a lookup of a stale route is sent
+// and the node confirms route A; the route changes to B and a refresh,
+// sent later, caches B; only then is the lookup's answer recorded. Before,
+// the last answer recorded won whatever was sent first, so the cache went
+// back from B to A, from the same node, and served A until the next
+// refresh. The answer to the request sent last now wins.
+func TestSlowReadDoesNotUndoANewerRefresh(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) { cfg.Fanout = 1 })
+	ctx := ctxT(t)
+	_, a, err := c.Route(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routeclient.AgeCache(c, "orders", 3*time.Hour)
+	release, done := heldLookup(t, c, "orders") // the node confirmed A
+
+	register(t, tn, "b1", "10.0.0.1:10911", 8, "orders") // route B
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := routeclient.CachedVersion(c, "orders")
+	if b == a {
+		t.Fatal("the refresh did not see route B")
+	}
+	release()
+	if r := <-done; r.err != nil || r.version != b {
+		t.Errorf("the slow lookup returned v%x, %v after the refresh cached v%x", r.version, r.err, b)
+	}
+	if v, _ := routeclient.CachedVersion(c, "orders"); v != b {
+		t.Fatalf("the cache went back from v%x (refresh, sent last) to v%x (the slow lookup's, sent first)", b, v)
+	}
+}
