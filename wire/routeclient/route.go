@@ -103,11 +103,13 @@ func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, 
 		c.mu.Lock()
 		if c.overtakenLocked(topic, at) {
 			e := c.cache[topic]
-			c.mu.Unlock()
 			if e == nil {
+				c.mu.Unlock()
 				return wire.Route{}, 0, wire.Errorf(wire.CodeNotFound, "topic %s not found: a watch push says it is gone", topic)
 			}
-			return e.route, e.version, nil
+			route, v := e.route, e.version // a refresh may change e once unlocked
+			c.mu.Unlock()
+			return route, v, nil
 		}
 		if m.status == wire.StatusNotFound {
 			c.dropLocked(topic)
