@@ -5,8 +5,8 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/nodes"
