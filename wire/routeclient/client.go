@@ -257,6 +257,12 @@ type Client struct {
 	// whichever arrives last (a slow node's answer may predate the change
 	// a later read saw on the same node).
 	pollSeq atomic.Uint64
+	// dropped holds, for a topic a read found gone (so it has no entry),
+	// that read's stamp, while reads stamped before it may still answer;
+	// reading counts the stamped reads in flight, and dropped is emptied
+	// whenever none is.
+	dropped map[string]uint64
+	reading int
 
 	watch *watchHub
 	stats counters
@@ -289,6 +295,7 @@ func New(cfg Config) (*Client, error) {
 		cache:    make(map[string]*entry),
 		inflight: make(map[string]*flight),
 		goneAt:   make(map[string]uint64),
+		dropped:  make(map[string]uint64),
 	}
 	c.watch = newWatchHub(c)
 	c.wg.Add(3)

@@ -25,3 +25,11 @@ func AgeCache(c *Client, topic string, d time.Duration) {
 		e.checked = e.checked.Add(-d)
 	}
 }
+
+// ReadsInFlight is how many stamped reads are in flight and how many
+// drops are kept for them.
+func ReadsInFlight(c *Client) (reads, drops int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reading, len(c.dropped)
+}

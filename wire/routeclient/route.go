@@ -90,6 +90,7 @@ func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, 
 	}
 	at := c.stampLocked()
 	c.mu.Unlock()
+	defer c.readDone()
 	ms, err := c.query(ctx, []heldRoute{req}, at, &c.stats.queries)
 	if c.onAnswer != nil {
 		c.onAnswer(topic)
@@ -112,7 +113,7 @@ func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, 
 			return route, v, nil
 		}
 		if m.status == wire.StatusNotFound {
-			c.dropLocked(topic)
+			c.dropLocked(topic, at)
 			c.mu.Unlock()
 			return wire.Route{}, 0, wire.Errorf(wire.CodeNotFound, "topic %s not found: every ready node that answered (%d) says so", topic, m.answers)
 		}
@@ -136,9 +137,21 @@ func (c *Client) pushedLocked(topic string) uint64 {
 // read's own number (Client.pushSeq, Client.pollSeq).
 type asOf struct{ push, poll uint64 }
 
-// stampLocked stamps a read about to be sent; with c.mu held.
+// stampLocked stamps a read about to be sent; with c.mu held. The caller
+// calls readDone once it recorded the answers.
 func (c *Client) stampLocked() asOf {
+	c.reading++
 	return asOf{push: c.pushSeq.Load(), poll: c.pollSeq.Add(1)}
+}
+
+// readDone ends a stamped read; with no read left in flight, no answer can
+// be older than a drop, and dropped is emptied.
+func (c *Client) readDone() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reading--; c.reading == 0 {
+		clear(c.dropped)
+	}
 }
 
 // overtakenLocked reports whether the cache holds newer news of topic
@@ -148,23 +161,28 @@ func (c *Client) overtakenLocked(topic string, at asOf) bool {
 	if c.pushedLocked(topic) > at.push {
 		return true
 	}
-	e := c.cache[topic]
-	return e != nil && e.polled > at.poll
+	if e := c.cache[topic]; e != nil {
+		return e.polled > at.poll
+	}
+	return c.dropped[topic] > at.poll
 }
 
 // putLocked caches the answer to a read stamped at; with c.mu held.
 func (c *Client) putLocked(topic string, route wire.Route, version uint64, now time.Time, at asOf) {
 	c.cache[topic] = &entry{route: route, version: version, checked: now, pushed: c.pushedLocked(topic), polled: at.poll}
 	delete(c.goneAt, topic)
+	delete(c.dropped, topic)
 }
 
-// dropLocked forgets a topic's route, keeping the number of the last push
-// recorded for it; with c.mu held.
-func (c *Client) dropLocked(topic string) {
+// dropLocked forgets a topic's route on the answer of a read stamped at,
+// keeping the number of the last push recorded for it and the read's
+// stamp (overtakenLocked); with c.mu held.
+func (c *Client) dropLocked(topic string, at asOf) {
 	if p := c.pushedLocked(topic); p != 0 {
 		c.goneAt[topic] = p
 	}
 	delete(c.cache, topic)
+	c.dropped[topic] = at.poll
 }
 
 // staleOr serves the cached route of topic, however old, when no node
@@ -350,9 +368,11 @@ func (c *Client) absorbLate(held []heldRoute, at asOf, got []reply, first []merg
 		return false
 	}
 	c.wg.Add(1)
+	c.reading++ // the read goes on until its late answers are merged
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
+		defer c.readDone()
 		defer cancel()
 		all := slices.Clone(got)
 		for ; inflight > 0; inflight-- {
@@ -544,6 +564,7 @@ func (c *Client) Refresh(ctx context.Context) error {
 	}
 	at := c.stampLocked()
 	c.mu.Unlock()
+	defer c.readDone()
 	slices.SortFunc(held, func(a, b heldRoute) int { return strings.Compare(a.tv.Topic, b.tv.Topic) })
 	var errs []error
 	for len(held) > 0 {
@@ -596,7 +617,7 @@ func (c *Client) applyRefresh(batch []heldRoute, at asOf, ms []merged) {
 			e.route, e.version, e.checked, e.polled = m.route, m.version, now, at.poll
 			c.stats.updated.Add(1)
 		case wire.StatusNotFound:
-			c.dropLocked(m.topic) // no ready node holds it any more
+			c.dropLocked(m.topic, at) // no ready node holds it any more
 		}
 	}
 }
@@ -634,7 +655,7 @@ func (c *Client) cacheEvent(u *Update, seq uint64) {
 		c.goneAt[u.Topic] = seq
 		return
 	}
-	var polled uint64 // kept: an answer to a read sent before that one is still older
+	polled := c.dropped[u.Topic] // kept: an answer to a read sent before that one is still older
 	if e := c.cache[u.Topic]; e != nil {
 		polled = e.polled
 	}

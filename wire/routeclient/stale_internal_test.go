@@ -16,7 +16,7 @@ import (
 func TestPushesRecordedOutOfOrderKeepTheLatest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := &Client{ctx: ctx, cancel: cancel, log: slog.New(slog.DiscardHandler), cache: make(map[string]*entry), goneAt: make(map[string]uint64), cfg: Config{Fanout: 2}}
+	c := &Client{ctx: ctx, cancel: cancel, log: slog.New(slog.DiscardHandler), cache: make(map[string]*entry), goneAt: make(map[string]uint64), dropped: make(map[string]uint64), cfg: Config{Fanout: 2}}
 	h := newWatchHub(c)
 	wt := &watchedTopic{fresh: make([]bool, 2), views: make([]slotView, 2), subs: make(map[*subscription]struct{})}
 	h.topics["t"] = wt
@@ -46,16 +46,20 @@ func TestPushesRecordedOutOfOrderKeepTheLatest(t *testing.T) {
 // found gone by a read, leaves nothing behind (goneAt would otherwise grow
 // with every topic ever watched).
 func TestUnwatchedTopicsLeaveNoPushMarks(t *testing.T) {
-	c := &Client{cache: make(map[string]*entry), goneAt: make(map[string]uint64)}
+	c := &Client{cache: make(map[string]*entry), goneAt: make(map[string]uint64), dropped: make(map[string]uint64)}
 	r, v := testRoute("a")
 	c.cacheEvent(&Update{Topic: "t", Route: *r, Version: v}, 1)
 	c.cacheEvent(&Update{Topic: "g", Gone: true}, 2)
 	c.unwatched([]string{"t", "g"})
 	c.mu.Lock()
-	c.dropLocked("t") // a read found it gone
+	c.dropLocked("t", c.stampLocked()) // a read found it gone
 	n := len(c.goneAt)
 	c.mu.Unlock()
+	c.readDone()
 	if n != 0 {
 		t.Fatalf("goneAt holds %d topics after they were unwatched: %v", n, c.goneAt)
+	}
+	if len(c.dropped) != 0 {
+		t.Fatalf("dropped holds %v with no read in flight", c.dropped)
 	}
 }

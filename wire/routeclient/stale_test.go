@@ -190,3 +190,38 @@ func TestSlowReadDoesNotUndoANewerRefresh(t *testing.T) {
 		t.Fatalf("the cache went back from v%x (refresh, sent last) to v%x (the slow lookup's, sent first)", b, v)
 	}
 }
+
+// TestSlowReadDoesNotBringBackATopicANewerReadFoundGone: as above, but the
+// refresh sent later finds the topic gone (its last broker left) and drops
+// it. The entry, and its stamp, went with it, so the slow lookup's older
+// answer put the route back and Route served a topic no broker holds.
+func TestSlowReadDoesNotBringBackATopicANewerReadFoundGone(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) { cfg.Fanout = 1 })
+	ctx := ctxT(t)
+	if _, _, err := c.Route(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	routeclient.AgeCache(c, "orders", 3*time.Hour)
+	release, done := heldLookup(t, c, "orders") // the node confirmed the route
+
+	unregister(t, tn, "10.0.0.1:10911")
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := routeclient.CachedVersion(c, "orders"); ok {
+		t.Fatal("the refresh did not drop the topic")
+	}
+	release()
+	if r := <-done; !errors.Is(r.err, wire.ErrNotFound) {
+		t.Errorf("the slow lookup returned v%x, %v after a later refresh found the topic gone; want not-found", r.version, r.err)
+	}
+	if v, ok := routeclient.CachedVersion(c, "orders"); ok {
+		t.Fatalf("the slow lookup's older answer brought the topic back: v%x", v)
+	}
+	if reads, drops := routeclient.ReadsInFlight(c); reads != 0 || drops != 0 {
+		t.Errorf("with every read done, %d reads counted in flight and %d drops kept", reads, drops)
+	}
+}
