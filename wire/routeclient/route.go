@@ -96,7 +96,7 @@ func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, 
 		c.onAnswer(topic)
 	}
 	if err != nil {
-		return c.staleOr(topic, fmt.Errorf("route of %s: %w", topic, err))
+		return c.staleOr(topic, fmt.Errorf("route of %s: %w", topic, err), ctx.Err() == nil)
 	}
 	m := &ms[0]
 	switch m.status {
@@ -121,7 +121,7 @@ func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, 
 		c.mu.Unlock()
 		return m.route, m.version, nil
 	}
-	return c.staleOr(topic, wire.Errorf(wire.CodeWarmingUp, "topic %s not found yet: every node that answered is warming up", topic))
+	return c.staleOr(topic, wire.Errorf(wire.CodeWarmingUp, "topic %s not found yet: every node that answered is warming up", topic), true)
 }
 
 // pushedLocked is the sequence number of the last watch push recorded for
@@ -186,15 +186,19 @@ func (c *Client) dropLocked(topic string, at asOf) {
 }
 
 // staleOr serves the cached route of topic, however old, when no node
-// answered; without one it returns err.
-func (c *Client) staleOr(topic string, err error) (wire.Route, uint64, error) {
+// answered; without one it returns err. When the nodes failed (quiet; not
+// when the caller's context ended, which says nothing of them), reads
+// serve it without asking for a refresh interval.
+func (c *Client) staleOr(topic string, err error, quiet bool) (wire.Route, uint64, error) {
 	c.mu.Lock()
 	e := c.cache[topic]
 	if e == nil {
 		c.mu.Unlock()
 		return wire.Route{}, 0, err
 	}
-	e.quietUntil = time.Now().Add(c.cfg.RefreshInterval)
+	if quiet {
+		e.quietUntil = time.Now().Add(c.cfg.RefreshInterval)
+	}
 	route, v, checked := e.route, e.version, e.checked // a refresh may change e once unlocked
 	c.mu.Unlock()
 	c.stats.staleServed.Add(1)

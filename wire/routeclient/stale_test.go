@@ -225,3 +225,30 @@ func TestSlowReadDoesNotBringBackATopicANewerReadFoundGone(t *testing.T) {
 		t.Errorf("with every read done, %d reads counted in flight and %d drops kept", reads, drops)
 	}
 }
+
+// TestCallersDeadlineDoesNotQuietTheLookups: a read whose own context has
+// ended gets the stale cached route, but says nothing about the nodes: the
+// next read still looks the route up.
+func TestCallersDeadlineDoesNotQuietTheLookups(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+	c := newClient(t, ca, nodes.Static(tn.Addr()), nil)
+	if _, _, err := c.Route(ctxT(t), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	routeclient.AgeCache(c, "orders", 3*time.Hour)
+	var lookups atomic.Int32
+	routeclient.SetLookupHook(c, func(string) { lookups.Add(1) })
+	ended, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	if _, _, err := c.Route(ended, "orders"); err != nil {
+		t.Fatalf("read with an ended context: %v, want the stale route", err)
+	}
+	if _, _, err := c.Route(ctxT(t), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if n := lookups.Load(); n != 2 {
+		t.Errorf("%d lookups, want 2: the second read must ask the nodes", n)
+	}
+}
