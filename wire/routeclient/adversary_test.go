@@ -2,8 +2,10 @@ package routeclient_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -390,4 +392,117 @@ func TestWatchOverALossyLinkGetsTheFinalVersion(t *testing.T) {
 	}
 	final := q - 1
 	until(t, ch, "the final version", func(u routeclient.Update) bool { return writeQueues(u) == final })
+}
+
+// TestDeadNodeIsDialledOnceByConcurrentReadsOfOneTopic: concurrent reads
+// of one topic share one lookup. When that lookup failed because the dead
+// node's dial timed out (an error that wraps context.DeadlineExceeded, as
+// the leader's own deadline would), each waiting read took it for the
+// leader's deadline and looked again, in turn: 8 reads, 8 dials one after
+// another, the last read failing after 8 request timeouts.
+func TestDeadNodeIsDialledOnceByConcurrentReadsOfOneTopic(t *testing.T) {
+	ca := newTestCA(t)
+	dead := newBlackhole(t)
+	c := newClient(t, ca, nodes.Static(dead.addr()), func(cfg *routeclient.Config) {
+		cfg.RequestTimeout = time.Second
+		cfg.Backoff = nodes.Backoff{Min: time.Minute, Max: time.Minute}
+	})
+	const reads = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, reads)
+	for range reads {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+			defer cancel()
+			_, _, err := c.Route(ctx, "orders")
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err == nil {
+			t.Error("a read of a dead node succeeded")
+		}
+	}
+	if n := dead.dials(); n > 2 {
+		t.Errorf("%d concurrent reads of one topic dialled the dead node %d times, want 1 (2 at most, for a read that came after the lookup ended)", reads, n)
+	}
+}
+
+// TestWaiterLooksAgainWhenTheLeadersDeadlineEnds: the read that leads a
+// shared lookup gives up on its own short deadline; a read waiting on it
+// with time left looks again itself rather than taking the leader's
+// deadline for its own failure.
+func TestWaiterLooksAgainWhenTheLeadersDeadlineEnds(t *testing.T) {
+	ca := newTestCA(t)
+	dead := newBlackhole(t)
+	c := newClient(t, ca, nodes.Static(dead.addr()), func(cfg *routeclient.Config) {
+		cfg.RequestTimeout = time.Second
+		cfg.Backoff = nodes.Backoff{Min: time.Minute, Max: time.Minute}
+	})
+	lctx, cancel := context.WithCancel(ctxT(t))
+	leader := make(chan error, 1)
+	go func() {
+		_, _, err := c.Route(lctx, "orders")
+		leader <- err
+	}()
+	waitFor(t, "the leader's dial", func() bool { return dead.dials() == 1 })
+	waiter := make(chan error, 1)
+	go func() {
+		_, _, err := c.Route(ctxT(t), "orders")
+		waiter <- err
+	}()
+	// The leader's context ends, most often while the waiter waits on its
+	// flight (if the waiter comes later, it leads a lookup of its own: the
+	// outcome below is the same).
+	cancel()
+	if err := <-leader; !errors.Is(err, context.Canceled) {
+		t.Fatalf("leader: %v, want its own cancellation", err)
+	}
+	err := <-waiter
+	if err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("waiter: %v, want its own lookup's failure", err)
+	}
+	if n := dead.dials(); n < 2 {
+		t.Errorf("the waiter did not look again: %d dials", n)
+	}
+}
+
+// TestLargeFanoutIsBounded: Fanout says that more than the node list
+// holds asks every node, so a caller may well set a large one to mean
+// "all". Before, the watch hub made a stream slot for each unit of it at
+// New: a goroutine each, and a view per slot for every watched topic
+// (Fanout 1000: 1000 goroutines; math.MaxInt: New never returned).
+func TestLargeFanoutIsBounded(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
+	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) { cfg.Fanout = 1000 })
+	if _, _, err := c.Route(ctxT(t), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ch, err := c.Watch(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+	if n := clientGoroutines(); n > 4*routeclient.MaxFanout {
+		t.Fatalf("a client with Fanout 1000 runs %d goroutines", n)
+	}
+}
+
+// clientGoroutines counts the goroutines running the route client's code
+// (the node's own, in this process too, are left out).
+func clientGoroutines() int {
+	buf := make([]byte, 16<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "wire/routeclient.") && !strings.Contains(g, "routeclient_test.") {
+			n++
+		}
+	}
+	return n
 }

@@ -33,6 +33,9 @@
 // intervals (or a watch pushed it). An older route is looked up again; if
 // no node answers, the old route is served rather than nothing (a producer
 // with a slightly old route can still send), and the failure is logged.
+// Reads then serve it at once, without asking, for one refresh interval
+// (the background refresh keeps asking), so an outage of every node does
+// not cost each read a request timeout.
 package routeclient
 
 import (
@@ -59,6 +62,9 @@ const (
 	DefaultRequestTimeout  = 3 * time.Second
 	// DefaultFanout is how many nodes a read asks at once.
 	DefaultFanout = 2
+	// MaxFanout is the most nodes a read asks at once, and the most watch
+	// streams a Client keeps; a larger Config.Fanout counts as this.
+	MaxFanout = 16
 	// MinMergeWait is the least a read waits for the other nodes asked
 	// after the first answer (unless Config.MergeWait says otherwise), so
 	// jitter of a few milliseconds does not drop an answer from the merge.
@@ -115,7 +121,7 @@ type Config struct {
 	// their answers are merged (PROTOCOL.md 9.1), so a node cut off from
 	// some brokers cannot hide them. Default DefaultFanout (2); 1 asks one
 	// node at a time, as clients before it did. More than the node list
-	// holds asks every node.
+	// holds asks every node; more than MaxFanout counts as MaxFanout.
 	Fanout int
 	// MergeWait is how long a read waits for the other nodes asked once
 	// the first has answered with a route for every topic (a node that is
@@ -146,6 +152,7 @@ func (c Config) withDefaults() Config {
 	if c.Fanout <= 0 {
 		c.Fanout = DefaultFanout
 	}
+	c.Fanout = min(c.Fanout, MaxFanout) // the watch keeps a stream slot per unit
 	c.Backoff = c.Backoff.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -194,6 +201,16 @@ type entry struct {
 	route   wire.Route
 	version uint64
 	checked time.Time // when a node last confirmed it
+	// pushed is the sequence number (Client.pushSeq) of the last watch
+	// push recorded for the topic; 0 for none.
+	pushed uint64
+	// polled is the stamp (asOf.poll) of the read whose answer the entry
+	// holds or last confirmed: an answer to a read sent before it is older.
+	polled uint64
+	// quietUntil: a lookup found no node to answer, so reads serve the
+	// route as it is until then rather than each waiting for the nodes to
+	// fail again; the refresh loop keeps asking meanwhile.
+	quietUntil time.Time
 }
 
 // flight is a lookup in progress that concurrent Route calls share.
@@ -202,6 +219,9 @@ type flight struct {
 	route   wire.Route
 	version uint64
 	err     error
+	// cut: the leader's own context ended during the lookup, so its
+	// error says nothing to a caller whose context still runs.
+	cut bool
 }
 
 // Client finds topic routes. It is safe for concurrent use; Close it when
@@ -221,9 +241,38 @@ type Client struct {
 	cache     map[string]*entry
 	inflight  map[string]*flight
 	closed    bool
+	// goneAt holds, for a watched topic a push said is gone (so it has no
+	// entry), that push's sequence number: a read sent before it must not
+	// bring the topic back.
+	goneAt map[string]uint64
+	// pushSeq numbers the merged states a watch delivers, in the order the
+	// hub merged them. Versions are hashes (PROTOCOL.md 9) and say nothing
+	// of which route is newer, so the cache orders its writes by these: a
+	// push is newer than a read sent before it was numbered (the read's
+	// answer may predate the change; the watch keeps pushing what follows),
+	// and than a push numbered before it.
+	pushSeq atomic.Uint64
+	// pollSeq numbers reads (lookups and refreshes) in the order they are
+	// sent: of two answers for a topic, the one to the read sent last wins,
+	// whichever arrives last (a slow node's answer may predate the change
+	// a later read saw on the same node).
+	pollSeq atomic.Uint64
+	// dropped holds, for a topic a read found gone (so it has no entry),
+	// that read's stamp, while reads stamped before it may still answer;
+	// reading counts the stamped reads in flight, and dropped is emptied
+	// whenever none is.
+	dropped map[string]uint64
+	reading int
 
 	watch *watchHub
 	stats counters
+
+	// onAnswer, set only by tests, runs when a lookup has its answer and
+	// before it is cached, so a test can land a push in between.
+	onAnswer func(topic string)
+	// onPushed, set only by tests, runs when a watch push was merged and
+	// before the merge is recorded in the cache.
+	onPushed func(topic string)
 }
 
 // New validates cfg and starts a Client: it reads the node list and starts
@@ -245,6 +294,8 @@ func New(cfg Config) (*Client, error) {
 		listed:   make(chan struct{}),
 		cache:    make(map[string]*entry),
 		inflight: make(map[string]*flight),
+		goneAt:   make(map[string]uint64),
+		dropped:  make(map[string]uint64),
 	}
 	c.watch = newWatchHub(c)
 	c.wg.Add(3)

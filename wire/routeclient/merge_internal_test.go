@@ -120,7 +120,7 @@ func TestAbsorbLate(t *testing.T) {
 	partBody, _ := wire.Marshal(part)
 	fullBody, _ := wire.Marshal(full)
 	for _, replaced := range []bool{false, true} {
-		c := &Client{cache: make(map[string]*entry)}
+		c := &Client{cache: make(map[string]*entry), goneAt: make(map[string]uint64), dropped: make(map[string]uint64)}
 		held := []heldRoute{{tv: wire.TopicVersion{Topic: "t"}}}
 		got := []reply{{order: 0, idx: []int{0}, at: time.Now(), rs: wire.Routes{
 			Results: []wire.RouteResult{{Topic: "t", Status: wire.StatusOK, Version: partV, Route: partBody}}}}}
@@ -133,7 +133,7 @@ func TestAbsorbLate(t *testing.T) {
 		replies <- reply{order: 1, idx: []int{0}, at: time.Now(), rs: wire.Routes{
 			Results: []wire.RouteResult{{Topic: "t", Status: wire.StatusOK, Version: fullV, Route: fullBody}}}}
 		done := make(chan struct{})
-		if !c.absorbLate(held, got, first, replies, 1, func() { close(done) }) {
+		if !c.absorbLate(held, asOf{}, got, first, replies, 1, func() { close(done) }) {
 			t.Fatal("absorbLate did not take over")
 		}
 		c.wg.Wait()
@@ -199,7 +199,7 @@ func routeEventFrame(t *testing.T, topic string, r *wire.Route, v uint64, fs ...
 func TestWatchLosesNoFinalVersionWhenAStreamBreaks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := &Client{ctx: ctx, cancel: cancel, log: slog.New(slog.DiscardHandler), cache: make(map[string]*entry), cfg: Config{Fanout: 2}}
+	c := &Client{ctx: ctx, cancel: cancel, log: slog.New(slog.DiscardHandler), cache: make(map[string]*entry), goneAt: make(map[string]uint64), dropped: make(map[string]uint64), cfg: Config{Fanout: 2}}
 	h := newWatchHub(c)
 	wt := &watchedTopic{fresh: make([]bool, 2), views: make([]slotView, 2), subs: make(map[*subscription]struct{})}
 	h.topics["t"] = wt

@@ -31,10 +31,14 @@ func (c *Client) Route(ctx context.Context, topic string) (wire.Route, uint64, e
 			c.mu.Unlock()
 			return wire.Route{}, 0, ErrClosed
 		}
-		if e := c.cache[topic]; e != nil && c.freshLocked(e) {
-			route, v := e.route, e.version
+		if e := c.cache[topic]; e != nil && (c.freshLocked(e) || time.Now().Before(e.quietUntil)) {
+			route, v, stale := e.route, e.version, !c.freshLocked(e)
 			c.mu.Unlock()
-			c.stats.cacheHits.Add(1)
+			if stale {
+				c.stats.staleServed.Add(1)
+			} else {
+				c.stats.cacheHits.Add(1)
+			}
 			return route, v, nil
 		}
 		f, leader := c.inflight[topic], false
@@ -45,6 +49,7 @@ func (c *Client) Route(ctx context.Context, topic string) (wire.Route, uint64, e
 		c.mu.Unlock()
 		if leader {
 			f.route, f.version, f.err = c.lookup(ctx, topic)
+			f.cut = f.err != nil && ctx.Err() != nil
 			c.mu.Lock()
 			delete(c.inflight, topic)
 			c.mu.Unlock()
@@ -57,8 +62,11 @@ func (c *Client) Route(ctx context.Context, topic string) (wire.Route, uint64, e
 			return wire.Route{}, 0, fmt.Errorf("route of %s: %w", topic, ctx.Err())
 		}
 		// The leader's own deadline may have cut its lookup short: this
-		// caller, whose context still runs, looks again.
-		if f.err != nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+		// caller, whose context still runs, looks again. Not on any error
+		// that wraps a deadline: a dial or request that timed out on a
+		// dead node does too, and every waiting caller would then ask the
+		// dead node again in turn, one timeout after another.
+		if f.cut {
 			continue
 		}
 		return f.route, f.version, f.err
@@ -71,45 +79,131 @@ func (c *Client) freshLocked(e *entry) bool {
 }
 
 // lookup asks the nodes for one topic, naming the cached version if any.
+// Its answer is not cached when the cache learned of the topic from a
+// read sent later or a push made after it was sent (overtakenLocked):
+// the cached state is then returned instead.
 func (c *Client) lookup(ctx context.Context, topic string) (wire.Route, uint64, error) {
 	c.mu.Lock()
 	req := heldRoute{tv: wire.TopicVersion{Topic: topic}}
 	if e := c.cache[topic]; e != nil {
 		req.tv.Version, req.route = e.version, e.route
 	}
+	at := c.stampLocked()
 	c.mu.Unlock()
-	ms, err := c.query(ctx, []heldRoute{req}, &c.stats.queries)
+	defer c.readDone()
+	ms, err := c.query(ctx, []heldRoute{req}, at, &c.stats.queries)
+	if c.onAnswer != nil {
+		c.onAnswer(topic)
+	}
 	if err != nil {
-		return c.staleOr(topic, fmt.Errorf("route of %s: %w", topic, err))
+		return c.staleOr(topic, fmt.Errorf("route of %s: %w", topic, err), ctx.Err() == nil)
 	}
 	m := &ms[0]
 	switch m.status {
-	case wire.StatusOK, wire.StatusNotModified:
+	case wire.StatusOK, wire.StatusNotModified, wire.StatusNotFound:
 		c.mu.Lock()
-		c.cache[topic] = &entry{route: m.route, version: m.version, checked: time.Now()}
+		if c.overtakenLocked(topic, at) {
+			e := c.cache[topic]
+			if e == nil {
+				c.mu.Unlock()
+				return wire.Route{}, 0, wire.Errorf(wire.CodeNotFound, "topic %s not found: a watch push says it is gone", topic)
+			}
+			route, v := e.route, e.version // a refresh may change e once unlocked
+			c.mu.Unlock()
+			return route, v, nil
+		}
+		if m.status == wire.StatusNotFound {
+			c.dropLocked(topic, at)
+			c.mu.Unlock()
+			return wire.Route{}, 0, wire.Errorf(wire.CodeNotFound, "topic %s not found: every ready node that answered (%d) says so", topic, m.answers)
+		}
+		c.putLocked(topic, m.route, m.version, time.Now(), at)
 		c.mu.Unlock()
 		return m.route, m.version, nil
-	case wire.StatusNotFound:
-		c.mu.Lock()
-		delete(c.cache, topic)
-		c.mu.Unlock()
-		return wire.Route{}, 0, wire.Errorf(wire.CodeNotFound, "topic %s not found: every ready node that answered (%d) says so", topic, m.answers)
 	}
-	return c.staleOr(topic, wire.Errorf(wire.CodeWarmingUp, "topic %s not found yet: every node that answered is warming up", topic))
+	return c.staleOr(topic, wire.Errorf(wire.CodeWarmingUp, "topic %s not found yet: every node that answered is warming up", topic), true)
+}
+
+// pushedLocked is the sequence number of the last watch push recorded for
+// topic (0 for none); with c.mu held.
+func (c *Client) pushedLocked(topic string) uint64 {
+	if e := c.cache[topic]; e != nil {
+		return e.pushed
+	}
+	return c.goneAt[topic]
+}
+
+// asOf stamps a read when it is sent: the last push number then, and the
+// read's own number (Client.pushSeq, Client.pollSeq).
+type asOf struct{ push, poll uint64 }
+
+// stampLocked stamps a read about to be sent; with c.mu held. The caller
+// calls readDone once it recorded the answers.
+func (c *Client) stampLocked() asOf {
+	c.reading++
+	return asOf{push: c.pushSeq.Load(), poll: c.pollSeq.Add(1)}
+}
+
+// readDone ends a stamped read; with no read left in flight, no answer can
+// be older than a drop, and dropped is emptied.
+func (c *Client) readDone() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reading--; c.reading == 0 {
+		clear(c.dropped)
+	}
+}
+
+// overtakenLocked reports whether the cache holds newer news of topic
+// than the answer to a read stamped at: a push made after the read was
+// sent, or the answer to a read sent after it; with c.mu held.
+func (c *Client) overtakenLocked(topic string, at asOf) bool {
+	if c.pushedLocked(topic) > at.push {
+		return true
+	}
+	if e := c.cache[topic]; e != nil {
+		return e.polled > at.poll
+	}
+	return c.dropped[topic] > at.poll
+}
+
+// putLocked caches the answer to a read stamped at; with c.mu held.
+func (c *Client) putLocked(topic string, route wire.Route, version uint64, now time.Time, at asOf) {
+	c.cache[topic] = &entry{route: route, version: version, checked: now, pushed: c.pushedLocked(topic), polled: at.poll}
+	delete(c.goneAt, topic)
+	delete(c.dropped, topic)
+}
+
+// dropLocked forgets a topic's route on the answer of a read stamped at,
+// keeping the number of the last push recorded for it and the read's
+// stamp (overtakenLocked); with c.mu held.
+func (c *Client) dropLocked(topic string, at asOf) {
+	if p := c.pushedLocked(topic); p != 0 {
+		c.goneAt[topic] = p
+	}
+	delete(c.cache, topic)
+	c.dropped[topic] = at.poll
 }
 
 // staleOr serves the cached route of topic, however old, when no node
-// answered; without one it returns err.
-func (c *Client) staleOr(topic string, err error) (wire.Route, uint64, error) {
+// answered; without one it returns err. When the nodes failed (quiet; not
+// when the caller's context ended, which says nothing of them), reads
+// serve it without asking for a refresh interval.
+func (c *Client) staleOr(topic string, err error, quiet bool) (wire.Route, uint64, error) {
 	c.mu.Lock()
 	e := c.cache[topic]
-	c.mu.Unlock()
 	if e == nil {
+		c.mu.Unlock()
 		return wire.Route{}, 0, err
 	}
+	if quiet {
+		e.quietUntil = time.Now().Add(c.cfg.RefreshInterval)
+	}
+	route, v, checked := e.route, e.version, e.checked // a refresh may change e once unlocked
+	c.mu.Unlock()
 	c.stats.staleServed.Add(1)
-	c.log.Warn("no node answered: serving a cached route", "topic", topic, "age", time.Since(e.checked).Round(time.Millisecond).String(), "err", err)
-	return e.route, e.version, nil
+	c.log.Warn("no node answered: serving a cached route", "topic", topic, "age", time.Since(checked).Round(time.Millisecond).String(), "err", err)
+	return route, v, nil
 }
 
 // heldRoute is one topic to ask about: the version named and the route of
@@ -138,7 +232,9 @@ type reply struct {
 // for the other nodes asked: not-found is final only when every ready
 // node answering says so, and a warming node's route may lack groups). It fails only when no
 // node answered.
-func (c *Client) query(ctx context.Context, held []heldRoute, sent *atomic.Uint64) ([]merged, error) {
+// at stamps the read (stampLocked): answers that arrive late are not
+// cached over newer news.
+func (c *Client) query(ctx context.Context, held []heldRoute, at asOf, sent *atomic.Uint64) ([]merged, error) {
 	cands, err := c.candidates(ctx)
 	if err != nil {
 		return nil, err
@@ -229,7 +325,7 @@ wait:
 	c.prefer(got)
 	ms := mergeReplies(held, got)
 	if inflight > 0 && ctx.Err() == nil && stopFollowing() {
-		detached = c.absorbLate(held, got, ms, replies, inflight, cancel)
+		detached = c.absorbLate(held, at, got, ms, replies, inflight, cancel)
 	}
 	return ms, nil
 }
@@ -267,17 +363,20 @@ func firstAsks(cands []*node, fanout int, now time.Time) int {
 // absorbLate waits, in the background, for the answers of a query that
 // returned on MergeWait, merges them with those it returned, and updates
 // the cached routes it returned if the merge changed them. It reports
-// whether it took over cancel (false once the client is closing).
-func (c *Client) absorbLate(held []heldRoute, got []reply, first []merged, replies <-chan reply, inflight int, cancel context.CancelFunc) bool {
+// whether it took over cancel (false once the client is closing). Newer
+// news than the read stamped at (overtakenLocked) stays.
+func (c *Client) absorbLate(held []heldRoute, at asOf, got []reply, first []merged, replies <-chan reply, inflight int, cancel context.CancelFunc) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return false
 	}
 	c.wg.Add(1)
+	c.reading++ // the read goes on until its late answers are merged
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
+		defer c.readDone()
 		defer cancel()
 		all := slices.Clone(got)
 		for ; inflight > 0; inflight-- {
@@ -297,7 +396,7 @@ func (c *Client) absorbLate(held []heldRoute, got []reply, first []merged, repli
 			if (l.status != wire.StatusOK && l.status != wire.StatusNotModified) || l.version == first[i].version {
 				continue
 			}
-			if e := c.cache[l.topic]; e != nil && e.version == first[i].version {
+			if e := c.cache[l.topic]; e != nil && e.version == first[i].version && !c.overtakenLocked(l.topic, at) {
 				e.route, e.version, e.checked = l.route, l.version, now
 				c.stats.lateMerged.Add(1)
 			}
@@ -467,19 +566,21 @@ func (c *Client) Refresh(ctx context.Context) error {
 	for t, e := range c.cache {
 		held = append(held, heldRoute{tv: wire.TopicVersion{Topic: t, Version: e.version}, route: e.route})
 	}
+	at := c.stampLocked()
 	c.mu.Unlock()
+	defer c.readDone()
 	slices.SortFunc(held, func(a, b heldRoute) int { return strings.Compare(a.tv.Topic, b.tv.Topic) })
 	var errs []error
 	for len(held) > 0 {
 		n := batchLen(len(held), func(i int) string { return held[i].tv.Topic })
 		batch := held[:n]
 		held = held[n:]
-		ms, err := c.query(ctx, batch, &c.stats.refreshes)
+		ms, err := c.query(ctx, batch, at, &c.stats.refreshes)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		c.applyRefresh(batch, ms)
+		c.applyRefresh(batch, at, ms)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("refresh routes: %w", errors.Join(errs...))
@@ -500,26 +601,27 @@ func batchLen(n int, name func(int) string) int {
 }
 
 // applyRefresh records a refresh's merged answers in the cache. An entry
-// that changed meanwhile (a watch pushed a newer route) is left alone.
-func (c *Client) applyRefresh(batch []heldRoute, ms []merged) {
+// that changed meanwhile, or holds newer news (overtakenLocked: it can
+// have the version the refresh named again, A, B, A), is left alone.
+func (c *Client) applyRefresh(batch []heldRoute, at asOf, ms []merged) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range ms {
 		m := &ms[i]
 		e := c.cache[m.topic]
-		if e == nil || e.version != batch[i].tv.Version {
+		if e == nil || e.version != batch[i].tv.Version || c.overtakenLocked(m.topic, at) {
 			continue // forgotten or replaced meanwhile
 		}
 		switch m.status {
 		case wire.StatusNotModified:
-			e.checked = now
+			e.checked, e.polled = now, at.poll
 			c.stats.notModified.Add(1)
 		case wire.StatusOK:
-			e.route, e.version, e.checked = m.route, m.version, now
+			e.route, e.version, e.checked, e.polled = m.route, m.version, now, at.poll
 			c.stats.updated.Add(1)
 		case wire.StatusNotFound:
-			delete(c.cache, m.topic) // no ready node holds it any more
+			c.dropLocked(m.topic, at) // no ready node holds it any more
 		}
 	}
 }
@@ -542,15 +644,41 @@ func (c *Client) refreshLoop() {
 	}
 }
 
-// cacheEvent records a route a watch stream pushed.
-func (c *Client) cacheEvent(u *Update) {
+// cacheEvent records a merged state a watch delivered, numbered seq
+// (Client.pushSeq). The hub's goroutines record their states after
+// unlocking, so they can arrive out of order: a state numbered before the
+// one recorded is older and is dropped.
+func (c *Client) cacheEvent(u *Update, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if u.Gone {
-		delete(c.cache, u.Topic)
+	if c.pushedLocked(u.Topic) >= seq {
 		return
 	}
-	c.cache[u.Topic] = &entry{route: u.Route, version: u.Version, checked: time.Now()}
+	if u.Gone {
+		delete(c.cache, u.Topic)
+		c.goneAt[u.Topic] = seq
+		return
+	}
+	polled := c.dropped[u.Topic] // kept: an answer to a read sent before that one is still older
+	if e := c.cache[u.Topic]; e != nil {
+		polled = e.polled
+	}
+	c.cache[u.Topic] = &entry{route: u.Route, version: u.Version, checked: time.Now(), pushed: seq, polled: polled}
+	delete(c.goneAt, u.Topic)
+}
+
+// unwatched forgets what pushes said of topics no watch names any more:
+// no push follows to correct a read, so reads are cached as they come
+// (and goneAt keeps nothing for them).
+func (c *Client) unwatched(topics []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range topics {
+		delete(c.goneAt, t)
+		if e := c.cache[t]; e != nil {
+			e.pushed = 0
+		}
+	}
 }
 
 // cached returns the cached route of topic, if any.

@@ -318,15 +318,18 @@ func (h *watchHub) add(s *subscription) {
 }
 
 func (h *watchHub) remove(s *subscription) {
+	var dropped []string
 	h.mu.Lock()
 	for _, t := range s.topics {
 		if wt := h.topics[t]; wt != nil {
 			delete(wt.subs, s)
 			if len(wt.subs) == 0 {
 				delete(h.topics, t)
+				dropped = append(dropped, t)
 			}
 		}
 	}
+	h.c.unwatched(dropped) // under h.mu: a new watch of them waits for it
 	h.mu.Unlock()
 	h.signal()
 }
@@ -692,11 +695,13 @@ func (h *watchHub) remerge() {
 	}
 	now := time.Now()
 	var out []Update
+	var seqs []uint64
 	var next time.Time
 	h.mu.Lock()
 	for t, wt := range h.topics {
-		if u, ok := h.deliverLocked(t, wt); ok {
+		if u, seq, ok := h.deliverLocked(t, wt); ok {
 			out = append(out, u)
+			seqs = append(seqs, seq)
 		}
 		for i := range wt.views {
 			if d := wt.views[i].nextLostDeadline(now); !d.IsZero() && (next.IsZero() || d.Before(next)) {
@@ -710,23 +715,24 @@ func (h *watchHub) remerge() {
 	}
 	h.mu.Unlock()
 	for i := range out {
-		c.cacheEvent(&out[i])
+		c.cacheEvent(&out[i], seqs[i])
 	}
 }
 
 // deliverLocked merges a topic's views and pushes the merged state to its
-// subscriptions when it changed; with h.mu held. The caller records the
-// update in the route cache after unlocking (lock order).
-func (h *watchHub) deliverLocked(topic string, wt *watchedTopic) (Update, bool) {
+// subscriptions when it changed; with h.mu held. It numbers the state
+// (Client.pushSeq); the caller records it in the route cache, with that
+// number, after unlocking.
+func (h *watchHub) deliverLocked(topic string, wt *watchedTopic) (Update, uint64, bool) {
 	u, ok := wt.merged(topic, time.Now())
 	if !ok || (wt.last != nil && wt.last.Gone == u.Gone && wt.last.Version == u.Version) {
-		return Update{}, false // nothing new
+		return Update{}, 0, false // nothing new
 	}
 	wt.version, wt.last = u.Version, &u
 	for s := range wt.subs {
 		s.push(u)
 	}
-	return u, true
+	return u, h.c.pushSeq.Add(1), true
 }
 
 // unwatched records that slot's node refused to watch topics (its cap):
@@ -790,10 +796,13 @@ func (h *watchHub) apply(slot int, f *wire.Frame) {
 		return // no longer watched
 	}
 	wt.views[slot] = v
-	u, ok := h.deliverLocked(res.Topic, wt)
+	u, seq, ok := h.deliverLocked(res.Topic, wt)
 	h.mu.Unlock()
+	if c.onPushed != nil {
+		c.onPushed(res.Topic)
+	}
 	if ok {
-		c.cacheEvent(&u)
+		c.cacheEvent(&u, seq)
 	}
 }
 
