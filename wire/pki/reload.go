@@ -156,19 +156,20 @@ func (r *Reloader) Recheck(certs []*x509.Certificate, now time.Time) error {
 	tr := r.trust
 	r.mu.Unlock()
 	leaf := certs[0]
-	if err := tr.revoked.check(leaf); err != nil {
-		return err
-	}
 	inter := x509.NewCertPool()
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: tr.pool, Intermediates: inter, CurrentTime: now,
+	chains, err := leaf.Verify(x509.VerifyOptions{Roots: tr.pool, Intermediates: inter, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	var invalid x509.CertificateInvalidError
 	switch {
 	case err == nil:
-		return nil
+		// The chains a handshake now would verify: the leaf or a CA of
+		// each may be revoked.
+		return tr.revoked.check(chains)
+	case tr.revoked.revokes(leaf, true):
+		return tr.revoked.check([][]*x509.Certificate{{leaf}})
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		return fmt.Errorf("%w: %q: %v", ErrExpired, leaf.Subject.CommonName, err)
 	}
