@@ -252,7 +252,7 @@ func stampOf(path string) (fileStamp, error) {
 
 // readCertsFile reads every certificate of a PEM bundle.
 func readCertsFile(path string) ([]*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFileMax(path, maxPEMFile)
 	if err != nil {
 		return nil, fmt.Errorf("load CA %s: %w", path, err)
 	}

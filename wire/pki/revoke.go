@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
 	"strings"
 )
 
@@ -65,7 +64,7 @@ func LoadRevocations(path string) (*RevocationList, error) {
 // of another CA is refused rather than silently applied, and its entries
 // apply to the certificates of the CA that signed it.
 func LoadRevocationsFrom(path string, issuers []*x509.Certificate) (*RevocationList, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFileMax(path, maxRevocationFile)
 	if err != nil {
 		return nil, fmt.Errorf("load revocations %s: %w", path, err)
 	}
