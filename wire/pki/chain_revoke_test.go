@@ -207,3 +207,32 @@ func TestCRLFileWithOneCRLPerCA(t *testing.T) {
 		t.Errorf("a leaf on no CRL: %v", err)
 	}
 }
+
+// TestHandshakeVerifiedByTheTrustAtItsEnd: a client that sends its
+// ClientHello before its certificate is revoked and its certificate after
+// is verified against the revocation list in use when the certificate
+// arrives, not the one of its ClientHello: the client chooses how long
+// that takes, and a handshake held open across the revocation used to let
+// the revoked certificate in for good (the trust loop checks connections
+// again only at the reload itself).
+func TestHandshakeVerifiedByTheTrustAtItsEnd(t *testing.T) {
+	root := newExtCert(t, nil, extCATemplate("root"))
+	r, rlFile, roots := extReloader(t, root, root.cert)
+	clock := &fakeClock{t: time.Now()}
+	r.now = clock.now
+	stolen := extClient(t, root, "stolen", nil)
+	conf := ClientConfig(nil, roots, "")
+	conf.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		// The node has chosen its config; now the operator revokes.
+		os.WriteFile(rlFile, root.crl(t, time.Now().Add(time.Hour), stolen.cert.SerialNumber), 0o600)
+		clock.step()
+		if gen := r.Generation(); r.Current() != nil && r.Generation() == gen {
+			t.Error("the revocation was not loaded")
+		}
+		return stolen.credential(), nil
+	}
+	_, _, srvErr, cliErr := handshake(t, r.TLSConfig(), conf)
+	if !errors.Is(srvErr, ErrRevoked) {
+		t.Errorf("a certificate revoked during its handshake: server %v, client %v; want ErrRevoked", srvErr, cliErr)
+	}
+}

@@ -236,10 +236,29 @@ func (r *Reloader) load() (*tls.Config, trust, []fileStamp, error) {
 		if err != nil {
 			return nil, trust{}, nil, err
 		}
-		conf.VerifyConnection = VerifyConnection(rl)
 		tr.revoked = rl
 	}
+	conf.VerifyConnection = r.verifyConnection(tr)
 	return conf, tr, stamps, nil
+}
+
+// verifyConnection is the VerifyConnection of a config verifying with
+// tr. A handshake takes its config at the ClientHello and verifies the
+// client's certificate when it arrives, as late as the client likes: if
+// the credentials were reloaded meanwhile, the certificate is verified
+// again against the ones in use now (Recheck), or a certificate revoked
+// during its own handshake would be let in and never checked again.
+func (r *Reloader) verifyConnection(tr trust) func(tls.ConnectionState) error {
+	check := VerifyConnection(tr.revoked)
+	return func(cs tls.ConnectionState) error {
+		r.mu.Lock()
+		current := r.trust
+		r.mu.Unlock()
+		if current.pool != tr.pool && len(cs.PeerCertificates) > 0 {
+			return r.Recheck(cs.PeerCertificates, time.Now())
+		}
+		return check(cs)
+	}
 }
 
 func stampOf(path string) (fileStamp, error) {
