@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,5 +81,47 @@ func TestRevokedIntermediateLosesItsConnections(t *testing.T) {
 	}
 	if n := metricValue(t, tn, "edgereg_connections_closed_untrusted_total", "reason=revoked"); n != 1 {
 		t.Errorf("edgereg_connections_closed_untrusted_total{reason=revoked} = %v, want 1", n)
+	}
+}
+
+// TestConnectionVerifiedBeforeARevocationAndServedAfterIsChecked: a
+// connection whose handshake ended before its certificate was revoked, but
+// which the node took up only after the trust loop had checked every
+// connection against the new list, is checked when the node takes it up.
+// Before, it was checked by no one: the loop had passed, and it checks
+// again only at the next reload, so the revoked certificate kept it.
+func TestConnectionVerifiedBeforeARevocationAndServedAfterIsChecked(t *testing.T) {
+	dir := t.TempDir()
+	revocations := filepath.Join(t.TempDir(), "revoked.txt")
+	os.WriteFile(revocations, nil, 0o600)
+	var tn *testNode
+	var serial string
+	var armed atomic.Bool
+	testHookServeConn = func() {
+		if !armed.CompareAndSwap(true, false) {
+			return
+		}
+		// The handshake is done; the revocation and the loop's check of
+		// every connection happen before the node records this one.
+		before := tn.rechecks.Load()
+		os.WriteFile(revocations, []byte(serial+"\n"), 0o600)
+		for deadline := time.Now().Add(15 * time.Second); tn.rechecks.Load() == before && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { testHookServeConn = nil }) // after the node's shutdown
+	tn = startNodeIn(t, dir, "127.0.0.1:0", func(c *Config) { c.RevocationFile = revocations })
+	conf := tn.tlsFor(pki.RoleBroker, "stolen", "group-a")
+	serial = leafOf(t, conf).SerialNumber.Text(16)
+	armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !waitClosed(c) {
+		t.Fatal("a revoked certificate keeps the connection the node took up after checking every connection")
 	}
 }
