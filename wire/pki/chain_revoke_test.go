@@ -111,7 +111,7 @@ func extReloader(t *testing.T, root *extCA, clientCAs ...*x509.Certificate) (*Re
 // reload makes r read its files now.
 func reload(t *testing.T, r *Reloader) {
 	t.Helper()
-	clock := &fakeClock{t: time.Now()}
+	clock := &fakeClock{t: r.now()}
 	clock.step()
 	r.now = clock.now
 	gen := r.Generation()
@@ -234,5 +234,32 @@ func TestHandshakeVerifiedByTheTrustAtItsEnd(t *testing.T) {
 	_, _, srvErr, cliErr := handshake(t, r.TLSConfig(), conf)
 	if !errors.Is(srvErr, ErrRevoked) {
 		t.Errorf("a certificate revoked during its handshake: server %v, client %v; want ErrRevoked", srvErr, cliErr)
+	}
+}
+
+// TestSerialListRevokesLeavesOnly: a text list names serials without an
+// issuer, so it revokes leaves of any CA but never a CA certificate: with
+// the sequential serials of `openssl ca`, revoking leaf 2 must not revoke
+// an intermediate that is also number 2, and with it its whole subtree.
+// A CRL past its NextUpdate still revokes: what it lists stays revoked.
+func TestSerialListRevokesLeavesOnly(t *testing.T) {
+	root := newExtCert(t, nil, extCATemplate("root"))
+	interTmpl := extCATemplate("intermediate")
+	interTmpl.SerialNumber = big.NewInt(2)
+	inter := newExtCert(t, root, interTmpl)
+	r, rlFile, _ := extReloader(t, root, root.cert)
+	leaf2, other := extClient(t, root, "leaf-2", big.NewInt(2)), extClient(t, inter, "under-intermediate", big.NewInt(3))
+	os.WriteFile(rlFile, []byte("02 # leaf-2\n"), 0o600)
+	reload(t, r)
+	if err := r.Recheck([]*x509.Certificate{leaf2.cert}, time.Now()); !errors.Is(err, ErrRevoked) {
+		t.Errorf("leaf 2 on the serial list: %v, want ErrRevoked", err)
+	}
+	if err := r.Recheck([]*x509.Certificate{other.cert, inter.cert}, time.Now()); err != nil {
+		t.Errorf("a leaf under intermediate 2, with serial 2 on the text list: %v", err)
+	}
+	os.WriteFile(rlFile, root.crl(t, time.Now().Add(-time.Hour), inter.cert.SerialNumber), 0o600)
+	reload(t, r)
+	if err := r.Recheck([]*x509.Certificate{other.cert, inter.cert}, time.Now()); !errors.Is(err, ErrRevoked) {
+		t.Errorf("under an intermediate on a CRL past its NextUpdate: %v, want ErrRevoked", err)
 	}
 }

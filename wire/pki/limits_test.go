@@ -36,7 +36,7 @@ func TestHugeCredentialFilesAreRefusedUnread(t *testing.T) {
 	f.Close()
 	l := ensureLocal(t, t.TempDir())
 	for name, load := range map[string]func() error{
-		"revocation list": func() error { _, err := LoadRevocationsFrom(huge, []*x509.Certificate{l.CA}); return err },
+		"revocation list":  func() error { _, err := LoadRevocationsFrom(huge, []*x509.Certificate{l.CA}); return err },
 		"client CA bundle": func() error { _, err := readCertsFile(huge); return err },
 		// A device never ends: read whole, it took every byte of memory.
 		"/dev/zero as the revocation list": func() error { _, err := LoadRevocations("/dev/zero"); return err },
