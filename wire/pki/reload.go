@@ -48,6 +48,8 @@ type ServerCredentials struct {
 type Reloader struct {
 	creds ServerCredentials
 	now   func() time.Time
+	// beforeLoad, when set, runs as a reload starts reading (tests).
+	beforeLoad func()
 
 	mu        sync.Mutex
 	conf      *tls.Config // current; never modified once published
@@ -55,6 +57,7 @@ type Reloader struct {
 	gen       uint64      // reloads that took effect (Generation)
 	stamps    []fileStamp
 	nextCheck time.Time
+	loading   bool // a Current is looking at the files, without mu
 }
 
 // trust is what a config verifies client certificates against.
@@ -97,28 +100,46 @@ func (r *Reloader) TLSConfig() *tls.Config {
 }
 
 // Current returns the config in use, first reloading it if a file changed
-// and the last look is at least CheckEvery ago.
+// and the last look is at least CheckEvery ago. The files are looked at
+// and read without the lock: the handshakes meanwhile are served the
+// config in use, not held up by a slow disk or a large CRL; one caller at
+// a time reloads.
 func (r *Reloader) Current() *tls.Config {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.now()
-	if now.Before(r.nextCheck) {
-		return r.conf
+	if r.loading || now.Before(r.nextCheck) {
+		conf := r.conf
+		r.mu.Unlock()
+		return conf
 	}
 	r.nextCheck = now.Add(r.creds.CheckEvery)
-	if !r.changed() {
-		return r.conf
+	r.loading = true
+	old := r.stamps
+	r.mu.Unlock()
+
+	changed := changedFrom(old)
+	var conf *tls.Config
+	var tr trust
+	var stamps []fileStamp
+	var err error
+	if changed {
+		conf, tr, stamps, err = r.load()
 	}
-	conf, tr, stamps, err := r.load()
-	if err != nil {
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loading = false
+	switch {
+	case !changed:
+	case err != nil:
 		// Keep the old stamps, so the next look tries again: a Secret
 		// update writes several files, and we may have seen half of it.
 		r.report(err)
-		return r.conf
+	default:
+		r.conf, r.trust, r.stamps = conf, tr, stamps
+		r.gen++
+		r.report(nil)
 	}
-	r.conf, r.trust, r.stamps = conf, tr, stamps
-	r.gen++
-	r.report(nil)
 	return r.conf
 }
 
@@ -193,8 +214,9 @@ func (r *Reloader) files() []string {
 	return fs
 }
 
-func (r *Reloader) changed() bool {
-	for _, old := range r.stamps {
+// changedFrom reports whether a file differs from its stamp.
+func changedFrom(stamps []fileStamp) bool {
+	for _, old := range stamps {
 		st, err := stampOf(old.path)
 		if err != nil || st != old {
 			return true
@@ -206,6 +228,9 @@ func (r *Reloader) changed() bool {
 // load reads every file and builds the config. Stamps are taken before
 // reading, so a change during the read is seen at the next look.
 func (r *Reloader) load() (*tls.Config, trust, []fileStamp, error) {
+	if r.beforeLoad != nil {
+		r.beforeLoad()
+	}
 	var stamps []fileStamp
 	for _, f := range r.files() {
 		st, err := stampOf(f)
