@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/x509"
 	"encoding/pem"
@@ -58,6 +59,25 @@ func readFileMax(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: more than the %d bytes allowed", path, max)
 	}
 	return data, nil
+}
+
+// pemBlocks returns the PEM blocks of data. A block cut short (a file
+// read while it is written in place) is an error, not trailing text to
+// skip: skipped, a half-written bundle would load as the CAs before the
+// cut alone.
+func pemBlocks(data []byte) ([]*pem.Block, error) {
+	var blocks []*pem.Block
+	for {
+		block, rest := pem.Decode(data)
+		if block == nil {
+			if bytes.Contains(rest, []byte("-----BEGIN")) {
+				return nil, errors.New("a PEM block is cut short or corrupt (a file still being written?)")
+			}
+			return blocks, nil
+		}
+		blocks = append(blocks, block)
+		data = rest
+	}
 }
 
 // encodeCert and encodeKey produce the PEM forms written to disk.

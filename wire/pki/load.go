@@ -22,6 +22,9 @@ func LoadCredentials(certFile, keyFile, caFile string) (tls.Certificate, *x509.C
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("load key %s: %w", keyFile, err)
 	}
+	if _, err := pemBlocks(certPEM); err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("load certificate %s: %w", certFile, err)
+	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("load key pair %s, %s: %w", certFile, keyFile, err)
@@ -37,6 +40,9 @@ func LoadCredentials(certFile, keyFile, caFile string) (tls.Certificate, *x509.C
 func loadPool(caFile string) (*x509.CertPool, error) {
 	caPEM, err := readFileMax(caFile, maxPEMFile)
 	if err != nil {
+		return nil, fmt.Errorf("load CA %s: %w", caFile, err)
+	}
+	if _, err := pemBlocks(caPEM); err != nil {
 		return nil, fmt.Errorf("load CA %s: %w", caFile, err)
 	}
 	pool := x509.NewCertPool()

@@ -3,7 +3,6 @@ package pki
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -300,13 +299,12 @@ func readCertsFile(path string) ([]*x509.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load CA %s: %w", path, err)
 	}
+	blocks, err := pemBlocks(data)
+	if err != nil {
+		return nil, fmt.Errorf("load CA %s: %w", path, err)
+	}
 	var out []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
+	for _, block := range blocks {
 		if block.Type != "CERTIFICATE" {
 			continue
 		}

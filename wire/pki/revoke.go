@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -68,7 +67,11 @@ func LoadRevocationsFrom(path string, issuers []*x509.Certificate) (*RevocationL
 	if err != nil {
 		return nil, fmt.Errorf("load revocations %s: %w", path, err)
 	}
-	if ders, ok := crlDERs(data); ok {
+	ders, ok, err := crlDERs(data)
+	if err != nil {
+		return nil, fmt.Errorf("load revocations %s: %w", path, err)
+	}
+	if ok {
 		rl := &RevocationList{}
 		for _, der := range ders {
 			scope, err := parseCRL(path, der, issuers)
@@ -217,24 +220,21 @@ func VerifyConnection(revoked *RevocationList) func(tls.ConnectionState) error {
 // crlDERs returns the DER of each CRL of a file of PEM CRLs, or of a DER
 // CRL. A text serial list never starts with 0x30 0x82 (an ASN.1
 // SEQUENCE), nor holds a PEM CRL.
-func crlDERs(data []byte) ([][]byte, bool) {
+func crlDERs(data []byte) ([][]byte, bool, error) {
+	if len(data) > 2 && data[0] == 0x30 && data[1]&0x80 != 0 {
+		return [][]byte{data}, true, nil
+	}
+	blocks, err := pemBlocks(data)
+	if err != nil {
+		return nil, false, err
+	}
 	var ders [][]byte
-	for rest := data; ; {
-		var block *pem.Block
-		if block, rest = pem.Decode(rest); block == nil {
-			break
-		}
+	for _, block := range blocks {
 		if block.Type == "X509 CRL" {
 			ders = append(ders, block.Bytes)
 		}
 	}
-	if len(ders) > 0 {
-		return ders, true
-	}
-	if len(data) > 2 && data[0] == 0x30 && data[1]&0x80 != 0 {
-		return [][]byte{data}, true
-	}
-	return nil, false
+	return ders, len(ders) > 0, nil
 }
 
 func parseCRL(path string, der []byte, issuers []*x509.Certificate) (crlScope, error) {
