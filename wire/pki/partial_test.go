@@ -1,9 +1,11 @@
 package pki
 
 import (
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
 	"sync"
@@ -76,5 +78,79 @@ func TestHalfWrittenBundleIsNotLoaded(t *testing.T) {
 	defer mu.Unlock()
 	if len(failed) != 2 {
 		t.Errorf("reloads refused: %v, want the two half-written files", failed)
+	}
+}
+
+// TestResumedSessionCheckedOnChainsStillTrusted: a resumed session brings
+// back every chain its first handshake verified. With a cross-signed
+// intermediate (one certificate by CA A, one by CA B), taking A out of the
+// bundle and revoking the intermediate's certificate of B leaves no
+// trusted clean path, and the resumption is refused. Before, the chain
+// through A, no longer trusted, still counted as the clean one.
+func TestResumedSessionCheckedOnChainsStillTrusted(t *testing.T) {
+	a := newExtCert(t, nil, extCATemplate("ca-a"))
+	b := newExtCert(t, nil, extCATemplate("ca-b"))
+	interA := newExtCert(t, a, extCATemplate("intermediate"))
+	// The same intermediate (name and key), signed by B too.
+	tmplB := extCATemplate("intermediate")
+	der, err := x509.CreateCertificate(rand.Reader, func() *x509.Certificate {
+		tmplB.SerialNumber, tmplB.NotBefore, tmplB.NotAfter = big.NewInt(77), time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		tmplB.SubjectKeyId = interA.cert.SubjectKeyId
+		return tmplB
+	}(), b.cert, &interA.key.PublicKey, b.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	interBCert, _ := x509.ParseCertificate(der)
+	interB := &extCA{cert: interBCert, key: interA.key}
+	leaf := extClient(t, interA, "cross", nil)
+
+	node := newExtCert(t, a, &x509.Certificate{DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	dir := t.TempDir()
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(node.key)
+	certFile, keyFile, caFile := filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key"), filepath.Join(dir, "ca.crt")
+	rlFile := filepath.Join(dir, "revoked.crl")
+	pemOf := func(cs ...*x509.Certificate) []byte {
+		var out []byte
+		for _, c := range cs {
+			out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+		}
+		return out
+	}
+	os.WriteFile(certFile, pemOf(node.cert), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)
+	os.WriteFile(caFile, pemOf(a.cert, b.cert), 0o600)
+	os.WriteFile(rlFile, nil, 0o600)
+	r, err := NewReloader(ServerCredentials{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile, RevocationFile: rlFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Now()}
+	r.now = clock.now
+	roots := x509.NewCertPool()
+	roots.AddCert(a.cert)
+	cli := ClientConfig(leaf.credential(interA, interB), roots, "")
+	srvConf := r.TLSConfig() // one, as a node has: its session tickets
+	srv, _, srvErr, cliErr := handshake(t, srvConf, cli)
+	if srvErr != nil || cliErr != nil || len(srv.VerifiedChains) != 2 {
+		t.Fatalf("first handshake: %d chains, %v, %v; want 2 chains", len(srv.VerifiedChains), srvErr, cliErr)
+	}
+	if again, _, err1, err2 := handshake(t, srvConf, cli); !again.DidResume || err1 != nil || err2 != nil {
+		t.Fatalf("second handshake: resumed %v, %v, %v; want resumed", again.DidResume, err1, err2)
+	}
+	// A out of the bundle; the node's own certificate is still A's, which
+	// does not matter to client verification. B revokes its intermediate.
+	os.WriteFile(caFile, pemOf(b.cert), 0o600)
+	os.WriteFile(rlFile, b.crl(t, time.Now().Add(time.Hour), interB.cert.SerialNumber), 0o600)
+	clock.step()
+	gen := r.Generation()
+	r.Current()
+	if r.Generation() == gen {
+		t.Fatal("not reloaded")
+	}
+	srv, _, srvErr, _ = handshake(t, srvConf, cli)
+	if srvErr == nil {
+		t.Errorf("resumed (%v) with no trusted path left clean: let in", srv.DidResume)
 	}
 }

@@ -62,7 +62,22 @@ type Reloader struct {
 // trust is what a config verifies client certificates against.
 type trust struct {
 	pool    *x509.CertPool
+	anchors map[string]bool // the client CAs' DER, as in pool
 	revoked *RevocationList // nil for none
+}
+
+// rooted returns the chains that end at a client CA of tr. A resumed
+// session brings back every chain its first handshake verified, and Go
+// lets it resume while one of them is still rooted: the others must not
+// count as a path clean of revocations.
+func (tr trust) rooted(chains [][]*x509.Certificate) [][]*x509.Certificate {
+	var out [][]*x509.Certificate
+	for _, c := range chains {
+		if len(c) > 0 && tr.anchors[string(c[len(c)-1].Raw)] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 type fileStamp struct {
@@ -249,12 +264,14 @@ func (r *Reloader) load() (*tls.Config, trust, []fileStamp, error) {
 		}
 	}
 	pool := x509.NewCertPool()
+	anchors := make(map[string]bool, len(cas))
 	for _, c := range cas {
 		pool.AddCert(c)
+		anchors[string(c.Raw)] = true
 	}
 	conf := ServerConfig(cert, pool, r.creds.AllowAnonymous)
 	conf.CurvePreferences = r.creds.KeyExchange.curves()
-	tr := trust{pool: pool}
+	tr := trust{pool: pool, anchors: anchors}
 	if r.creds.RevocationFile != "" {
 		rl, err := LoadRevocationsFrom(r.creds.RevocationFile, cas)
 		if err != nil {
@@ -280,6 +297,11 @@ func (r *Reloader) verifyConnection(tr trust) func(tls.ConnectionState) error {
 		r.mu.Unlock()
 		if current.pool != tr.pool && len(cs.PeerCertificates) > 0 {
 			return r.Recheck(cs.PeerCertificates, time.Now())
+		}
+		if len(cs.VerifiedChains) > 0 {
+			if cs.VerifiedChains = tr.rooted(cs.VerifiedChains); len(cs.VerifiedChains) == 0 {
+				return fmt.Errorf("%w: %q: no chain to a client CA in use", ErrUntrusted, cs.PeerCertificates[0].Subject.CommonName)
+			}
 		}
 		return check(cs)
 	}
