@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -113,6 +114,39 @@ func trustOf(qc *quic.Conn, p peer) *connTrust {
 		}
 	}
 	return ct
+}
+
+// credsGenKey holds, in a connection's context, the credentials'
+// Generation when its handshake began.
+type credsGenKey struct{}
+
+// connContext is quic.Transport.ConnContext: admission, and the
+// credentials' generation before the handshake, for checkTaken.
+func (n *Node) connContext(ctx context.Context, info *quic.ClientInfo) (context.Context, error) {
+	ctx, err := n.adm.admit(ctx, info)
+	if err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, credsGenKey{}, n.creds.Generation()), nil
+}
+
+// checkTaken checks a connection just recorded for the trust loop again if
+// the credentials were reloaded since its handshake began: the loop's
+// check of every connection after that reload may have run before the
+// connection was recorded (its handshake verified against the old ones),
+// and the loop checks again only at the next reload. Recorded first, read
+// after: a reload this misses comes before the loop's next look at every
+// connection, which then sees it.
+func (n *Node) checkTaken(qc *quic.Conn, ct *connTrust) bool {
+	g0, ok := qc.Context().Value(credsGenKey{}).(uint64)
+	if !ok || len(ct.certs) == 0 || n.creds.Generation() == g0 {
+		return true
+	}
+	if err := n.creds.Recheck(ct.certs, time.Now()); err != nil {
+		n.closeUntrusted(qc, ct.p, err)
+		return false
+	}
+	return true
 }
 
 func newUntrustedCounter() *prometheus.CounterVec {

@@ -86,8 +86,9 @@ type Config struct {
 	// CertFile, KeyFile and ClientCAFile replace the local CA with real
 	// credentials; all three or none.
 	CertFile, KeyFile, ClientCAFile string
-	// RevocationFile lists revoked client certificate serials (hex, one a
-	// line); re-read at start.
+	// RevocationFile names revoked client certificates: X.509 CRLs of the
+	// client CAs, or a text list of leaf serials (pki.LoadRevocations);
+	// re-read when it changes.
 	RevocationFile string
 	// Hosts are extra names and addresses for the local CA to put in the
 	// node's certificate.

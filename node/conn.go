@@ -88,7 +88,11 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		qc.CloseWithError(codeTooManyConns, "connection limit reached: retry later or use another node")
 		return
 	}
-	n.conns.Store(qc, trustOf(qc, p)) // for the trust loop (auth.go)
+	ct := trustOf(qc, p)
+	n.conns.Store(qc, ct) // for the trust loop (auth.go)
+	if !n.checkTaken(qc, ct) {
+		return
+	}
 	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, budget: n.inFlight,
 		answers: n.answers, adm: adm, lists: make(chan struct{}, 1)}
 	if classOf(p) == brokerClass {

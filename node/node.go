@@ -286,7 +286,7 @@ func (n *Node) listen() error {
 		Conn:              udp,
 		StatelessResetKey: &sk,
 		TokenGeneratorKey: &tk,
-		ConnContext:       n.adm.admit,
+		ConnContext:       n.connContext,
 		// Source-address validation under a handshake flood (admission.go).
 		VerifySourceAddress: n.adm.verifySource,
 	}

@@ -75,7 +75,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.StringVar(&c.CertFile, "tls-cert", "", "node certificate (PEM) instead of the local CA's")
 	fs.StringVar(&c.KeyFile, "tls-key", "", "node key (PEM), with --tls-cert")
 	fs.StringVar(&c.ClientCAFile, "tls-client-ca", "", "CA that signs client certificates (PEM), with --tls-cert")
-	fs.StringVar(&c.RevocationFile, "revocations", "", "file of revoked client certificate serials, hex, one per line")
+	fs.StringVar(&c.RevocationFile, "revocations", "", "revoked client certificates: X.509 CRLs of the client CAs (PEM or DER), or leaf serials, hex, one per line")
 	fs.StringSliceVar(&c.Hosts, "host", nil, "extra DNS names or IPs for the local CA to put in the node certificate")
 	fs.StringVar(&c.TLSKeyExchange, "tls-key-exchange", string(pki.KeyExchangeHybrid), "TLS key exchange: hybrid (post-quantum X25519MLKEM768 when offered) or x25519 (X25519 alone: less CPU per handshake, no post-quantum protection)")
 	fs.BoolVar(&c.AllowAnonymousClients, "allow-anonymous-clients", false, "let peers without a certificate read routes (never the default)")

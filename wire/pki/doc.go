@@ -25,9 +25,11 @@
 // # Reloading
 //
 // A node serves its credentials through a Reloader: certificate, key,
-// client CA bundle and revocation list (a serial list or a standard X.509
-// CRL signed by the client CA) are read again when a file changes, and a
-// change that cannot be used keeps the last good credentials.
+// client CA bundle and revocation list (a list of leaf serials, or X.509
+// CRLs, each signed by a client CA and revoking that CA's certificates,
+// leaves and intermediates alike; see RevocationList) are read again when a
+// file changes, and a change that cannot be used keeps the last good
+// credentials.
 //
 // # Roles
 //

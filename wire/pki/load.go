@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -15,13 +14,16 @@ var ErrNoLocalCA = errors.New("no local CA")
 // LoadCredentials loads a certificate and key (PEM) and a CA bundle to trust.
 // Errors name the file that could not be used.
 func LoadCredentials(certFile, keyFile, caFile string) (tls.Certificate, *x509.CertPool, error) {
-	certPEM, err := os.ReadFile(certFile)
+	certPEM, err := readFileMax(certFile, maxPEMFile)
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("load certificate %s: %w", certFile, err)
 	}
-	keyPEM, err := os.ReadFile(keyFile)
+	keyPEM, err := readFileMax(keyFile, maxPEMFile)
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("load key %s: %w", keyFile, err)
+	}
+	if _, err := pemBlocks(certPEM); err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("load certificate %s: %w", certFile, err)
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
@@ -36,8 +38,11 @@ func LoadCredentials(certFile, keyFile, caFile string) (tls.Certificate, *x509.C
 
 // loadPool reads a PEM bundle of CA certificates.
 func loadPool(caFile string) (*x509.CertPool, error) {
-	caPEM, err := os.ReadFile(caFile)
+	caPEM, err := readFileMax(caFile, maxPEMFile)
 	if err != nil {
+		return nil, fmt.Errorf("load CA %s: %w", caFile, err)
+	}
+	if _, err := pemBlocks(caPEM); err != nil {
 		return nil, fmt.Errorf("load CA %s: %w", caFile, err)
 	}
 	pool := x509.NewCertPool()

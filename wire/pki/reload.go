@@ -3,7 +3,6 @@ package pki
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -48,6 +47,8 @@ type ServerCredentials struct {
 type Reloader struct {
 	creds ServerCredentials
 	now   func() time.Time
+	// beforeLoad, when set, runs as a reload starts reading (tests).
+	beforeLoad func()
 
 	mu        sync.Mutex
 	conf      *tls.Config // current; never modified once published
@@ -55,12 +56,28 @@ type Reloader struct {
 	gen       uint64      // reloads that took effect (Generation)
 	stamps    []fileStamp
 	nextCheck time.Time
+	loading   bool // a Current is looking at the files, without mu
 }
 
 // trust is what a config verifies client certificates against.
 type trust struct {
 	pool    *x509.CertPool
+	anchors map[string]bool // the client CAs' DER, as in pool
 	revoked *RevocationList // nil for none
+}
+
+// rooted returns the chains that end at a client CA of tr. A resumed
+// session brings back every chain its first handshake verified, and Go
+// lets it resume while one of them is still rooted: the others must not
+// count as a path clean of revocations.
+func (tr trust) rooted(chains [][]*x509.Certificate) [][]*x509.Certificate {
+	var out [][]*x509.Certificate
+	for _, c := range chains {
+		if len(c) > 0 && tr.anchors[string(c[len(c)-1].Raw)] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 type fileStamp struct {
@@ -97,28 +114,46 @@ func (r *Reloader) TLSConfig() *tls.Config {
 }
 
 // Current returns the config in use, first reloading it if a file changed
-// and the last look is at least CheckEvery ago.
+// and the last look is at least CheckEvery ago. The files are looked at
+// and read without the lock: the handshakes meanwhile are served the
+// config in use, not held up by a slow disk or a large CRL; one caller at
+// a time reloads.
 func (r *Reloader) Current() *tls.Config {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.now()
-	if now.Before(r.nextCheck) {
-		return r.conf
+	if r.loading || now.Before(r.nextCheck) {
+		conf := r.conf
+		r.mu.Unlock()
+		return conf
 	}
 	r.nextCheck = now.Add(r.creds.CheckEvery)
-	if !r.changed() {
-		return r.conf
+	r.loading = true
+	old := r.stamps
+	r.mu.Unlock()
+
+	changed := changedFrom(old)
+	var conf *tls.Config
+	var tr trust
+	var stamps []fileStamp
+	var err error
+	if changed {
+		conf, tr, stamps, err = r.load()
 	}
-	conf, tr, stamps, err := r.load()
-	if err != nil {
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loading = false
+	switch {
+	case !changed:
+	case err != nil:
 		// Keep the old stamps, so the next look tries again: a Secret
 		// update writes several files, and we may have seen half of it.
 		r.report(err)
-		return r.conf
+	default:
+		r.conf, r.trust, r.stamps = conf, tr, stamps
+		r.gen++
+		r.report(nil)
 	}
-	r.conf, r.trust, r.stamps = conf, tr, stamps
-	r.gen++
-	r.report(nil)
 	return r.conf
 }
 
@@ -156,19 +191,20 @@ func (r *Reloader) Recheck(certs []*x509.Certificate, now time.Time) error {
 	tr := r.trust
 	r.mu.Unlock()
 	leaf := certs[0]
-	if err := tr.revoked.check(leaf); err != nil {
-		return err
-	}
 	inter := x509.NewCertPool()
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: tr.pool, Intermediates: inter, CurrentTime: now,
+	chains, err := leaf.Verify(x509.VerifyOptions{Roots: tr.pool, Intermediates: inter, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	var invalid x509.CertificateInvalidError
 	switch {
 	case err == nil:
-		return nil
+		// The chains a handshake now would verify: the leaf or a CA of
+		// each may be revoked.
+		return tr.revoked.check(chains)
+	case tr.revoked.revokes(leaf, true):
+		return tr.revoked.check([][]*x509.Certificate{{leaf}})
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		return fmt.Errorf("%w: %q: %v", ErrExpired, leaf.Subject.CommonName, err)
 	}
@@ -192,8 +228,9 @@ func (r *Reloader) files() []string {
 	return fs
 }
 
-func (r *Reloader) changed() bool {
-	for _, old := range r.stamps {
+// changedFrom reports whether a file differs from its stamp.
+func changedFrom(stamps []fileStamp) bool {
+	for _, old := range stamps {
 		st, err := stampOf(old.path)
 		if err != nil || st != old {
 			return true
@@ -205,6 +242,9 @@ func (r *Reloader) changed() bool {
 // load reads every file and builds the config. Stamps are taken before
 // reading, so a change during the read is seen at the next look.
 func (r *Reloader) load() (*tls.Config, trust, []fileStamp, error) {
+	if r.beforeLoad != nil {
+		r.beforeLoad()
+	}
 	var stamps []fileStamp
 	for _, f := range r.files() {
 		st, err := stampOf(f)
@@ -224,21 +264,47 @@ func (r *Reloader) load() (*tls.Config, trust, []fileStamp, error) {
 		}
 	}
 	pool := x509.NewCertPool()
+	anchors := make(map[string]bool, len(cas))
 	for _, c := range cas {
 		pool.AddCert(c)
+		anchors[string(c.Raw)] = true
 	}
 	conf := ServerConfig(cert, pool, r.creds.AllowAnonymous)
 	conf.CurvePreferences = r.creds.KeyExchange.curves()
-	tr := trust{pool: pool}
+	tr := trust{pool: pool, anchors: anchors}
 	if r.creds.RevocationFile != "" {
 		rl, err := LoadRevocationsFrom(r.creds.RevocationFile, cas)
 		if err != nil {
 			return nil, trust{}, nil, err
 		}
-		conf.VerifyConnection = VerifyConnection(rl)
 		tr.revoked = rl
 	}
+	conf.VerifyConnection = r.verifyConnection(tr)
 	return conf, tr, stamps, nil
+}
+
+// verifyConnection is the VerifyConnection of a config verifying with
+// tr. A handshake takes its config at the ClientHello and verifies the
+// client's certificate when it arrives, as late as the client likes: if
+// the credentials were reloaded meanwhile, the certificate is verified
+// again against the ones in use now (Recheck), or a certificate revoked
+// during its own handshake would be let in and never checked again.
+func (r *Reloader) verifyConnection(tr trust) func(tls.ConnectionState) error {
+	check := VerifyConnection(tr.revoked)
+	return func(cs tls.ConnectionState) error {
+		r.mu.Lock()
+		current := r.trust
+		r.mu.Unlock()
+		if current.pool != tr.pool && len(cs.PeerCertificates) > 0 {
+			return r.Recheck(cs.PeerCertificates, time.Now())
+		}
+		if len(cs.VerifiedChains) > 0 {
+			if cs.VerifiedChains = tr.rooted(cs.VerifiedChains); len(cs.VerifiedChains) == 0 {
+				return fmt.Errorf("%w: %q: no chain to a client CA in use", ErrUntrusted, cs.PeerCertificates[0].Subject.CommonName)
+			}
+		}
+		return check(cs)
+	}
 }
 
 func stampOf(path string) (fileStamp, error) {
@@ -251,17 +317,16 @@ func stampOf(path string) (fileStamp, error) {
 
 // readCertsFile reads every certificate of a PEM bundle.
 func readCertsFile(path string) ([]*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFileMax(path, maxPEMFile)
+	if err != nil {
+		return nil, fmt.Errorf("load CA %s: %w", path, err)
+	}
+	blocks, err := pemBlocks(data)
 	if err != nil {
 		return nil, fmt.Errorf("load CA %s: %w", path, err)
 	}
 	var out []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
+	for _, block := range blocks {
 		if block.Type != "CERTIFICATE" {
 			continue
 		}

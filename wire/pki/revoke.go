@@ -5,44 +5,82 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
 	"strings"
 )
 
 // ErrRevoked means a peer presented a revoked certificate.
 var ErrRevoked = errors.New("certificate revoked")
 
-// RevocationList is a set of revoked certificate serial numbers. The zero
-// value and nil revoke nothing. It is not modified after loading, so it is
-// safe for concurrent use.
+// RevocationList is what a node's revocation file revokes. The zero value
+// and nil revoke nothing. It is not modified after loading, so it is safe
+// for concurrent use.
+//
+// Serial numbers are unique only per issuer (X.509), so the two forms
+// differ in scope. A CRL's entries revoke certificates of the CA that
+// signed it, and only those: a leaf, or an intermediate CA (and with it
+// every certificate it issued). A text list names serials without an
+// issuer: it revokes a leaf certificate with such a serial whoever issued
+// it, and never a CA certificate (sequential serials of different CAs
+// collide, and revoking leaf 02 must not revoke an intermediate 02 with
+// its whole subtree).
 type RevocationList struct {
-	serials map[string]struct{} // lower-case hex, no leading zeros
+	serials map[string]struct{} // text list: leaf serials, lower-case hex, no leading zeros
+	crls    []crlScope
 }
 
-// LoadRevocations reads a revocation list: a standard X.509 CRL (PEM
-// "X509 CRL" or DER, as `openssl ca -gencrl` writes), or a text file with
-// one hex serial number per line. In the text form blank lines and text
-// after '#' are ignored; "0x" prefixes and the colons of openssl's
-// "0a:1b:..." spelling are accepted. A CRL's signature is not checked here
-// (see LoadRevocationsFrom).
+// crlScope is one CRL: the serials it revokes among its CA's certificates.
+type crlScope struct {
+	issuer  []byte // RawSubject of the CA that signed the CRL
+	keyID   []byte // that CA's SubjectKeyId, if known
+	serials map[string]struct{}
+}
+
+// covers reports whether c was issued by the scope's CA: the same issuer
+// name, and the same key where both name theirs.
+func (s *crlScope) covers(c *x509.Certificate) bool {
+	if !bytes.Equal(c.RawIssuer, s.issuer) {
+		return false
+	}
+	return len(s.keyID) == 0 || len(c.AuthorityKeyId) == 0 || bytes.Equal(c.AuthorityKeyId, s.keyID)
+}
+
+// LoadRevocations reads a revocation list: standard X.509 CRLs (PEM
+// "X509 CRL" blocks, one per CA, or one DER CRL, as `openssl ca -gencrl`
+// writes), or a text file with one hex serial number per line. In the
+// text form blank lines and text after '#' are ignored; "0x" prefixes and
+// the colons of openssl's "0a:1b:..." spelling are accepted. A CRL's
+// signature is not checked here (see LoadRevocationsFrom); its entries
+// apply to the certificates of the issuer it names.
 func LoadRevocations(path string) (*RevocationList, error) {
 	return LoadRevocationsFrom(path, nil)
 }
 
-// LoadRevocationsFrom reads a revocation list like LoadRevocations; a CRL
-// must then be signed by one of issuers (when any are given), so a CRL of
-// another CA is refused rather than silently applied.
+// LoadRevocationsFrom reads a revocation list like LoadRevocations; each
+// CRL must then be signed by one of issuers (when any are given), so a CRL
+// of another CA is refused rather than silently applied, and its entries
+// apply to the certificates of the CA that signed it.
 func LoadRevocationsFrom(path string, issuers []*x509.Certificate) (*RevocationList, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFileMax(path, maxRevocationFile)
 	if err != nil {
 		return nil, fmt.Errorf("load revocations %s: %w", path, err)
 	}
-	if der, ok := crlDER(data); ok {
-		return parseCRL(path, der, issuers)
+	ders, ok, err := crlDERs(data)
+	if err != nil {
+		return nil, fmt.Errorf("load revocations %s: %w", path, err)
+	}
+	if ok {
+		rl := &RevocationList{}
+		for _, der := range ders {
+			scope, err := parseCRL(path, der, issuers)
+			if err != nil {
+				return nil, err
+			}
+			rl.crls = append(rl.crls, scope)
+		}
+		return rl, nil
 	}
 	rl := &RevocationList{serials: make(map[string]struct{})}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -65,30 +103,96 @@ func LoadRevocationsFrom(path string, issuers []*x509.Certificate) (*RevocationL
 	return rl, nil
 }
 
-// Revoked reports whether serial is on the list.
+// Revoked reports whether serial is on the list, in the text list or in
+// any CRL, whoever issued it. A check of a certificate uses its issuer
+// too (see RevocationList).
 func (rl *RevocationList) Revoked(serial *big.Int) bool {
 	if rl == nil || serial == nil {
 		return false
 	}
-	_, ok := rl.serials[serial.Text(16)]
-	return ok
+	key := serial.Text(16)
+	if _, ok := rl.serials[key]; ok {
+		return true
+	}
+	for _, s := range rl.crls {
+		if _, ok := s.serials[key]; ok {
+			return true
+		}
+	}
+	return false
 }
 
-// check returns an error wrapping ErrRevoked if leaf is revoked.
-func (rl *RevocationList) check(leaf *x509.Certificate) error {
-	if !rl.Revoked(leaf.SerialNumber) {
+// revokes reports whether the list revokes c, the leaf of its chain when
+// leaf is true, else a CA certificate of it.
+func (rl *RevocationList) revokes(c *x509.Certificate, leaf bool) bool {
+	if rl == nil || c.SerialNumber == nil {
+		return false
+	}
+	key := c.SerialNumber.Text(16)
+	if _, ok := rl.serials[key]; ok && leaf {
+		return true
+	}
+	for i := range rl.crls {
+		if _, ok := rl.crls[i].serials[key]; ok && rl.crls[i].covers(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// check returns an error wrapping ErrRevoked if every one of chains (the
+// verified chains of one peer, leaf first) holds a revoked certificate: a
+// peer is let in as long as one path to a trusted CA is clean, as when an
+// intermediate was re-issued and only its old certificate revoked.
+func (rl *RevocationList) check(chains [][]*x509.Certificate) error {
+	if rl == nil || len(chains) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %q serial %x", ErrRevoked, leaf.Subject.CommonName, leaf.SerialNumber)
+	var first error
+	for _, chain := range chains {
+		err := rl.checkChain(chain)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (rl *RevocationList) checkChain(chain []*x509.Certificate) error {
+	for i, c := range chain {
+		if !rl.revokes(c, i == 0) {
+			continue
+		}
+		if i == 0 {
+			return fmt.Errorf("%w: %q serial %x", ErrRevoked, c.Subject.CommonName, c.SerialNumber)
+		}
+		return fmt.Errorf("%w: %q: its CA %q serial %x is revoked", ErrRevoked, chain[0].Subject.CommonName,
+			c.Subject.CommonName, c.SerialNumber)
+	}
+	return nil
+}
+
+// peerChains are the chains to check for a peer: the verified ones, or
+// the certificates as sent when there are none (a config that skipped
+// verification).
+func peerChains(verified [][]*x509.Certificate, sent []*x509.Certificate) [][]*x509.Certificate {
+	if len(verified) > 0 {
+		return verified
+	}
+	return [][]*x509.Certificate{sent}
 }
 
 // VerifyPeer returns a tls.Config.VerifyPeerCertificate callback that refuses
-// a revoked leaf certificate. It runs after normal verification; a peer
-// without a certificate is left to ClientAuth. Go does not call this
-// callback on resumed sessions, so servers that issue session tickets should
-// prefer VerifyConnection.
+// a peer whose verified chains are all revoked: the leaf, or a CA
+// certificate of the chain on a CRL of its issuer. It runs after normal
+// verification; a peer without a certificate is left to ClientAuth. Go does
+// not call this callback on resumed sessions, so servers that issue session
+// tickets should prefer VerifyConnection.
 func VerifyPeer(revoked *RevocationList) func(rawCerts [][]byte, chains [][]*x509.Certificate) error {
-	return func(rawCerts [][]byte, _ [][]*x509.Certificate) error {
+	return func(rawCerts [][]byte, chains [][]*x509.Certificate) error {
 		if len(rawCerts) == 0 {
 			return nil
 		}
@@ -96,55 +200,67 @@ func VerifyPeer(revoked *RevocationList) func(rawCerts [][]byte, chains [][]*x50
 		if err != nil {
 			return fmt.Errorf("parse peer certificate: %w", err)
 		}
-		return revoked.check(leaf)
+		return revoked.check(peerChains(chains, []*x509.Certificate{leaf}))
 	}
 }
 
 // VerifyConnection returns a tls.Config.VerifyConnection callback that
-// refuses a revoked peer certificate. Unlike VerifyPeer it also runs on
-// resumed sessions, so a certificate revoked after a client got a session
-// ticket cannot slip back in.
+// refuses a revoked peer as VerifyPeer does. Unlike VerifyPeer it also
+// runs on resumed sessions, so a certificate revoked after a client got a
+// session ticket cannot slip back in.
 func VerifyConnection(revoked *RevocationList) func(tls.ConnectionState) error {
 	return func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {
 			return nil
 		}
-		return revoked.check(cs.PeerCertificates[0])
+		return revoked.check(peerChains(cs.VerifiedChains, cs.PeerCertificates[:1]))
 	}
 }
 
-// crlDER returns the DER of a CRL in PEM or DER form. A text serial list
-// never starts with 0x30 0x82 (an ASN.1 SEQUENCE), nor holds a PEM CRL.
-func crlDER(data []byte) ([]byte, bool) {
-	if block, _ := pem.Decode(data); block != nil && block.Type == "X509 CRL" {
-		return block.Bytes, true
-	}
+// crlDERs returns the DER of each CRL of a file of PEM CRLs, or of a DER
+// CRL. A text serial list never starts with 0x30 0x82 (an ASN.1
+// SEQUENCE), nor holds a PEM CRL.
+func crlDERs(data []byte) ([][]byte, bool, error) {
 	if len(data) > 2 && data[0] == 0x30 && data[1]&0x80 != 0 {
-		return data, true
+		return [][]byte{data}, true, nil
 	}
-	return nil, false
+	blocks, err := pemBlocks(data)
+	if err != nil {
+		return nil, false, err
+	}
+	var ders [][]byte
+	for _, block := range blocks {
+		if block.Type == "X509 CRL" {
+			ders = append(ders, block.Bytes)
+		}
+	}
+	return ders, len(ders) > 0, nil
 }
 
-func parseCRL(path string, der []byte, issuers []*x509.Certificate) (*RevocationList, error) {
+func parseCRL(path string, der []byte, issuers []*x509.Certificate) (crlScope, error) {
 	crl, err := x509.ParseRevocationList(der)
 	if err != nil {
-		return nil, fmt.Errorf("load revocations %s: %w", path, err)
+		return crlScope{}, fmt.Errorf("load revocations %s: %w", path, err)
 	}
+	// Unchecked, the CRL's own word for its issuer; checked, the CA whose
+	// key signed it, whatever name the CRL gives.
+	scope := crlScope{issuer: crl.RawIssuer, keyID: crl.AuthorityKeyId,
+		serials: make(map[string]struct{}, len(crl.RevokedCertificateEntries))}
 	if len(issuers) > 0 {
-		signed := false
+		var signer *x509.Certificate
 		for _, ca := range issuers {
 			if crl.CheckSignatureFrom(ca) == nil {
-				signed = true
+				signer = ca
 				break
 			}
 		}
-		if !signed {
-			return nil, fmt.Errorf("load revocations %s: the CRL is not signed by the client CA", path)
+		if signer == nil {
+			return crlScope{}, fmt.Errorf("load revocations %s: the CRL of %q is not signed by the client CA", path, crl.Issuer.String())
 		}
+		scope.issuer, scope.keyID = signer.RawSubject, signer.SubjectKeyId
 	}
-	rl := &RevocationList{serials: make(map[string]struct{}, len(crl.RevokedCertificateEntries))}
 	for _, e := range crl.RevokedCertificateEntries {
-		rl.serials[e.SerialNumber.Text(16)] = struct{}{}
+		scope.serials[e.SerialNumber.Text(16)] = struct{}{}
 	}
-	return rl, nil
+	return scope, nil
 }
