@@ -327,8 +327,16 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 	if len(skipped) > 0 {
 		// A count and a few names: a frame of a million bad names must not
 		// become megabytes of log.
+		// A name is cut too: it may be megabytes long (a compressed body
+		// inflates a few KiB to one).
+		first := skipped[:min(len(skipped), 5)]
+		for i, name := range first {
+			if len(name) > wire.MaxTopicNameLen {
+				first[i] = fmt.Sprintf("%s... (%d bytes)", name[:wire.MaxTopicNameLen], len(name))
+			}
+		}
 		n.warn.remoting.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr,
-			"skipped", len(skipped), "first", skipped[:min(len(skipped), 5)])
+			"skipped", len(skipped), "first", first)
 	}
 	dv := toWireVersion(body.DataVersion)
 

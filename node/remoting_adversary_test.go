@@ -252,3 +252,30 @@ func TestRemotingCompressedRegistrationPinsNoInflatedBytes(t *testing.T) {
 		t.Errorf("a registration of %d bytes left the heap %d KiB larger, more than %d KiB", len(frame), grew>>10, limit>>10)
 	}
 }
+
+// TestRemotingLongSkippedNameLogShort: the warning about skipped topics
+// named the first five in full, and a name can be as long as an inflated
+// line: a compressed registration of 8 KiB with one 8 MiB name made an
+// 8 MiB log line. A logged name is cut to a topic name's longest.
+func TestRemotingLongSkippedNameLogShort(t *testing.T) {
+	rec := newLevelRecorder()
+	tn := startRemotingNode(t, func(c *Config) { c.Logger = slog.New(rec) })
+	c := dialRemoting(t, tn)
+	body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 1}, TopicConfigTable: map[string]remoting.TopicConfig{}}
+	for _, name := range []string{"good-a", "good-b", strings.Repeat("x", 8<<20)} {
+		body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, TopicFilterType: "SINGLE_TAG"}
+	}
+	b := body.EncodeCompressed()
+	h := remoting.RegisterBrokerHeader{BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911", ClusterName: "DefaultCluster",
+		HAServerAddr: "127.0.0.1:10912", Compressed: true, BodyCRC32: remoting.BodyCRC32(b)}
+	if r := c.call(remoting.NewRequest(remoting.RegisterBroker, 1, h.Ext(), b)); r.Code != remoting.Success {
+		t.Fatalf("registration of %d bytes answered %d %q", len(b), r.Code, r.Remark)
+	}
+	if got := routeTopics(t, tn); len(got) != 2 {
+		t.Fatalf("topics %d, want the two valid ones", len(got))
+	}
+	lines := rec.errors()
+	if len(lines) != 1 || len(lines[0]) > 1024 {
+		t.Fatalf("%d warnings for a registration of %d bytes, %d bytes long in all", len(lines), len(b), len(strings.Join(lines, "")))
+	}
+}
