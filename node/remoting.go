@@ -304,6 +304,10 @@ func systemError(req *remoting.Command, err error) *remoting.Command {
 	return remoting.NewResponse(req, remoting.SystemError, err.Error())
 }
 
+// testHookRemotingRegisterWait, when set, runs as a remoting registration
+// is about to wait for its turn (regMu).
+var testHookRemotingRegisterWait func()
+
 // registerBroker is REGISTER_BROKER: an upsert of the listed topics into
 // what the broker's group holds (REMOTING.md §3.1).
 func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Command) *remoting.Command {
@@ -317,34 +321,18 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 	if h.BodyCRC32 != 0 && remoting.BodyCRC32(req.Body) != h.BodyCRC32 {
 		return remoting.NewResponse(req, remoting.SystemError, "crc32 not match")
 	}
-	body := &remoting.RegisterBrokerBody{}
-	if len(req.Body) > 0 {
-		if body, err = remoting.DecodeRegisterBrokerBody(req.Body, h.Compressed, n.cfg.RemotingMaxFrame); err != nil {
-			return systemError(req, fmt.Errorf("Failed to decode RegisterBrokerBody: %w", err))
-		}
+	listed, dv, tableLen, err := rl.registeredTopics(req, h)
+	if err != nil {
+		return systemError(req, fmt.Errorf("Failed to decode RegisterBrokerBody: %w", err))
 	}
-	listed, skipped := toWireTopics(body.TopicConfigTable)
-	if len(skipped) > 0 {
-		// A count and a few names: a frame of a million bad names must not
-		// become megabytes of log.
-		// A name is cut too: it may be megabytes long (a compressed body
-		// inflates a few KiB to one).
-		first := skipped[:min(len(skipped), 5)]
-		for i, name := range first {
-			if len(name) > wire.MaxTopicNameLen {
-				first[i] = fmt.Sprintf("%s... (%d bytes)", name[:wire.MaxTopicNameLen], len(name))
-			}
-		}
-		n.warn.remoting.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr,
-			"skipped", len(skipped), "first", first)
+	if testHookRemotingRegisterWait != nil {
+		testHookRemotingRegisterWait()
 	}
-	dv := toWireVersion(body.DataVersion)
-
 	rl.regMu.Lock()
 	defer rl.regMu.Unlock()
 	members, _ := n.reg.BrokerMemberGroup(h.ClusterName, h.BrokerName)
 	memberAddr, known := members.Addrs[h.BrokerID]
-	if !known && len(body.TopicConfigTable) == 1 {
+	if !known && tableLen == 1 {
 		// 5.x refuses it too: a partial registration must not create a broker.
 		return remoting.NewResponse(req, remoting.SystemError, "register broker failed")
 	}
@@ -394,6 +382,37 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 		resp.Body = (&remoting.KVTable{Table: table}).Encode()
 	}
 	return resp
+}
+
+// registeredTopics decodes a REGISTER_BROKER body into the topics the
+// registry can hold, its data version and how many topics it listed. Only
+// those outlive it: a registration waits for its turn (regMu) without its
+// body, whose invalid names may be megabytes each (a compressed body
+// inflates a few KiB to 16 MiB).
+func (rl *remotingListener) registeredTopics(req *remoting.Command, h remoting.RegisterBrokerHeader) (
+	listed []wire.TopicConfig, dv wire.DataVersion, tableLen int, err error) {
+	n := rl.n
+	body := &remoting.RegisterBrokerBody{}
+	if len(req.Body) > 0 {
+		if body, err = remoting.DecodeRegisterBrokerBody(req.Body, h.Compressed, n.cfg.RemotingMaxFrame); err != nil {
+			return nil, wire.DataVersion{}, 0, err
+		}
+	}
+	listed, skipped := toWireTopics(body.TopicConfigTable)
+	if len(skipped) > 0 {
+		// A count and a few names: a frame of a million bad names must not
+		// become megabytes of log. A name is cut too: it may be megabytes
+		// long.
+		first := skipped[:min(len(skipped), 5)]
+		for i, name := range first {
+			if len(name) > wire.MaxTopicNameLen {
+				first[i] = fmt.Sprintf("%s... (%d bytes)", name[:wire.MaxTopicNameLen], len(name))
+			}
+		}
+		n.warn.remoting.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr,
+			"skipped", len(skipped), "first", first)
+	}
+	return listed, toWireVersion(body.DataVersion), len(body.TopicConfigTable), nil
 }
 
 // mayLead reports whether a registration may carry its group's topics: it

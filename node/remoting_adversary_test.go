@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,5 +278,72 @@ func TestRemotingLongSkippedNameLogShort(t *testing.T) {
 	lines := rec.errors()
 	if len(lines) != 1 || len(lines[0]) > 1024 {
 		t.Fatalf("%d warnings for a registration of %d bytes, %d bytes long in all", len(lines), len(b), len(strings.Join(lines, "")))
+	}
+}
+
+// TestRemotingRegistrationsWaitWithoutTheirBodies: remoting registrations
+// take turns (regMu), and each waited for its turn holding its whole
+// decoded body, invalid topic names included. A compressed body of 8 KiB
+// inflates to an 8 MiB name, so eight registrations waiting behind a slow
+// one held 64 MiB, and every remoting worker of a host (a quarter of
+// --workers) can wait so. A registration now waits with only the topics it
+// will register.
+func TestRemotingRegistrationsWaitWithoutTheirBodies(t *testing.T) {
+	const k = 8
+	tn := startRemotingNode(t, func(c *Config) { c.Workers = 8 * k }) // k workers per host
+	var waiting atomic.Int32
+	release := make(chan struct{})
+	testHookRemotingRegisterWait = func() {
+		waiting.Add(1)
+		<-release
+	}
+	t.Cleanup(func() { testHookRemotingRegisterWait = nil })
+	var frames [][]byte
+	for i := range k {
+		body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 1}, TopicConfigTable: map[string]remoting.TopicConfig{}}
+		for _, name := range []string{"good-a", "good-b", strings.Repeat("x", 8<<20)} {
+			body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, TopicFilterType: "SINGLE_TAG"}
+		}
+		b := body.EncodeCompressed()
+		h := remoting.RegisterBrokerHeader{BrokerName: fmt.Sprintf("broker-%d", i), BrokerAddr: fmt.Sprintf("127.0.0.1:%d", 11000+i),
+			ClusterName: "DefaultCluster", Compressed: true, BodyCRC32: remoting.BodyCRC32(b)}
+		frame, err := remoting.NewRequest(remoting.RegisterBroker, 1, h.Ext(), b).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, frame)
+	}
+	conns := make([]*rmqConn, k)
+	for i := range conns {
+		conns[i] = dialRemoting(t, tn)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	sent := 0
+	for i, c := range conns {
+		c.sendRaw(frames[i])
+		sent += len(frames[i])
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for waiting.Load() < k && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := waiting.Load(); n < k {
+		close(release)
+		t.Fatalf("%d of %d registrations reached their turn", n, k)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	close(release)
+	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("%d registrations of %d bytes in all waiting for their turn: heap in use grew by %d KiB", k, sent, grew>>10)
+	for _, c := range conns {
+		if r := c.recv(); r.Code != remoting.Success {
+			t.Fatalf("registration answered %d %q", r.Code, r.Remark)
+		}
+	}
+	if limit := int64(4 << 20); grew > limit {
+		t.Errorf("%d registrations of %d bytes in all held %d KiB while waiting, more than %d KiB", k, sent, grew>>10, limit>>10)
 	}
 }
