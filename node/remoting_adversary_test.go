@@ -347,3 +347,71 @@ func TestRemotingRegistrationsWaitWithoutTheirBodies(t *testing.T) {
 		t.Errorf("%d registrations of %d bytes in all held %d KiB while waiting, more than %d KiB", k, sent, grew>>10, limit>>10)
 	}
 }
+
+// TestRemotingRegistrationBodiesDecodedFewAtATime: a compressed body of
+// 8 KiB inflates to 16 MiB, and every remoting worker (half of --workers,
+// a quarter of them for one host) decoded one at once: 8 KiB sent per
+// worker held tens of MiB each. Registrations take turns after decoding
+// anyway (regMu), so the node decodes at most half the CPUs' worth (at
+// least two) at a time, as a gateway does.
+func TestRemotingRegistrationBodiesDecodedFewAtATime(t *testing.T) {
+	limit := remotingDecoders()
+	k := limit + 4
+	tn := startRemotingNode(t, func(c *Config) { c.Workers = 8 * k }) // k workers per host
+	var decoded atomic.Int32
+	release := make(chan struct{})
+	testHookRemotingDecoded = func() {
+		decoded.Add(1)
+		<-release
+	}
+	t.Cleanup(func() { testHookRemotingDecoded = nil })
+	conns := make([]*rmqConn, k)
+	sent := 0
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range conns {
+		body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 1}, TopicConfigTable: map[string]remoting.TopicConfig{}}
+		for _, name := range []string{"good-a", "good-b", strings.Repeat("x", 8<<20)} {
+			body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, TopicFilterType: "SINGLE_TAG"}
+		}
+		b := body.EncodeCompressed()
+		h := remoting.RegisterBrokerHeader{BrokerName: fmt.Sprintf("broker-%d", i), BrokerAddr: fmt.Sprintf("127.0.0.1:%d", 11000+i),
+			ClusterName: "DefaultCluster", Compressed: true, BodyCRC32: remoting.BodyCRC32(b)}
+		frame, err := remoting.NewRequest(remoting.RegisterBroker, 1, h.Ext(), b).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = dialRemoting(t, tn)
+		conns[i].sendRaw(frame)
+		sent += len(frame)
+	}
+	// Wait for the decoders to be busy; more than limit never get there
+	// while they are, so give the others a while to show they do not.
+	deadline := time.Now().Add(30 * time.Second)
+	for decoded.Load() < int32(limit) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := 0; i < 100 && decoded.Load() < int32(k); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	at := decoded.Load()
+	close(release)
+	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("%d registrations of %d bytes in all: %d decoded at once, heap in use grew by %d KiB", k, sent, at, grew>>10)
+	for _, c := range conns {
+		if r := c.recv(); r.Code != remoting.Success {
+			t.Fatalf("registration answered %d %q", r.Code, r.Remark)
+		}
+	}
+	if at != int32(limit) {
+		t.Errorf("%d registration bodies decoded at once, want %d", at, limit)
+	}
+	// Each decoded body holds its 8 MiB name until its registration has
+	// what it needs of it.
+	if max := int64(limit+1) * 10 << 20; grew > max {
+		t.Errorf("%d registrations of %d bytes in all held %d KiB while decoded, more than %d KiB", k, sent, grew>>10, max>>10)
+	}
+}
