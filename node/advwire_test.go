@@ -464,3 +464,58 @@ func peakHeapGrowth(before uint64) uint64 {
 	}
 	return peak
 }
+
+// TestOverlongUnwatchRefusedBeforeDecoding: get-routes and watch have their
+// topic count checked on the array's header, but an unwatch was decoded in
+// full: a 1 MiB frame of a million empty names, from an anonymous or client
+// connection, allocated a 16 MiB []string per frame (16 times the bytes
+// received, on every reader worker at once) to unwatch nothing. A
+// connection watches at most --max-watches-per-conn topics, and one unwatch
+// names at most as many as a watch may.
+func TestOverlongUnwatchRefusedBeforeDecoding(t *testing.T) {
+	tn := startNode(t, nil)
+	s := rawStream(t, tn, pki.RoleClient)
+	n := 1<<20 - 64 // fits a client's 1 MiB frame
+	body := []byte{0xa1, 0x01, 0x9a, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	body = append(body, bytes.Repeat([]byte{0x60}, n)...)
+	frame, err := wire.AppendFrame(nil, &wire.Frame{Type: wire.TypeUnwatch, ID: 1, Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Warm the stream and the connection up so that their own buffers are
+	// not counted.
+	if _, err := s.Write(pingBytes(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wire.ReadFrame(s, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := s.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	f, err := wire.ReadFrame(s, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	grew := after.TotalAlloc - before.TotalAlloc
+	t.Logf("unwatch of %d names in %d bytes: %d KiB allocated in the process, answer %+v", n, len(frame), grew>>10, f.Error)
+	if f.Error == nil || f.Error.Code != wire.CodeBadRequest || !strings.Contains(f.Error.Message, "more than 10000") {
+		t.Errorf("answer %+v, want code 1 saying %q", f.Error, "more than 10000")
+	}
+	// The frame's own buffer and QUIC's packets: a few times the bytes
+	// sent, never the 16 MiB of a decoded array.
+	if limit := uint64(6 * len(frame)); grew > limit {
+		t.Errorf("an unwatch of %d bytes allocated %d KiB, more than %d KiB", len(frame), grew>>10, limit>>10)
+	}
+	// The stream still answers.
+	if _, err := s.Write(pingBytes(3)); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := wire.ReadFrame(s, 1<<20); err != nil || f.Error != nil {
+		t.Fatalf("ping after the refusal: %+v, %v", f.Error, err)
+	}
+}

@@ -13,7 +13,8 @@ import (
 	"github.com/edgereg/edgereg/wire"
 )
 
-// MaxTopicsPerQuery bounds the topics one get-routes or watch may name.
+// MaxTopicsPerQuery bounds the topics one get-routes, watch or unwatch may
+// name.
 const MaxTopicsPerQuery = 10_000
 
 // answer is a response as handle makes it: the frame's type and ID, and
@@ -189,6 +190,9 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 		}
 		return decodeRun(f, func(q *wire.Watch) (any, error) { return n.watch(cs, w, watch, q) })
 	case wire.TypeUnwatch:
+		if err := checkTopicCount(f); err != nil {
+			return nil, err
+		}
 		return decodeRun(f, func(q *wire.Unwatch) (any, error) { return n.unwatch(cs, *watch, q) })
 	case wire.TypePing:
 		return wire.Pong{NodeID: n.id, StartedMs: n.started.UnixMilli(), WarmingUp: n.WarmingUp(), Version: Version}, nil
@@ -245,7 +249,7 @@ func (n *Node) dispatchAdmin(cs *connState, f *wire.Frame) (any, error) {
 	return n.dispatchPolicy(cs, f)
 }
 
-// checkTopicCount refuses a get-routes or watch whose topics array
+// checkTopicCount refuses a get-routes, watch or unwatch whose topics array
 // declares more than MaxTopicsPerQuery elements, before its body is
 // decoded: a million one-byte elements would otherwise decode to 24 MiB.
 func checkTopicCount(f *wire.Frame) error {
@@ -256,8 +260,11 @@ func checkTopicCount(f *wire.Frame) error {
 }
 
 // topicCountError is the answer to a get-routes or watch naming n topics,
-// none or too many.
+// none or too many, and to an unwatch naming too many.
 func topicCountError(t wire.Type, n int) error {
+	if t == wire.TypeUnwatch {
+		return wire.Errorf(wire.CodeBadRequest, "unwatch names %d topics, more than %d", n, MaxTopicsPerQuery)
+	}
 	if t == wire.TypeWatch {
 		return wire.Errorf(wire.CodeBadRequest, "watch names %d topics: give 1 to %d", n, MaxTopicsPerQuery)
 	}

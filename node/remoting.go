@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,10 @@ type remotingListener struct {
 	// topics and registers their union with what the broker listed, and two
 	// interleaved would lose one's topics.
 	regMu sync.Mutex
+	// decoding bounds the REGISTER_BROKER bodies decoded at once
+	// (remotingDecoders): a compressed body of a few KiB inflates to 16 MiB,
+	// and registrations take turns at regMu after decoding anyway.
+	decoding chan struct{}
 
 	// byConn holds, per connection, the brokers registered on it and the
 	// epoch each got there, to unregister them when it closes.
@@ -98,7 +103,8 @@ func (n *Node) openRemoting() error {
 	if err != nil {
 		return fmt.Errorf("remoting listener on %s: %w", addr, err)
 	}
-	rl := &remotingListener{n: n, ln: ln, byConn: map[uint64]map[brokerKey]uint64{}}
+	rl := &remotingListener{n: n, ln: ln, byConn: map[uint64]map[brokerKey]uint64{},
+		decoding: make(chan struct{}, remotingDecoders())}
 	// Without broker registration every request is a small client or admin
 	// request: frames get the client cap, as a QUIC client's do. Remoting
 	// gets at most half the node's workers, so QUIC always has the rest.
@@ -304,6 +310,18 @@ func systemError(req *remoting.Command, err error) *remoting.Command {
 	return remoting.NewResponse(req, remoting.SystemError, err.Error())
 }
 
+// testHookRemotingRegisterWait, when set, runs as a remoting registration
+// is about to wait for its turn (regMu).
+var testHookRemotingRegisterWait func()
+
+// testHookRemotingDecoded, when set, runs once a registration's body is
+// decoded, before it is converted.
+var testHookRemotingDecoded func()
+
+// remotingDecoders is how many REGISTER_BROKER bodies are decoded at once:
+// half the CPUs, at least two, as a gateway decodes them.
+func remotingDecoders() int { return max(2, runtime.GOMAXPROCS(0)/2) }
+
 // registerBroker is REGISTER_BROKER: an upsert of the listed topics into
 // what the broker's group holds (REMOTING.md §3.1).
 func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Command) *remoting.Command {
@@ -317,26 +335,18 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 	if h.BodyCRC32 != 0 && remoting.BodyCRC32(req.Body) != h.BodyCRC32 {
 		return remoting.NewResponse(req, remoting.SystemError, "crc32 not match")
 	}
-	body := &remoting.RegisterBrokerBody{}
-	if len(req.Body) > 0 {
-		if body, err = remoting.DecodeRegisterBrokerBody(req.Body, h.Compressed, n.cfg.RemotingMaxFrame); err != nil {
-			return systemError(req, fmt.Errorf("Failed to decode RegisterBrokerBody: %w", err))
-		}
+	listed, dv, tableLen, err := rl.registeredTopics(ctx, req, h)
+	if err != nil {
+		return systemError(req, fmt.Errorf("Failed to decode RegisterBrokerBody: %w", err))
 	}
-	listed, skipped := toWireTopics(body.TopicConfigTable)
-	if len(skipped) > 0 {
-		// A count and a few names: a frame of a million bad names must not
-		// become megabytes of log.
-		n.warn.remoting.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr,
-			"skipped", len(skipped), "first", skipped[:min(len(skipped), 5)])
+	if testHookRemotingRegisterWait != nil {
+		testHookRemotingRegisterWait()
 	}
-	dv := toWireVersion(body.DataVersion)
-
 	rl.regMu.Lock()
 	defer rl.regMu.Unlock()
 	members, _ := n.reg.BrokerMemberGroup(h.ClusterName, h.BrokerName)
 	memberAddr, known := members.Addrs[h.BrokerID]
-	if !known && len(body.TopicConfigTable) == 1 {
+	if !known && tableLen == 1 {
 		// 5.x refuses it too: a partial registration must not create a broker.
 		return remoting.NewResponse(req, remoting.SystemError, "register broker failed")
 	}
@@ -401,6 +411,46 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 		resp.Body = (&remoting.KVTable{Table: table}).Encode()
 	}
 	return resp
+}
+
+// registeredTopics decodes a REGISTER_BROKER body into the topics the
+// registry can hold, its data version and how many topics it listed. Only
+// those outlive it: a registration waits for its turn (regMu) without its
+// body, whose invalid names may be megabytes each (a compressed body
+// inflates a few KiB to 16 MiB).
+func (rl *remotingListener) registeredTopics(ctx context.Context, req *remoting.Command, h remoting.RegisterBrokerHeader) (
+	listed []wire.TopicConfig, dv wire.DataVersion, tableLen int, err error) {
+	n := rl.n
+	select {
+	case rl.decoding <- struct{}{}:
+	case <-ctx.Done():
+		return nil, wire.DataVersion{}, 0, ctx.Err() // the connection closed: nobody reads an answer
+	}
+	defer func() { <-rl.decoding }()
+	body := &remoting.RegisterBrokerBody{}
+	if len(req.Body) > 0 {
+		if body, err = remoting.DecodeRegisterBrokerBody(req.Body, h.Compressed, n.cfg.RemotingMaxFrame); err != nil {
+			return nil, wire.DataVersion{}, 0, err
+		}
+	}
+	if testHookRemotingDecoded != nil {
+		testHookRemotingDecoded()
+	}
+	listed, skipped := toWireTopics(body.TopicConfigTable)
+	if len(skipped) > 0 {
+		// A count and a few names: a frame of a million bad names must not
+		// become megabytes of log. A name is cut too: it may be megabytes
+		// long.
+		first := skipped[:min(len(skipped), 5)]
+		for i, name := range first {
+			if len(name) > wire.MaxTopicNameLen {
+				first[i] = fmt.Sprintf("%s... (%d bytes)", name[:wire.MaxTopicNameLen], len(name))
+			}
+		}
+		n.warn.remoting.Warn("remoting registration: topics skipped", "broker", h.BrokerName, "addr", h.BrokerAddr,
+			"skipped", len(skipped), "first", first)
+	}
+	return listed, toWireVersion(body.DataVersion), len(body.TopicConfigTable), nil
 }
 
 // mayLead reports whether a registration may carry its group's topics: it

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,5 +243,216 @@ func TestRemotingTopicCreatedAgainAfterDelete(t *testing.T) {
 		if resp, r := rmqRoute(t, c, int32(10+i), "again"); r == nil || len(r.QueueDatas) != 1 {
 			t.Fatalf("route of the topic created again, after registration %d listing it: code %d %q", i, resp.Code, resp.Remark)
 		}
+	}
+}
+
+// TestRemotingCompressedRegistrationPinsNoInflatedBytes: a compressed
+// registration's topic names were substrings of their inflated lines, so a
+// topic line carrying megabytes of attributes (a few KiB once compressed:
+// zlib inflates up to 1,032 times) kept all of them alive in the registry
+// for as long as the topic lived: four topics in 11 KiB sent pinned 12 MiB.
+// A registered name must hold only its own bytes.
+func TestRemotingCompressedRegistrationPinsNoInflatedBytes(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	// Warm the connection and the registry up.
+	if r := c.call(registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "warm-a", "warm-b")); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	const topics, attr = 4, 3 << 20
+	body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 2}, TopicConfigTable: map[string]remoting.TopicConfig{}}
+	for i := range topics {
+		name := fmt.Sprintf("pinned-%d", i)
+		body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6,
+			TopicFilterType: "SINGLE_TAG", Attributes: map[string]string{"+x": strings.Repeat("x", attr)}}
+	}
+	b := body.EncodeCompressed()
+	h := remoting.RegisterBrokerHeader{BrokerName: "broker-b", BrokerAddr: "127.0.0.1:10921", ClusterName: "DefaultCluster",
+		HAServerAddr: "127.0.0.1:10922", Compressed: true, BodyCRC32: remoting.BodyCRC32(b)}
+	cmd := remoting.NewRequest(remoting.RegisterBroker, 2, h.Ext(), b)
+	frame, err := cmd.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = nil
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	c.sendRaw(frame)
+	if r := c.recv(); r.Code != remoting.Success {
+		t.Fatalf("registration answered %d %q", r.Code, r.Remark)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("%d topics with %d MiB of attributes each in %d bytes sent: heap in use grew by %d KiB",
+		topics, attr>>20, len(frame), grew>>10)
+	if got := len(routeTopics(t, tn)); got != topics+2 {
+		t.Fatalf("%d topics registered, want %d", got, topics+2)
+	}
+	if limit := int64(1 << 20); grew > limit {
+		t.Errorf("a registration of %d bytes left the heap %d KiB larger, more than %d KiB", len(frame), grew>>10, limit>>10)
+	}
+}
+
+// TestRemotingLongSkippedNameLogShort: the warning about skipped topics
+// named the first five in full, and a name can be as long as an inflated
+// line: a compressed registration of 8 KiB with one 8 MiB name made an
+// 8 MiB log line. A logged name is cut to a topic name's longest.
+func TestRemotingLongSkippedNameLogShort(t *testing.T) {
+	rec := newLevelRecorder()
+	tn := startRemotingNode(t, func(c *Config) { c.Logger = slog.New(rec) })
+	c := dialRemoting(t, tn)
+	body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 1}, TopicConfigTable: map[string]remoting.TopicConfig{}}
+	for _, name := range []string{"good-a", "good-b", strings.Repeat("x", 8<<20)} {
+		body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, TopicFilterType: "SINGLE_TAG"}
+	}
+	b := body.EncodeCompressed()
+	h := remoting.RegisterBrokerHeader{BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911", ClusterName: "DefaultCluster",
+		HAServerAddr: "127.0.0.1:10912", Compressed: true, BodyCRC32: remoting.BodyCRC32(b)}
+	if r := c.call(remoting.NewRequest(remoting.RegisterBroker, 1, h.Ext(), b)); r.Code != remoting.Success {
+		t.Fatalf("registration of %d bytes answered %d %q", len(b), r.Code, r.Remark)
+	}
+	if got := routeTopics(t, tn); len(got) != 2 {
+		t.Fatalf("topics %d, want the two valid ones", len(got))
+	}
+	lines := rec.errors()
+	if len(lines) != 1 || len(lines[0]) > 1024 {
+		t.Fatalf("%d warnings for a registration of %d bytes, %d bytes long in all", len(lines), len(b), len(strings.Join(lines, "")))
+	}
+}
+
+// TestRemotingRegistrationsWaitWithoutTheirBodies: remoting registrations
+// take turns (regMu), and each waited for its turn holding its whole
+// decoded body, invalid topic names included. A compressed body of 8 KiB
+// inflates to an 8 MiB name, so eight registrations waiting behind a slow
+// one held 64 MiB, and every remoting worker of a host (a quarter of
+// --workers) can wait so. A registration now waits with only the topics it
+// will register.
+func TestRemotingRegistrationsWaitWithoutTheirBodies(t *testing.T) {
+	const k = 8
+	tn := startRemotingNode(t, func(c *Config) { c.Workers = 8 * k }) // k workers per host
+	var waiting atomic.Int32
+	release := make(chan struct{})
+	testHookRemotingRegisterWait = func() {
+		waiting.Add(1)
+		<-release
+	}
+	t.Cleanup(func() { testHookRemotingRegisterWait = nil })
+	var frames [][]byte
+	for i := range k {
+		body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 1}, TopicConfigTable: map[string]remoting.TopicConfig{}}
+		for _, name := range []string{"good-a", "good-b", strings.Repeat("x", 8<<20)} {
+			body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, TopicFilterType: "SINGLE_TAG"}
+		}
+		b := body.EncodeCompressed()
+		h := remoting.RegisterBrokerHeader{BrokerName: fmt.Sprintf("broker-%d", i), BrokerAddr: fmt.Sprintf("127.0.0.1:%d", 11000+i),
+			ClusterName: "DefaultCluster", Compressed: true, BodyCRC32: remoting.BodyCRC32(b)}
+		frame, err := remoting.NewRequest(remoting.RegisterBroker, 1, h.Ext(), b).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, frame)
+	}
+	conns := make([]*rmqConn, k)
+	for i := range conns {
+		conns[i] = dialRemoting(t, tn)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	sent := 0
+	for i, c := range conns {
+		c.sendRaw(frames[i])
+		sent += len(frames[i])
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for waiting.Load() < k && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := waiting.Load(); n < k {
+		close(release)
+		t.Fatalf("%d of %d registrations reached their turn", n, k)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	close(release)
+	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("%d registrations of %d bytes in all waiting for their turn: heap in use grew by %d KiB", k, sent, grew>>10)
+	for _, c := range conns {
+		if r := c.recv(); r.Code != remoting.Success {
+			t.Fatalf("registration answered %d %q", r.Code, r.Remark)
+		}
+	}
+	if limit := int64(4 << 20); grew > limit {
+		t.Errorf("%d registrations of %d bytes in all held %d KiB while waiting, more than %d KiB", k, sent, grew>>10, limit>>10)
+	}
+}
+
+// TestRemotingRegistrationBodiesDecodedFewAtATime: a compressed body of
+// 8 KiB inflates to 16 MiB, and every remoting worker (half of --workers,
+// a quarter of them for one host) decoded one at once: 8 KiB sent per
+// worker held tens of MiB each. Registrations take turns after decoding
+// anyway (regMu), so the node decodes at most half the CPUs' worth (at
+// least two) at a time, as a gateway does.
+func TestRemotingRegistrationBodiesDecodedFewAtATime(t *testing.T) {
+	limit := remotingDecoders()
+	k := limit + 4
+	tn := startRemotingNode(t, func(c *Config) { c.Workers = 8 * k }) // k workers per host
+	var decoded atomic.Int32
+	release := make(chan struct{})
+	testHookRemotingDecoded = func() {
+		decoded.Add(1)
+		<-release
+	}
+	t.Cleanup(func() { testHookRemotingDecoded = nil })
+	conns := make([]*rmqConn, k)
+	sent := 0
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range conns {
+		body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 1}, TopicConfigTable: map[string]remoting.TopicConfig{}}
+		for _, name := range []string{"good-a", "good-b", strings.Repeat("x", 8<<20)} {
+			body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, TopicFilterType: "SINGLE_TAG"}
+		}
+		b := body.EncodeCompressed()
+		h := remoting.RegisterBrokerHeader{BrokerName: fmt.Sprintf("broker-%d", i), BrokerAddr: fmt.Sprintf("127.0.0.1:%d", 11000+i),
+			ClusterName: "DefaultCluster", Compressed: true, BodyCRC32: remoting.BodyCRC32(b)}
+		frame, err := remoting.NewRequest(remoting.RegisterBroker, 1, h.Ext(), b).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = dialRemoting(t, tn)
+		conns[i].sendRaw(frame)
+		sent += len(frame)
+	}
+	// Wait for the decoders to be busy; more than limit never get there
+	// while they are, so give the others a while to show they do not.
+	deadline := time.Now().Add(30 * time.Second)
+	for decoded.Load() < int32(limit) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := 0; i < 100 && decoded.Load() < int32(k); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	at := decoded.Load()
+	close(release)
+	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("%d registrations of %d bytes in all: %d decoded at once, heap in use grew by %d KiB", k, sent, at, grew>>10)
+	for _, c := range conns {
+		if r := c.recv(); r.Code != remoting.Success {
+			t.Fatalf("registration answered %d %q", r.Code, r.Remark)
+		}
+	}
+	if at != int32(limit) {
+		t.Errorf("%d registration bodies decoded at once, want %d", at, limit)
+	}
+	// Each decoded body holds its 8 MiB name until its registration has
+	// what it needs of it.
+	if max := int64(limit+1) * 10 << 20; grew > max {
+		t.Errorf("%d registrations of %d bytes in all held %d KiB while decoded, more than %d KiB", k, sent, grew>>10, max>>10)
 	}
 }

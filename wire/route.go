@@ -134,8 +134,15 @@ var ErrInvalidTopicName = errors.New("invalid topic name")
 // 127 characters of A-Z a-z 0-9 _ - % |, as RocketMQ's TopicValidator
 // requires; nodes refuse anything else, so clients can check first.
 func ValidTopicName(name string) error {
-	if name == "" || len(name) > MaxTopicNameLen {
+	if name == "" {
 		return fmt.Errorf("%w %q: must have 1 to %d characters", ErrInvalidTopicName, name, MaxTopicNameLen)
+	}
+	if len(name) > MaxTopicNameLen {
+		// Not quoted in full: a name may be megabytes long (a compressed
+		// remoting registration inflates a few KiB to one), and this error
+		// is logged and sent back.
+		return fmt.Errorf("%w of %d bytes %q...: must have 1 to %d characters", ErrInvalidTopicName, len(name),
+			name[:MaxTopicNameLen], MaxTopicNameLen)
 	}
 	for i := 0; i < len(name); i++ {
 		if !topicChar(name[i]) {

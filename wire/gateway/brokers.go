@@ -225,6 +225,16 @@ func lastError(states []broker.NodeState) string {
 // maxLoggedSkips is how many skipped topic names one log line names.
 const maxLoggedSkips = 5
 
+// loggedName is a skipped topic name as a log line gives it: cut past a
+// topic name's longest, since a name may be megabytes long (a compressed
+// registration inflates a few KiB to one).
+func loggedName(name string) string {
+	if len(name) > wire.MaxTopicNameLen {
+		return fmt.Sprintf("%s... (%d bytes)", name[:wire.MaxTopicNameLen], len(name))
+	}
+	return name
+}
+
 // validTopics drops topics whose names the nodes would refuse, so one odd
 // name does not cost the broker its whole registration. It logs one line
 // per registration, naming the first few: a frame of a million bad names
@@ -240,7 +250,7 @@ func (t *brokerTable) validTopics(r *registration) []wire.TopicConfig {
 				first = err
 			}
 			if len(names) < maxLoggedSkips {
-				names = append(names, tc.Name)
+				names = append(names, loggedName(tc.Name))
 			}
 			continue
 		}

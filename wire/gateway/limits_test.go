@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -154,5 +157,100 @@ func TestBrokerChatterStaysLocal(t *testing.T) {
 			t.Errorf("node %s: heartbeats %d → %d, epoch %d → %d: broker chatter crossed the WAN",
 				tn.Addr(), before[tn].Heartbeats, after.Heartbeats, before[tn].Epoch, after.Epoch)
 		}
+	}
+}
+
+// TestCompressedRegistrationPinsNoInflatedBytes: a compressed
+// registration's topic names were substrings of their inflated lines, so a
+// topic line carrying megabytes of attributes (a few KiB once compressed:
+// zlib inflates up to 1,032 times) kept all of them alive in the gateway
+// for as long as the broker stayed registered. A kept name must hold only
+// its own bytes.
+func TestCompressedRegistrationPinsNoInflatedBytes(t *testing.T) {
+	s := startSite(t, 1, nil)
+	c := s.dial()
+	const topics, attr = 4, 3 << 20
+	body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 1}, TopicConfigTable: map[string]remoting.TopicConfig{}}
+	for i := range topics {
+		name := fmt.Sprintf("pinned-%d", i)
+		body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6,
+			TopicFilterType: "SINGLE_TAG", Attributes: map[string]string{"+x": strings.Repeat("x", attr)}}
+	}
+	b := body.EncodeCompressed()
+	body = nil
+	h := remoting.RegisterBrokerHeader{BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911", ClusterName: "DefaultCluster",
+		Compressed: true, BodyCRC32: remoting.BodyCRC32(b)}
+	req := request(remoting.RegisterBroker, h.Ext(), b)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if resp := c.call(req); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	nodetest.WaitFor(t, "the broker's lease on the node", func() bool {
+		_, ok := s.lease(s.nodes[0], "127.0.0.1:10911")
+		return ok
+	})
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("%d topics with %d MiB of attributes each in %d bytes sent: heap in use grew by %d KiB",
+		topics, attr>>20, len(b), grew>>10)
+	if st := brokerState(t, s.gw, "127.0.0.1:10911"); st.Topics != topics {
+		t.Fatalf("%d topics kept, want %d", st.Topics, topics)
+	}
+	// The registrar's connection to the node and its buffers: well under a
+	// MiB, never the 12 MiB of inflated lines.
+	if limit := int64(2 << 20); grew > limit {
+		t.Errorf("a registration of %d bytes left the heap %d KiB larger, more than %d KiB", len(b), grew>>10, limit>>10)
+	}
+}
+
+// recordingHandler keeps the text of log records at WARN and above.
+type recordingHandler struct {
+	mu    *sync.Mutex
+	lines *[]string
+}
+
+func (h recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		var b strings.Builder
+		b.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+		h.mu.Lock()
+		*h.lines = append(*h.lines, b.String())
+		h.mu.Unlock()
+	}
+	return nil
+}
+func (h recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestLongSkippedNameLogsShort: the warning about skipped topics named the
+// first five in full, and a name can be as long as an inflated line: a
+// compressed registration of 8 KiB with one 8 MiB name made an 8 MiB log
+// line. A logged name is cut to a topic name's longest.
+func TestLongSkippedNameLogsShort(t *testing.T) {
+	var lines []string
+	rec := recordingHandler{mu: &sync.Mutex{}, lines: &lines}
+	s := startSite(t, 1, func(c *gateway.Config) { c.Logger = slog.New(rec) })
+	body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 1}, TopicConfigTable: map[string]remoting.TopicConfig{}}
+	for _, name := range []string{"good-a", "good-b", strings.Repeat("x", 8<<20)} {
+		body.TopicConfigTable[name] = remoting.TopicConfig{TopicName: name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6, TopicFilterType: "SINGLE_TAG"}
+	}
+	b := body.EncodeCompressed()
+	h := remoting.RegisterBrokerHeader{BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911", ClusterName: "DefaultCluster",
+		Compressed: true, BodyCRC32: remoting.BodyCRC32(b)}
+	if resp := s.dial().call(request(remoting.RegisterBroker, h.Ext(), b)); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	if st := brokerState(t, s.gw, "127.0.0.1:10911"); st.Topics != 2 {
+		t.Fatalf("%d topics kept, want the 2 valid ones", st.Topics)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if all := strings.Join(lines, ""); len(lines) != 1 || len(all) > 1024 {
+		t.Fatalf("%d warnings for a registration of %d bytes, %d bytes long in all", len(lines), len(b), len(all))
 	}
 }

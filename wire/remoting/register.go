@@ -85,7 +85,9 @@ func decodeTopicConfigLine(s string) (TopicConfig, error) {
 	if len(f) < 5 {
 		return TopicConfig{}, fmt.Errorf("%w: compressed topic config %q has %d fields", ErrMalformed, s, len(f))
 	}
-	t := TopicConfig{TopicName: f[0], TopicFilterType: f[4]}
+	// Copies, not substrings of s: a line may carry megabytes of attributes
+	// (a few KiB once compressed), which a kept name would keep alive.
+	t := TopicConfig{TopicName: strings.Clone(f[0]), TopicFilterType: strings.Clone(f[4])}
 	for i, p := range []*int32{&t.ReadQueueNums, &t.WriteQueueNums, &t.Perm} {
 		n, err := strconv.ParseInt(f[i+1], 10, 32)
 		if err != nil {
