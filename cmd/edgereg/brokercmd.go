@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -162,7 +161,7 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 	defer stop()
 	logger.Info("broker agent starting", "cluster", bf.id.Cluster, "broker", bf.id.BrokerName, "id", bf.id.BrokerID,
 		"addr", bf.id.Addr, "topics", len(topics))
@@ -191,7 +190,7 @@ func runWatch(cmd *cobra.Command, g *globals, src nodes.Source, topics []string,
 		return usageError{err}
 	}
 	defer rc.Close()
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 	defer stop()
 	updates, err := rc.Watch(ctx, topics...)
 	if err != nil {
