@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,6 +174,10 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 			return fmt.Errorf("broker %s refused by every node: %w", bf.id.BrokerName, err)
 		}
 		return err
+	}
+	if !slices.ContainsFunc(r.Nodes(), func(n broker.NodeState) bool { return n.Epoch != 0 }) {
+		logger.Warn("broker agent stopped: no node had registered the broker")
+		return nil
 	}
 	logger.Info("broker agent stopped: unregistered")
 	return nil

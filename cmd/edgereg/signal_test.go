@@ -109,3 +109,31 @@ func TestSIGHUPStopsGracefully(t *testing.T) {
 		t.Errorf("node logs lack \"node stopped\" after SIGHUP:\n%s", n.logs)
 	}
 }
+
+// TestBrokerAgentThatNeverRegisteredSaysSo: an agent stopped before any
+// node had registered it (the nodes unreachable, or refusing its
+// credential) logged "broker unregistered" and "broker agent stopped:
+// unregistered", as if it had held and given up a registration; it says
+// that no node had registered the broker.
+func TestBrokerAgentThatNeverRegisteredSaysSo(t *testing.T) {
+	_, dir := cliNode(t) // only for its CA; the agent is sent elsewhere
+	agent := startProcess(t, "broker", "--data", dir, "--nodes", freeUDPAddr(t), "--cluster", "C",
+		"--name", "broker-n", "--id", "0", "--addr", "10.0.0.8:10911", "--topics", "never")
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(agent.logs.String(), "broker agent starting") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not start: %s", agent.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	agent.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-agent.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent did not stop after SIGTERM")
+	}
+	logs := agent.logs.String()
+	if strings.Contains(logs, "unregistered") || !strings.Contains(logs, "no node had registered the broker") {
+		t.Errorf("an agent no node ever registered says at its stop:\n%s", logs)
+	}
+}
