@@ -465,6 +465,9 @@ func (h *Host) compile(ctx context.Context, hash string, module []byte) (*Module
 	}
 	cm, err := h.rt.CompileModule(ctx, module)
 	if err != nil {
+		if isFileError(err) { // the cache, not the module: not a refusal
+			return nil, fmt.Errorf("compile policy module %.12s: %w", hash, err)
+		}
 		return nil, refuse(hash, ErrMalformed, "%v", err)
 	}
 	hooks, hasInit, ve := checkModule(cm, h.cfg.MaxMemoryPages)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,6 +113,12 @@ func runCompileChild(dir string) int {
 	if _, err := rt.CompileModule(ctx, module); err != nil {
 		msg, _, _ := strings.Cut(err.Error(), "\n")
 		fmt.Fprintln(os.Stderr, msg)
+		if isFileError(err) {
+			// The cache could not be written (a full disk): the
+			// module is not at fault, and must not be remembered as
+			// refused.
+			return childExitSetup
+		}
 		return childExitInvalid
 	}
 	_ = rt.Close(ctx)
@@ -190,6 +197,14 @@ func (h *Host) compileIsolated(ctx context.Context, hash string, module []byte) 
 	}
 	return refuse(hash, ErrLimit, "compilation exceeded its memory limit of %d MiB (compile memory limit): %v: %s",
 		h.cfg.CompileMemory>>20, err, msg)
+}
+
+// isFileError says whether err is a file system failure (writing or
+// reading the compilation cache) rather than wazero refusing the module.
+func isFileError(err error) bool {
+	var pe *fs.PathError
+	var le *os.LinkError
+	return errors.As(err, &pe) || errors.As(err, &le)
 }
 
 // childCacheDirPrefix names the compile children's own cache directories

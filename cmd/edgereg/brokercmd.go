@@ -8,9 +8,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -162,7 +162,7 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 	defer stop()
 	logger.Info("broker agent starting", "cluster", bf.id.Cluster, "broker", bf.id.BrokerName, "id", bf.id.BrokerID,
 		"addr", bf.id.Addr, "topics", len(topics))
@@ -174,6 +174,10 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 			return fmt.Errorf("broker %s refused by every node: %w", bf.id.BrokerName, err)
 		}
 		return err
+	}
+	if !slices.ContainsFunc(r.Nodes(), func(n broker.NodeState) bool { return n.Epoch != 0 }) {
+		logger.Warn("broker agent stopped: no node had registered the broker")
+		return nil
 	}
 	logger.Info("broker agent stopped: unregistered")
 	return nil
@@ -191,7 +195,7 @@ func runWatch(cmd *cobra.Command, g *globals, src nodes.Source, topics []string,
 		return usageError{err}
 	}
 	defer rc.Close()
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 	defer stop()
 	updates, err := rc.Watch(ctx, topics...)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -128,7 +127,7 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	}
 	logger.Info("gateway listening for RocketMQ remoting", "addr", ln.Addr().String())
 
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 	defer stop()
 	select {
 	case err := <-served:

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/quic-go/quic-go"
@@ -287,3 +288,11 @@ func bindEnv(cmd *cobra.Command) error {
 func splitList(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' })
 }
+
+// stopSignals stop a long-running command (node, broker agent, gateway,
+// route --watch) gracefully. SIGHUP is among them: it is what a closed
+// terminal or an exiting shell sends its jobs, and Go's default for it is
+// to die on the spot, so a broker agent never unregistered and a node
+// vanished without a log line. Nothing needs SIGHUP as a reload: the node
+// re-reads its credentials, revocations and --policy-dir when they change.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -42,7 +41,8 @@ func newNodeCmd(g *globals) *cobra.Command {
 		Long: `Run a registry node. With no flags it listens on UDP 127.0.0.1:9876, serves
 health and metrics on http://127.0.0.1:9877, keeps its data in ./edgereg-data and
 creates a local CA there, so the CLI on this machine works with no configuration.
-SIGINT or SIGTERM stops it gracefully.`,
+SIGINT, SIGTERM or SIGHUP stops it gracefully (SIGHUP is no reload: credentials
+and --policy-dir are re-read when they change).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nf.configFile != "" {
@@ -181,7 +181,7 @@ func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
 		return err
 	}
 	logEndpoints(logger, n, cfg)
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- n.Serve() }()

@@ -400,10 +400,13 @@ func (r *Registrar) shutdown(ctx context.Context, unregister bool) error {
 	}
 	r.wg.Wait()
 	var errs []error
-	refused := 0
+	refused, held := 0, 0
 	for _, s := range sessions {
 		if s.st.Refused != nil { // every session goroutine has ended
 			refused++
+		}
+		if s.st.Epoch != 0 {
+			held++
 		}
 		s.stopOps()
 		if s.unregErr != nil {
@@ -413,6 +416,10 @@ func (r *Registrar) shutdown(ctx context.Context, unregister bool) error {
 	switch {
 	case unregister && refused == len(sessions):
 		r.log.Info("broker registrar stopped: no node had accepted the broker", "refused", refused)
+	case unregister && held == 0:
+		// Nothing to unregister: saying "unregistered" would claim a
+		// registration no node ever acknowledged.
+		r.log.Info("broker registrar stopped: no node had registered the broker", "nodes", len(sessions), "refused", refused)
 	case unregister:
 		r.log.Info("broker unregistered", "nodes", len(sessions)-refused, "failed", len(errs), "refused", refused)
 	}

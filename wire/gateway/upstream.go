@@ -100,14 +100,26 @@ func (u *upstream) anyUp() bool {
 	return slices.ContainsFunc(u.states(), func(s NodeState) bool { return s.Up })
 }
 
+// record keeps the outcome of a probe or read of n, and logs a change:
+// the first failure after a start or an answer (with the reason: the
+// nodes refused the gateway's credential, the WAN is cut), and the first
+// answer after failures. Without it a gateway no node answered logged
+// nothing until a client asked for a topic it had not cached.
 func (u *upstream) record(n *upNode, err error) {
 	u.mu.Lock()
-	defer u.mu.Unlock()
+	wasUp, hadFailed := n.st.Up, n.st.LastError != ""
 	if err == nil {
 		n.st.Up, n.st.LastOK, n.st.LastError = true, time.Now(), ""
-		return
+	} else {
+		n.st.Up, n.st.LastError = false, err.Error()
 	}
-	n.st.Up, n.st.LastError = false, err.Error()
+	u.mu.Unlock()
+	switch {
+	case err != nil && !hadFailed:
+		u.g.log.Warn("node does not answer the gateway", "node", n.addr, "was_up", wasUp, "err", err)
+	case err == nil && hadFailed:
+		u.g.log.Info("node answers the gateway again", "node", n.addr)
+	}
 }
 
 // probe pings every listed node in parallel, each bounded by RequestTimeout.

@@ -259,6 +259,9 @@ func (r *Reloader) load() (*tls.Config, trust, []fileStamp, error) {
 		if cert, _, err = LoadCredentials(r.creds.CertFile, r.creds.KeyFile, r.creds.ClientCAFile); err != nil {
 			return nil, trust{}, nil, err
 		}
+		if err := checkServes(cert, r.creds.CertFile); err != nil {
+			return nil, trust{}, nil, err
+		}
 		if cas, err = readCertsFile(r.creds.ClientCAFile); err != nil {
 			return nil, trust{}, nil, err
 		}
@@ -305,6 +308,34 @@ func (r *Reloader) verifyConnection(tr trust) func(tls.ConnectionState) error {
 		}
 		return check(cs)
 	}
+}
+
+// checkServes refuses a certificate that no client would accept from a
+// server: one whose extended key usage leaves out serverAuth (a broker's,
+// client's or operator's credential given as the node's by mistake).
+// Without this the node starts and every client's handshake fails, so the
+// mistake shows far from where it was made.
+func checkServes(cert tls.Certificate, file string) error {
+	leaf := cert.Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return fmt.Errorf("load certificate %s: %w", file, err)
+		}
+	}
+	if len(leaf.ExtKeyUsage) == 0 {
+		return nil // no restriction
+	}
+	for _, u := range leaf.ExtKeyUsage {
+		if u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny {
+			return nil
+		}
+	}
+	what := "its extended key usage has no serverAuth"
+	if id, err := IdentityFromCert(leaf); err == nil {
+		what = fmt.Sprintf("role %s: %s", id.Role, what)
+	}
+	return fmt.Errorf("certificate %s cannot serve TLS (%s): give a node certificate (edgereg cert issue --role node)", file, what)
 }
 
 func stampOf(path string) (fileStamp, error) {

@@ -178,3 +178,29 @@ func TestLoadRevocationsCRL(t *testing.T) {
 		t.Error("a corrupt CRL was accepted")
 	}
 }
+
+// TestReloaderRefusesACertificateThatCannotServe: a node started with a
+// client's credential as --tls-cert (an operator's, copied by mistake)
+// came up and logged "node started", and every client then failed its
+// handshake ("certificate is not valid for any names"), so the mistake
+// showed on the clients, not at the node. A certificate whose extended key
+// usage leaves out serverAuth is refused when loaded, naming the file and
+// what to give instead.
+func TestReloaderRefusesACertificateThatCannotServe(t *testing.T) {
+	l := ensureLocal(t, t.TempDir())
+	dir := t.TempDir()
+	if err := l.WriteCredential(Request{Role: RoleOperator, Name: "alice", Validity: time.Hour}, dir, false); err != nil {
+		t.Fatal(err)
+	}
+	certFile := filepath.Join(dir, "alice.crt")
+	_, err := NewReloader(ServerCredentials{CertFile: certFile, KeyFile: filepath.Join(dir, "alice.key"),
+		ClientCAFile: filepath.Join(dir, "ca.crt")})
+	if err == nil || !strings.Contains(err.Error(), certFile) || !strings.Contains(err.Error(), "--role node") {
+		t.Fatalf("NewReloader with an operator certificate: %v, want a refusal naming %s and --role node", err, certFile)
+	}
+	writeCredential(t, l, "node1", dir)
+	if _, err := NewReloader(ServerCredentials{CertFile: filepath.Join(dir, "node1.crt"), KeyFile: filepath.Join(dir, "node1.key"),
+		ClientCAFile: filepath.Join(dir, "ca.crt")}); err != nil {
+		t.Fatalf("NewReloader with a node certificate: %v", err)
+	}
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a child's stderr, written by exec's copying goroutine
+// while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// process is a running child and, once it ended, how.
+type process struct {
+	cmd  *exec.Cmd
+	logs *lockedBuffer
+	done chan struct{} // closed when it ended
+	err  error         // Wait's result, once done is closed
+}
+
+// startProcess starts the binary with args; Cleanup kills it if the test
+// left it running.
+func startProcess(t *testing.T, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(binary, args...), logs: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd.Stderr = p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// waitExit waits for a process to end after a signal.
+func waitExit(t *testing.T, what string, p *process) {
+	t.Helper()
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Errorf("%s after SIGHUP: %v (want a graceful stop, exit 0); stderr:\n%s", what, p.err, p.logs)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not stop after SIGHUP", what)
+	}
+}
+
+// TestSIGHUPStopsGracefully: SIGHUP (a closed terminal, a shell's exit
+// with its jobs, or an operator expecting a reload) killed a broker agent
+// and a node on the spot, with no log line: the agent never unregistered,
+// so producers were sent to its broker for a whole lease (120 s), and a
+// node vanished without saying why. Both stop as on SIGTERM.
+func TestSIGHUPStopsGracefully(t *testing.T) {
+	addr, dir := cliNode(t)
+	agent := startProcess(t, "broker", "--data", dir, "--nodes", addr, "--cluster", "C",
+		"--name", "broker-h", "--id", "0", "--addr", "10.0.0.9:10911", "--topics", "hup")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, _, code := run(t, []string{"EDGEREG_TIMEOUT=2s"}, "--data", dir, "--nodes", addr, "leases")
+		if code == 0 && strings.Contains(out, "10.0.0.9:10911") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker agent did not register: %s", agent.logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	agent.cmd.Process.Signal(syscall.SIGHUP)
+	waitExit(t, "broker agent", agent)
+	out, _, _ := run(t, []string{"EDGEREG_TIMEOUT=2s"}, "--data", dir, "--nodes", addr, "leases")
+	if strings.Contains(out, "10.0.0.9:10911") {
+		t.Errorf("the broker agent's lease outlived its SIGHUP (not unregistered):\n%s", out)
+	}
+
+	nodeAddr := freeUDPAddr(t)
+	n := startProcess(t, "node", "--data", t.TempDir(), "--addr", nodeAddr, "--admin-addr", "off", "--log-format", "json")
+	deadline = time.Now().Add(15 * time.Second)
+	for !strings.Contains(n.logs.String(), `"msg":"node started"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node did not start: %s", n.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	n.cmd.Process.Signal(syscall.SIGHUP)
+	waitExit(t, "node", n)
+	if !strings.Contains(n.logs.String(), `"msg":"node stopped"`) {
+		t.Errorf("node logs lack \"node stopped\" after SIGHUP:\n%s", n.logs)
+	}
+}
+
+// TestBrokerAgentThatNeverRegisteredSaysSo: an agent stopped before any
+// node had registered it (the nodes unreachable, or refusing its
+// credential) logged "broker unregistered" and "broker agent stopped:
+// unregistered", as if it had held and given up a registration; it says
+// that no node had registered the broker.
+func TestBrokerAgentThatNeverRegisteredSaysSo(t *testing.T) {
+	_, dir := cliNode(t) // only for its CA; the agent is sent elsewhere
+	agent := startProcess(t, "broker", "--data", dir, "--nodes", freeUDPAddr(t), "--cluster", "C",
+		"--name", "broker-n", "--id", "0", "--addr", "10.0.0.8:10911", "--topics", "never")
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(agent.logs.String(), "broker agent starting") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not start: %s", agent.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	agent.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-agent.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent did not stop after SIGTERM")
+	}
+	logs := agent.logs.String()
+	if strings.Contains(logs, "unregistered") || !strings.Contains(logs, "no node had registered the broker") {
+		t.Errorf("an agent no node ever registered says at its stop:\n%s", logs)
+	}
+}
