@@ -49,8 +49,8 @@ mutual TLS to every edgereg node (--nodes, --nodes-dns, --nodes-srv or
 naming the site's broker groups.
 
 Brokers' registrations become one registrar session per node, keeping their
-cumulative topic sets; their 30 s re-registrations and 1 Hz heartbeats cost the WAN
-nothing extra. Route reads are answered from a cache that node watches keep
+topic sets (a topic a broker stops listing is removed a period later); their 30 s
+re-registrations and 1 Hz heartbeats cost the WAN nothing extra. Route reads are answered from a cache that node watches keep
 current, and keep being answered from it while the WAN is lossy or cut. Metrics
 and health are on --admin-addr (/metrics, /healthz).
 

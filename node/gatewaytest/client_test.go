@@ -47,12 +47,13 @@ type stubBroker struct {
 	mu      sync.Mutex
 	sends   map[string]int      // messages by topic
 	pulls   map[string]int      // pull requests by topic
+	deletes map[string]int      // DELETE_TOPIC_IN_BROKER by topic
 	clients map[string][]string // client ids by consumer group, from heartbeats
 }
 
 func startStubBroker(t *testing.T) *stubBroker {
 	t.Helper()
-	b := &stubBroker{sends: map[string]int{}, pulls: map[string]int{}, clients: map[string][]string{}}
+	b := &stubBroker{sends: map[string]int{}, pulls: map[string]int{}, deletes: map[string]int{}, clients: map[string][]string{}}
 	b.addr = serve(t, remoting.HandlerFunc(b.serve))
 	return b
 }
@@ -63,6 +64,7 @@ const (
 	reqPullMessage       = 11
 	reqHeartbeat         = 34
 	reqConsumerList      = 38
+	reqDeleteTopic       = 215
 	reqSendMessageV2     = 310
 	reqSendBatchMessage  = 320
 	respPullNotFound     = 19
@@ -81,6 +83,10 @@ func (b *stubBroker) serve(ctx context.Context, _ net.Addr, req *remoting.Comman
 		b.mu.Unlock()
 		return remoting.NewHeaderResponse(req, remoting.Success, "", map[string]string{
 			"msgId": "7F00000100002A9F0000000000000000", "queueId": queue, "queueOffset": "0"})
+	case reqDeleteTopic:
+		b.mu.Lock()
+		b.deletes[req.Ext("topic")]++
+		b.mu.Unlock()
 	case reqPullMessage:
 		b.mu.Lock()
 		b.pulls[req.Ext("topic")]++
@@ -126,6 +132,12 @@ func (b *stubBroker) sent(topic string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.sends[topic]
+}
+
+func (b *stubBroker) deleted(topic string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.deletes[topic]
 }
 
 func (b *stubBroker) pulled(topic string) int {
@@ -199,11 +211,13 @@ func startEdgeSite(t *testing.T) *edgeSite {
 }
 
 // registerBroker registers a master holding topics through the gateway, as
-// a 5.x broker does: REGISTER_BROKER over remoting.
+// a 5.x broker does: REGISTER_BROKER over remoting, at data version
+// counter (the same counter is the same version, as a broker's periodic
+// registrations carry it).
 func (s *edgeSite) registerBroker(t *testing.T, name, addr string, counter int64, topics ...string) {
 	t.Helper()
 	body := &remoting.RegisterBrokerBody{
-		DataVersion:      remoting.DataVersion{Counter: counter, Timestamp: time.Now().UnixMilli()},
+		DataVersion:      remoting.DataVersion{Counter: counter, Timestamp: 1735689600000 + counter},
 		TopicConfigTable: map[string]remoting.TopicConfig{},
 	}
 	for _, topic := range append(topics, "TBW102", "SELF_TEST_TOPIC", name) {
@@ -424,4 +438,76 @@ func TestClientLibraryThroughGateway(t *testing.T) {
 			t.Errorf("TopicLater groups: %v", got)
 		}
 	})
+}
+
+// mqadmin deleteTopic through the gateway, by the real library: it deletes
+// the topic on the broker (DELETE_TOPIC_IN_BROKER, found by the route the
+// gateway serves) and sends DELETE_TOPIC_IN_NAMESRV, which the gateway
+// refuses. The broker's registrations at its new data version no longer
+// list the topic: one period later no node routes it, nor does the
+// gateway, and a restarted node does not get it back.
+func TestTopicDeletedThroughGateway(t *testing.T) {
+	s := startEdgeSite(t)
+	b := startStubBroker(t)
+	s.registerBroker(t, "broker-d", b.addr, 1, "TopicKept", "TopicDeleted")
+	s.onEveryNode(t, "TopicDeleted", "broker-d")
+	ctx := nodetest.Context(t)
+
+	a := newAdmin(t, s.addr)
+	if err := a.DeleteTopic(ctx, admin.WithTopicDelete("TopicDeleted")); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.deleted("TopicDeleted"); n != 1 {
+		t.Fatalf("the broker got %d DELETE_TOPIC_IN_BROKER, want 1", n)
+	}
+	// The broker's next periodic registrations, one period apart (RocketMQ
+	// clamps registerNameServerPeriod to 10 s at least).
+	s.registerBroker(t, "broker-d", b.addr, 2, "TopicKept")
+	time.Sleep(11 * time.Second)
+	s.registerBroker(t, "broker-d", b.addr, 2, "TopicKept")
+	s.offEveryNode(t, "TopicDeleted")
+	nodetest.WaitFor(t, "the gateway answering TOPIC_NOT_EXIST", func() bool {
+		return s.routeCode(t, "TopicDeleted") == remoting.TopicNotExist
+	})
+
+	s.nodes[0].Restart()
+	s.onEveryNode(t, "TopicKept", "broker-d")
+	s.offEveryNode(t, "TopicDeleted")
+}
+
+// offEveryNode waits until no node, asked directly over QUIC, routes topic.
+func (s *edgeSite) offEveryNode(t *testing.T, topic string) {
+	t.Helper()
+	for _, tn := range s.nodes {
+		c, err := client.Dial(nodetest.Context(t), tn.Addr(), client.Config{TLS: s.ca.TLS(t, pki.RoleOperator, "op")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodetest.WaitFor(t, fmt.Sprintf("%s gone from node %s", topic, tn.Addr()), func() bool {
+			_, _, err := c.Route(nodetest.Context(t), topic, wire.ClientAttrs{})
+			return errors.Is(err, wire.ErrNotFound)
+		})
+		c.Close()
+	}
+}
+
+// routeCode asks the gateway for topic's route as the Go library does and
+// returns the answer's code.
+func (s *edgeSite) routeCode(t *testing.T, topic string) int16 {
+	t.Helper()
+	nc, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	req := remoting.NewRequest(remoting.GetRouteInfoByTopic, 1, map[string]string{"topic": topic}, nil)
+	if _, err := req.WriteTo(nc); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := remoting.ReadCommand(nc, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Code
 }

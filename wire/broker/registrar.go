@@ -32,7 +32,7 @@
 // returns it at once, Config.OnStateChange delivers it, and Run returns
 // once every listed node has refused.
 //
-// Topic changes (SetTopics, UpsertTopics, RemoveTopics) bump the data
+// Topic changes (SetTopics, UpsertTopics, RefreshTopics, RemoveTopics) bump the data
 // version and reach every node as small incremental updates; a node that
 // no longer knows the broker gets the full configuration instead.
 //
@@ -566,6 +566,18 @@ func (r *Registrar) SetTopics(topics []wire.TopicConfig) error {
 // UpsertTopics adds topics or changes their configuration, and sends the
 // change to every node.
 func (r *Registrar) UpsertTopics(topics ...wire.TopicConfig) error {
+	return r.upsert(topics, false)
+}
+
+// RefreshTopics is UpsertTopics that sends every topic given to every
+// node, changed or not: a node may no longer route one the registrar holds
+// (an operator deleted it there), and a topic the broker creates again must
+// be routed again.
+func (r *Registrar) RefreshTopics(topics ...wire.TopicConfig) error {
+	return r.upsert(topics, true)
+}
+
+func (r *Registrar) upsert(topics []wire.TopicConfig, all bool) error {
 	if err := validateTopics(topics); err != nil {
 		return err
 	}
@@ -576,7 +588,7 @@ func (r *Registrar) UpsertTopics(topics ...wire.TopicConfig) error {
 	}
 	delta := make(map[string]*wire.TopicConfig, len(topics))
 	for _, t := range topics {
-		if old, ok := r.topics[t.Name]; ok && old == t {
+		if old, ok := r.topics[t.Name]; ok && old == t && !all {
 			continue
 		}
 		r.topics[t.Name] = t

@@ -275,6 +275,43 @@ func TestTopicChangesReachEveryNode(t *testing.T) {
 	}
 }
 
+// RefreshTopics sends a topic the registrar holds unchanged: a node where
+// an operator deleted it routes it again, which UpsertTopics would not do.
+func TestRefreshTopicsResendsUnchanged(t *testing.T) {
+	ca := newTestCA(t)
+	tns, addrs := startNodes(t, ca, 2)
+	r := startRegistrar(t, testConfig(t, ca, nodes.Static(addrs...)))
+	ctx := ctxT(t)
+	if err := r.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range tns {
+		if err := tn.Node().Registry().DeleteTopic("orders"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := r.Topics()
+	i := slices.IndexFunc(held, func(tc wire.TopicConfig) bool { return tc.Name == "orders" })
+	if i < 0 {
+		t.Fatalf("the registrar holds no orders: %+v", held)
+	}
+	v := r.DataVersion()
+	if err := r.UpsertTopics(held[i]); err != nil || r.DataVersion() != v {
+		t.Fatalf("unchanged upsert: %v, version %+v -> %+v", err, v, r.DataVersion())
+	}
+	if err := r.RefreshTopics(held[i]); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range tns {
+		if !hasRoute(tn, "orders") {
+			t.Errorf("node %s does not route the refreshed topic", tn.Addr())
+		}
+	}
+}
+
 func TestStopUnregistersEverywhere(t *testing.T) {
 	ca := newTestCA(t)
 	tns, addrs := startNodes(t, ca, 3)

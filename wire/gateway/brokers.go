@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgereg/edgereg/wire"
@@ -46,15 +47,28 @@ type brokerEntry struct {
 	version  rmqVersion
 	lastSeen time.Time
 	conn     *remoting.ConnInfo // the connection of its last registration
+	// listed is every topic the broker's registrations listed at version,
+	// and when first: the round that tells which topics it still has.
+	listed map[string]time.Time
 }
+
+// roundGap is how long a topic must have been listed at a data version
+// before a registration that lists it again can complete a round: RocketMQ
+// clamps registerNameServerPeriod to 10-60 s, so anything sooner is the
+// same registration again (a NameServer address listed twice), not the
+// next period's. Tests shorten it.
+var roundGap atomic.Int64
+
+func init() { roundGap.Store(int64(10 * time.Second)) }
 
 // brokerTable turns RocketMQ's broker chatter into edgereg leases. Lock
 // order: brokerTable.mu before a Registrar's own lock (topics are upserted
 // under brokerTable.mu); a Registrar never calls back. Each
 // broker gets one broker.Registrar, which registers with every node, holds
-// the broker's cumulative topic set (REGISTER_BROKER is an upsert: brokers
-// send partial sets and 800-topic chunks with no flag), sends only the
-// topics that changed, and renews the lease with small heartbeats on its
+// the broker's topic set (REGISTER_BROKER is an upsert: brokers send
+// partial sets and 800-topic chunks with no flag; applyLocked says how the
+// set still follows the broker's deletions), sends only the topics that
+// changed, and renews the lease with small heartbeats on its
 // own schedule. So RocketMQ's 30 s full re-registration with nothing
 // changed costs the WAN nothing extra, and the 1 Hz QUERY_DATA_VERSION and
 // BROKER_HEARTBEAT only prove the broker alive to the gateway. A broker
@@ -137,7 +151,9 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 		}
 		t.brokers[key] = e
 		displaced = t.displacedLocked(e)
-	} else if err = e.reg.UpsertTopics(topics...); err != nil {
+		e.listed = make(map[string]time.Time, len(topics))
+		listTopics(e.listed, topics, now)
+	} else if err = t.applyLocked(e, r.version, topics, now); err != nil {
 		t.mu.Unlock()
 		return "", "", err
 	}
@@ -174,6 +190,74 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 	}
 	masterAddr, masterHA = masterOf(states)
 	return masterAddr, masterHA, nil
+}
+
+// applyLocked applies a later registration of e's broker to its topic set,
+// which follows the broker's table. No flag tells a full registration from
+// a partial one (a created topic; a chunk of a split registration), but
+// RocketMQ bumps the data version at every topic creation, update and
+// deletion, so every registration at one version lists topics of the same
+// table, and each period the broker lists all of it again (in one
+// registration, or in chunks in the same order). So:
+//
+//   - A new version starts a round. Its topics are sent to the nodes even
+//     if unchanged: a topic deleted there and created again on the broker
+//     comes back (a NameServer routes every topic a registration lists).
+//   - A registration at the same version upserts what changed, and, if
+//     every topic it lists was listed at this version roundGap before or
+//     earlier, it is a later period's, so the whole table has been listed:
+//     topics the gateway holds and the round did not list are no longer
+//     on the broker and are removed from every node. Else the gateway would
+//     register them again on a node that restarts or joins, where a
+//     NameServer restart drops them, and the nodes would route a deleted
+//     topic for as long as the broker lives (the gateway refuses
+//     DELETE_TOPIC_IN_NAMESRV).
+//
+// A broker that registers only when its version changes
+// (forceRegister=false, no split) never completes a round, and keeps its
+// topics as before. With t.mu held.
+func (t *brokerTable) applyLocked(e *brokerEntry, version rmqVersion, topics []wire.TopicConfig, now time.Time) error {
+	if version != e.version {
+		clear(e.listed)
+		listTopics(e.listed, topics, now)
+		return e.reg.RefreshTopics(topics...)
+	}
+	gap := time.Duration(roundGap.Load())
+	round := len(topics) > 0
+	for _, tc := range topics {
+		first, ok := e.listed[tc.Name]
+		if !ok {
+			e.listed[tc.Name] = now
+		}
+		if !ok || now.Sub(first) < gap {
+			round = false
+		}
+	}
+	if err := e.reg.UpsertTopics(topics...); err != nil {
+		return err
+	}
+	if !round {
+		return nil
+	}
+	var gone []string
+	for _, tc := range e.reg.Topics() {
+		if _, ok := e.listed[tc.Name]; !ok {
+			gone = append(gone, tc.Name)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	t.g.log.Info("broker no longer lists topics: removing them from every node", "cluster", e.key.cluster,
+		"broker", e.id.BrokerName, "addr", e.key.addr, "removed", len(gone), "first", gone[:min(len(gone), maxLoggedSkips)])
+	return e.reg.RemoveTopics(gone...)
+}
+
+// listTopics records topics as listed at now.
+func listTopics(listed map[string]time.Time, topics []wire.TopicConfig, now time.Time) {
+	for _, tc := range topics {
+		listed[tc.Name] = now
+	}
 }
 
 // errRefusedEverywhere is returned for a registration every node refused.
@@ -340,7 +424,12 @@ func (t *brokerTable) upsertGroupTopics(byGroup map[string]wire.TopicConfig) err
 		}
 	}
 	for name, tc := range byGroup {
-		if err := leaders[name].reg.UpsertTopics(tc); err != nil {
+		// Sent even if unchanged: the broker created the topic, which a
+		// node may have deleted before. The round starts again, as the
+		// topic came from outside the broker's registrations.
+		l := leaders[name]
+		clear(l.listed)
+		if err := l.reg.RefreshTopics(tc); err != nil {
 			return err
 		}
 	}
