@@ -431,6 +431,11 @@ type simConfig struct {
 	// (reordering); Dup is the share of packets delivered twice.
 	Jitter time.Duration
 	Dup    float64
+	// RefreshFailShare is, for runLossModel, the share of the clients'
+	// explicit refreshes that may fail (each is logged) where the loss
+	// model can leave every node unreachable for a refresh's request
+	// timeouts; zero: none may.
+	RefreshFailShare float64
 }
 
 // sim is one deployment inside a synctest bubble. newSim registers a

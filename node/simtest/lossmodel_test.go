@@ -69,20 +69,28 @@ func gilbertElliott(toBad, toGood float64, c *dropCount) lossModel {
 // may be lost, no registrar register again, no read fail or come back
 // short (runLoss's strict checks); the model must really have dropped
 // about its share.
+//
+// The bursts are counted in packets, not time, so a path carrying only
+// loss probes (sent at a timeout that doubles with each loss) can stay in
+// the bad state for seconds: at 30 % with bursts of 8, 2 of 6 runs had one
+// of their 180 explicit refreshes fail, every node's get-routes past its
+// 3 s request timeout (reads were served from the cache meanwhile). There
+// up to 3 % of the refreshes may fail; none may elsewhere.
 func TestAsymmetricAndBurstLoss(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		model func(*dropCount) lossModel
-		want  float64
+		name         string
+		model        func(*dropCount) lossModel
+		want         float64
+		refreshFails float64
 	}{
-		{"one-way=30%", func(c *dropCount) lossModel { return oneWay(0.30, c) }, 0.30},
-		{"bursts=10%,len=4", func(c *dropCount) lossModel { return gilbertElliott(0.25*0.1/0.9, 0.25, c) }, 0.10},
-		{"bursts=30%,len=8", func(c *dropCount) lossModel { return gilbertElliott(0.125*0.3/0.7, 0.125, c) }, 0.30},
+		{"one-way=30%", func(c *dropCount) lossModel { return oneWay(0.30, c) }, 0.30, 0},
+		{"bursts=10%,len=4", func(c *dropCount) lossModel { return gilbertElliott(0.25*0.1/0.9, 0.25, c) }, 0.10, 0},
+		{"bursts=30%,len=8", func(c *dropCount) lossModel { return gilbertElliott(0.125*0.3/0.7, 0.125, c) }, 0.30, 0.03},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var c dropCount
-				res := runLossModel(t, simConfig{Seed: 21, Drop: tc.model(&c)}, 10*time.Minute, true)
+				res := runLossModel(t, simConfig{Seed: 21, Drop: tc.model(&c), RefreshFailShare: tc.refreshFails}, 10*time.Minute, true)
 				if got := c.rate(); got < tc.want*0.8 || got > tc.want*1.2 {
 					t.Errorf("the model dropped %d of %d packets (%.1f%%), want about %.0f%%", c.dropped.Load(), c.seen.Load(), 100*got, 100*tc.want)
 				}
