@@ -22,6 +22,11 @@ const (
 	httpReadTimeout       = 10 * time.Second
 	httpWriteTimeout      = 60 * time.Second
 	httpIdleTimeout       = 2 * time.Minute
+	// httpMaxHeaderBytes bounds a request's headers (Go's default is 1 MB,
+	// held per connection for the header timeout): probes and scrapers
+	// send a few hundred bytes, and anyone who reaches the address can
+	// open connections.
+	httpMaxHeaderBytes = 16 << 10
 )
 
 // adminServer serves the node's plain HTTP endpoints: health, readiness and
@@ -137,14 +142,15 @@ func (a *adminServer) bind(what, addr string, h http.Handler) (net.Listener, err
 
 // NewHTTPServer returns an HTTP server for h with the node's admin
 // timeouts (header, read, write and idle), so a slow or idle client cannot
-// hold a connection for ever; its errors go to log at debug level. The
-// gateway's admin address uses it too.
+// hold a connection for ever, and a 16 KB bound on request headers; its
+// errors go to log at debug level. The gateway's admin address uses it too.
 func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
 		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		MaxHeaderBytes: httpMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 }
 

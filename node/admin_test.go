@@ -92,3 +92,32 @@ func (c *testClock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
 }
+
+// TestAdminRefusesHugeHeaders: the admin and status servers took Go's
+// default of 1 MB of request headers, so anyone reaching the admin address
+// (0.0.0.0 for probes and Prometheus) made the node hold a megabyte per
+// connection for the header timeout, on as many connections as they
+// opened. Probes and scrapers send a few hundred bytes; more is refused.
+func TestAdminRefusesHugeHeaders(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.AdminAddr = "127.0.0.1:0" })
+	c := http.Client{Timeout: 5 * time.Second}
+	get := func(header int) int {
+		req, err := http.NewRequest("GET", "http://"+tn.AdminAddr().String()+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Pad", strings.Repeat("a", header))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(2000); code != http.StatusOK {
+		t.Fatalf("/healthz with a 2 KB header = %d", code)
+	}
+	if code := get(512 << 10); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("/healthz with a 512 KB header = %d, want 431", code)
+	}
+}
