@@ -1,0 +1,49 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/edgereg/edgereg/wire/remoting"
+)
+
+// TestHostileBrokerNamesKeepMetricsUp: a REGISTER_BROKER in the ROCKETMQ
+// binary header carries its names as raw bytes, and the gateway kept a
+// broker whose cluster name was not UTF-8 (the nodes refused it, but the
+// gateway's table held it). Its label value made the scrape panic inside
+// the Prometheus registry's collector goroutine, so one unauthenticated
+// remoting frame, then Prometheus's next scrape, killed the gateway. The
+// gateway refuses a name the nodes would refuse (not UTF-8, a control
+// character, over 255 bytes) and /metrics keeps answering.
+func TestHostileBrokerNamesKeepMetricsUp(t *testing.T) {
+	s := startSite(t, 1, nil)
+	c := s.dial()
+	for field, value := range map[string]string{
+		"clusterName": "bad\xffcluster",
+		"brokerName":  "bad\x1b[2Jname",
+		"brokerAddr":  "10.0.0.\xff:10911",
+		"clusterName ": strings.Repeat("c", 256),
+	} {
+		reg := fixtureCommand(t, "v5_register_broker_request.hex")
+		reg.ExtFields[strings.TrimSpace(field)] = value
+		reg.SerializeType = remoting.SerializeRocketMQ
+		reg.Opaque = opaque.Add(1)
+		if resp := c.call(reg); resp.Code == remoting.Success {
+			t.Errorf("%s %q: registration answered SUCCESS", strings.TrimSpace(field), value)
+		}
+	}
+	if n := len(s.gw.Brokers()); n != 0 {
+		t.Errorf("the gateway keeps %d brokers with names the nodes refuse: %+v", n, s.gw.Brokers())
+	}
+	resp, err := http.Get(s.admin.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "edgereg_gateway_brokers 0") {
+		t.Errorf("/metrics = %d:\n%.2000s", resp.StatusCode, b)
+	}
+}
