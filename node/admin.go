@@ -121,11 +121,22 @@ func loopbackHostOnly(h http.HandlerFunc) http.HandlerFunc {
 		}
 		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 		if host != "localhost" && net.ParseIP(host) == nil {
-			http.Error(w, "forbidden: address the status page by IP or localhost", http.StatusForbidden)
+			http.Error(w, "forbidden: on loopback, address this server by IP or localhost", http.StatusForbidden)
 			return
 		}
 		h(w, r)
 	}
+}
+
+// GuardLoopback returns h refusing, when addr (a listen address) is
+// loopback, requests not addressed to an IP or localhost, as the status
+// page does (see loopbackHostOnly); elsewhere it returns h. The gateway's
+// admin address uses it: its /healthz and /metrics name every broker.
+func GuardLoopback(addr string, h http.Handler) http.Handler {
+	if !isLoopback(addr) {
+		return h
+	}
+	return loopbackHostOnly(h.ServeHTTP)
 }
 
 func (a *adminServer) bind(what, addr string, h http.Handler) (net.Listener, error) {
