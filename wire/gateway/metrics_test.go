@@ -37,13 +37,21 @@ func TestHostileBrokerNamesKeepMetricsUp(t *testing.T) {
 	if n := len(s.gw.Brokers()); n != 0 {
 		t.Errorf("the gateway keeps %d brokers with names the nodes refuse: %+v", n, s.gw.Brokers())
 	}
+	// A name the nodes accept may hold quotes and backslashes: the label
+	// value is escaped in the exposition, so the scrape still parses.
+	reg := fixtureCommand(t, "v5_register_broker_request.hex")
+	reg.ExtFields["clusterName"] = `q"b\s`
+	if resp := c.call(reg); resp.Code != remoting.Success {
+		t.Fatalf("registration with cluster %q: %d %q", reg.ExtFields["clusterName"], resp.Code, resp.Remark)
+	}
 	resp, err := http.Get(s.admin.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "edgereg_gateway_brokers 0") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "edgereg_gateway_brokers 1") ||
+		!strings.Contains(string(b), `edgereg_gateway_broker_registered_nodes{addr="127.0.0.1:10911",cluster="q\"b\\s"}`) {
 		t.Errorf("/metrics = %d:\n%.2000s", resp.StatusCode, b)
 	}
 }
