@@ -2,10 +2,14 @@ package gateway_test
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/edgereg/edgereg/wire/gateway"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
 
@@ -21,9 +25,9 @@ func TestHostileBrokerNamesKeepMetricsUp(t *testing.T) {
 	s := startSite(t, 1, nil)
 	c := s.dial()
 	for field, value := range map[string]string{
-		"clusterName": "bad\xffcluster",
-		"brokerName":  "bad\x1b[2Jname",
-		"brokerAddr":  "10.0.0.\xff:10911",
+		"clusterName":  "bad\xffcluster",
+		"brokerName":   "bad\x1b[2Jname",
+		"brokerAddr":   "10.0.0.\xff:10911",
 		"clusterName ": strings.Repeat("c", 256),
 	} {
 		reg := fixtureCommand(t, "v5_register_broker_request.hex")
@@ -53,5 +57,65 @@ func TestHostileBrokerNamesKeepMetricsUp(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "edgereg_gateway_brokers 1") ||
 		!strings.Contains(string(b), `edgereg_gateway_broker_registered_nodes{addr="127.0.0.1:10911",cluster="q\"b\\s"}`) {
 		t.Errorf("/metrics = %d:\n%.2000s", resp.StatusCode, b)
+	}
+}
+
+// lineBuffer counts log lines by message, for the gateway's logger.
+type lineBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *lineBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, string(p))
+	return len(p), nil
+}
+
+func (b *lineBuffer) count(msg string) (n int, suppressed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, l := range b.lines {
+		if strings.Contains(l, msg) {
+			n++
+			suppressed = suppressed || strings.Contains(l, "suppressed_since_last")
+		}
+	}
+	return n, suppressed
+}
+
+// TestPeerWarningsAreRateLimited: the remoting listener has no
+// authentication, and the gateway wrote a warning per refused registration
+// (and per withheld route read, per unwatchable topic): a peer looping on
+// one request filled the disk at its own pace. As the node's, the warnings
+// peers cause are rate-limited: a burst, then one a second, and the next
+// line says how many were left out.
+func TestPeerWarningsAreRateLimited(t *testing.T) {
+	var logs lineBuffer
+	s := startSite(t, 1, func(c *gateway.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	c := s.dial()
+	const requests = 300
+	start := time.Now()
+	for range requests {
+		reg := fixtureCommand(t, "v5_register_broker_request.hex")
+		reg.ExtFields["clusterName"] = "bad\x1bcluster"
+		reg.Opaque = opaque.Add(1)
+		if resp := c.call(reg); resp.Code == remoting.Success {
+			t.Fatal("a cluster name with a control character registered")
+		}
+	}
+	elapsed := time.Since(start)
+	time.Sleep(time.Second) // one more line may come, and it carries the count
+	reg := fixtureCommand(t, "v5_register_broker_request.hex")
+	reg.ExtFields["clusterName"] = "bad\x1bcluster"
+	reg.Opaque = opaque.Add(1)
+	c.call(reg)
+	n, suppressed := logs.count("broker registration refused")
+	// At most the burst, one a second of the loop, and the line after it.
+	if limit := 10 + int(elapsed/time.Second) + 2; n > limit || !suppressed {
+		t.Errorf("%d refused registrations in %s logged %d warnings (at most %d), suppressed count logged: %v", requests+1, elapsed, n, limit, suppressed)
 	}
 }
