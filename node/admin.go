@@ -171,9 +171,13 @@ func (a *adminServer) closeListeners() {
 	}
 }
 
-// logPlacement says where the page is, and warns when an operator put it
-// where more than this host can read it.
+// logPlacement says where the page is, and warns when an operator put it,
+// or the profiler, where more than this host can read it.
 func (a *adminServer) logPlacement() {
+	if a.n.cfg.Pprof && !isLoopback(a.n.cfg.AdminAddr) {
+		a.n.log.Warn("profiler served on a non-loopback admin address: anyone who reaches it can take CPU profiles and traces, and force a GC per heap dump",
+			"admin_addr", a.n.cfg.AdminAddr)
+	}
 	switch {
 	case a.statusLn == nil && a.n.cfg.StatusAddr == "":
 		a.n.log.Info("status page off: the admin address is not loopback; set --status-addr (e.g. 127.0.0.1:9878) to serve it",
