@@ -22,6 +22,11 @@ const (
 	httpReadTimeout       = 10 * time.Second
 	httpWriteTimeout      = 60 * time.Second
 	httpIdleTimeout       = 2 * time.Minute
+	// httpMaxHeaderBytes bounds a request's headers (Go's default is 1 MB,
+	// held per connection for the header timeout): probes and scrapers
+	// send a few hundred bytes, and anyone who reaches the address can
+	// open connections.
+	httpMaxHeaderBytes = 16 << 10
 )
 
 // adminServer serves the node's plain HTTP endpoints: health, readiness and
@@ -116,11 +121,22 @@ func loopbackHostOnly(h http.HandlerFunc) http.HandlerFunc {
 		}
 		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 		if host != "localhost" && net.ParseIP(host) == nil {
-			http.Error(w, "forbidden: address the status page by IP or localhost", http.StatusForbidden)
+			http.Error(w, "forbidden: on loopback, address this server by IP or localhost", http.StatusForbidden)
 			return
 		}
 		h(w, r)
 	}
+}
+
+// GuardLoopback returns h refusing, when addr (a listen address) is
+// loopback, requests not addressed to an IP or localhost, as the status
+// page does (see loopbackHostOnly); elsewhere it returns h. The gateway's
+// admin address uses it: its /healthz and /metrics name every broker.
+func GuardLoopback(addr string, h http.Handler) http.Handler {
+	if !isLoopback(addr) {
+		return h
+	}
+	return loopbackHostOnly(h.ServeHTTP)
 }
 
 func (a *adminServer) bind(what, addr string, h http.Handler) (net.Listener, error) {
@@ -137,14 +153,15 @@ func (a *adminServer) bind(what, addr string, h http.Handler) (net.Listener, err
 
 // NewHTTPServer returns an HTTP server for h with the node's admin
 // timeouts (header, read, write and idle), so a slow or idle client cannot
-// hold a connection for ever; its errors go to log at debug level. The
-// gateway's admin address uses it too.
+// hold a connection for ever, and a 16 KB bound on request headers; its
+// errors go to log at debug level. The gateway's admin address uses it too.
 func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
 		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		MaxHeaderBytes: httpMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 }
 
@@ -154,9 +171,13 @@ func (a *adminServer) closeListeners() {
 	}
 }
 
-// logPlacement says where the page is, and warns when an operator put it
-// where more than this host can read it.
+// logPlacement says where the page is, and warns when an operator put it,
+// or the profiler, where more than this host can read it.
 func (a *adminServer) logPlacement() {
+	if a.n.cfg.Pprof && !isLoopback(a.n.cfg.AdminAddr) {
+		a.n.log.Warn("profiler served on a non-loopback admin address: anyone who reaches it can take CPU profiles and traces, and force a GC per heap dump",
+			"admin_addr", a.n.cfg.AdminAddr)
+	}
 	switch {
 	case a.statusLn == nil && a.n.cfg.StatusAddr == "":
 		a.n.log.Info("status page off: the admin address is not loopback; set --status-addr (e.g. 127.0.0.1:9878) to serve it",

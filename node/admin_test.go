@@ -2,6 +2,7 @@ package node
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -91,4 +92,60 @@ func (c *testClock) advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
+}
+
+// TestAdminRefusesHugeHeaders: the admin and status servers took Go's
+// default of 1 MB of request headers, so anyone reaching the admin address
+// (0.0.0.0 for probes and Prometheus) made the node hold a megabyte per
+// connection for the header timeout, on as many connections as they
+// opened. Probes and scrapers send a few hundred bytes; more is refused.
+func TestAdminRefusesHugeHeaders(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.AdminAddr = "127.0.0.1:0" })
+	c := http.Client{Timeout: 5 * time.Second}
+	get := func(header int) int {
+		req, err := http.NewRequest("GET", "http://"+tn.AdminAddr().String()+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Pad", strings.Repeat("a", header))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(2000); code != http.StatusOK {
+		t.Fatalf("/healthz with a 2 KB header = %d", code)
+	}
+	if code := get(512 << 10); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("/healthz with a 512 KB header = %d, want 431", code)
+	}
+}
+
+// TestPprofBeyondLoopbackIsWarned: --pprof with a non-loopback admin
+// address (the Kubernetes manifest's 0.0.0.0, for probes) serves the
+// profiler, which has no authentication, to everyone who reaches it: CPU
+// profiles and traces on demand, a forced GC per heap dump. The status
+// page's placement was warned of; this was silent. The address is not
+// bound here: the warning depends on the configuration alone.
+func TestPprofBeyondLoopbackIsWarned(t *testing.T) {
+	for _, tc := range []struct {
+		admin string
+		pprof bool
+		warn  bool
+	}{
+		{"0.0.0.0:9877", true, true},
+		{"10.1.2.3:9877", true, true},
+		{"0.0.0.0:9877", false, false},
+		{"127.0.0.1:9877", true, false},
+	} {
+		var logs strings.Builder
+		n := &Node{cfg: Config{AdminAddr: tc.admin, StatusAddr: AdminOff, Pprof: tc.pprof},
+			log: slog.New(slog.NewTextHandler(&logs, nil))}
+		(&adminServer{n: n, statusHere: AdminOff}).logPlacement()
+		if got := strings.Contains(logs.String(), "profiler"); got != tc.warn {
+			t.Errorf("admin %s, pprof %v: warned %v, want %v: %s", tc.admin, tc.pprof, got, tc.warn, logs.String())
+		}
+	}
 }

@@ -122,10 +122,7 @@ func (n *Node) Status() Status {
 		}
 		st.Clusters = append(st.Clusters, sc)
 	}
-	for _, name := range n.reg.Topics() {
-		if len(st.Topics) == statusTopicLimit {
-			break
-		}
+	for _, name := range n.reg.FirstTopics(statusTopicLimit) {
 		route, version, err := n.reg.RouteData(name)
 		if err != nil {
 			continue

@@ -54,6 +54,36 @@ func TestStatusPage(t *testing.T) {
 	}
 }
 
+// TestStatusPageEscapesPeerNames: names a broker chooses (cluster, group,
+// zone, address) are markup-free on the page and in /status.json, which
+// escapes < > & too, so neither runs in the operator's browser.
+func TestStatusPageEscapesPeerNames(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.AdminAddr = "127.0.0.1:0" })
+	reg := registration(`"><script>alert(1)</script>`, `</title><img src=x onerror=alert(2)>`, 0,
+		`<svg onload=alert(3)>:10911`, "status_topic")
+	reg.Zone = `</style><a href="javascript:alert(4)">z</a>`
+	if _, err := tn.dial(pki.RoleBroker).Register(ctxT(t), reg); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + tn.StatusAddr().String()
+	_, page := httpGet(t, base+"/")
+	_, body := httpGet(t, base+"/status.json")
+	for what, text := range map[string]string{"page": page, "status.json": body} {
+		for _, markup := range []string{"<script", "<img", "<svg", `<a href="javascript`, "</style><a", "</title><img"} {
+			if strings.Contains(text, markup) {
+				t.Errorf("%s carries a peer's %q unescaped", what, markup)
+			}
+		}
+	}
+	if !strings.Contains(page, "&lt;svg onload=alert(3)&gt;:10911") {
+		t.Errorf("the page does not show the address escaped:\n%s", page)
+	}
+	var st Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Clusters[0].Groups[0].Zone != reg.Zone {
+		t.Errorf("status.json does not carry the zone as registered: %v %+v", err, st.Clusters)
+	}
+}
+
 // TestStatusPageInChromium renders the page in headless Chromium and checks
 // that the screenshot shows the registered broker's live-lease badge.
 func TestStatusPageInChromium(t *testing.T) {

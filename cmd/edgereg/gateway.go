@@ -121,7 +121,7 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 			srv.Shutdown(context.Background())
 			return err
 		}
-		admin = gatewayAdminServer(gw.AdminHandler(), logger)
+		admin = gatewayAdminServer(node.GuardLoopback(aln.Addr().String(), gw.AdminHandler()), logger)
 		go admin.Serve(aln)
 		logger.Info("gateway admin listening", "addr", aln.Addr().String())
 	}

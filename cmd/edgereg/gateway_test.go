@@ -53,6 +53,28 @@ func TestGatewayCommand(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+	// /healthz and /metrics name every broker and node: on loopback, as
+	// the node's status page, they answer only requests addressed to an
+	// IP or localhost, so a web page cannot read them through DNS
+	// rebinding from a browser on the gateway's host.
+	_, port, _ := net.SplitHostPort(admin)
+	for _, path := range []string{"/healthz", "/metrics"} {
+		for host, want := range map[string]int{"rebind.example:" + port: http.StatusForbidden, "localhost:" + port: http.StatusOK} {
+			req, err := http.NewRequest("GET", "http://"+admin+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("%s with Host %s = %d, want %d", path, host, resp.StatusCode, want)
+			}
+		}
+	}
 
 	b, err := os.ReadFile("../../testdata/rocketmq/v5_register_broker_request.hex")
 	if err != nil {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -243,7 +245,45 @@ func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 	}
-	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !isatty.IsTerminal(w.Fd())})), nil
+	return slog.New(textHandler(w, lv, isatty.IsTerminal(w.Fd()))), nil
+}
+
+// textHandler is the text log handler, colored on a terminal.
+func textHandler(w io.Writer, lv slog.Level, color bool) slog.Handler {
+	return tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !color, ReplaceAttr: escapeForTerminal})
+}
+
+// escapeForTerminal keeps peers' strings (broker, cluster and certificate
+// names, KV keys, errors quoting them) from reaching a terminal as control
+// sequences. tint quotes a value, then, when colored, turns every `\x1b` of
+// the quoted text back into a raw ESC: a real ESC in a KV key, and a
+// literal backslash-x1b in a broker name (printable, so valid), both became
+// terminal controls; without color it cuts what looks like a sequence out,
+// so the audit line named another key. A value whose quoted form holds
+// `\x1b` is handed to tint as bytes, which it quotes exactly and leaves
+// alone. Other values are untouched.
+func escapeForTerminal(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey || a.Key == slog.MessageKey || a.Key == slog.SourceKey) {
+		return a
+	}
+	var s string
+	switch a.Value.Kind() {
+	case slog.KindString:
+		s = a.Value.String()
+	case slog.KindAny:
+		switch v := a.Value.Any().(type) {
+		case []byte, encoding.TextMarshaler, slog.Level:
+			return a
+		default:
+			s = fmt.Sprintf("%+v", v) // as tint prints it
+		}
+	default:
+		return a
+	}
+	if !strings.Contains(s, `\x1b`) && !strings.ContainsRune(s, 0x1b) {
+		return a
+	}
+	return slog.Any(a.Key, []byte(s))
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -30,11 +30,44 @@ func IsSystemTopic(name string) bool {
 	return systemTopics[name] || strings.HasPrefix(name, SystemTopicPrefix)
 }
 
-// Topics returns every topic name, sorted.
+// Topics returns every topic name, sorted. The names are copied under the
+// lock and sorted after it: sorting 100k names takes tens of milliseconds,
+// which registrations would wait for.
 func (r *Registry) Topics() []string {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return slices.Sorted(maps.Keys(r.topics))
+	names := make([]string, 0, len(r.topics))
+	for name := range r.topics {
+		names = append(names, name)
+	}
+	r.mu.RUnlock()
+	slices.Sort(names)
+	return names
+}
+
+// FirstTopics returns the first n topic names in sorted order, for the
+// status page, which shows only those: it keeps at most 2n names while it
+// scans (sorting them and dropping the upper half when full), so its cost
+// is a pass over the names, not a copy and sort of every one.
+func (r *Registry) FirstTopics(n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	r.mu.RLock()
+	out := make([]string, 0, 2*n)
+	var bound string // once set, no name above it is among the first n
+	for name := range r.topics {
+		if bound != "" && name > bound {
+			continue
+		}
+		out = append(out, name)
+		if len(out) == 2*n {
+			slices.Sort(out)
+			out, bound = out[:n], out[n-1]
+		}
+	}
+	r.mu.RUnlock()
+	slices.Sort(out)
+	return out[:min(n, len(out))]
 }
 
 // TopicsByCluster returns the topics held by any broker group of a cluster,

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/quic-go/quic-go"
 
@@ -181,6 +183,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: heartbeat timeout %s must exceed the heartbeat interval %s, or the lease lapses between heartbeats",
 			ErrInvalidConfig, c.HeartbeatTimeout, c.HeartbeatInterval)
 	}
+	if err := errors.Join(validName("cluster name", id.Cluster), validName("broker name", id.BrokerName),
+		validName("zone", id.Zone)); err != nil {
+		return err
+	}
 	if err := validAddr("broker address", id.Addr, true); err != nil {
 		return err
 	}
@@ -190,12 +196,36 @@ func (c *Config) validate() error {
 	return validateTopics(c.Topics)
 }
 
+// maxNameLen is the node's bound on cluster, broker group, zone and address
+// names (RocketMQ's).
+const maxNameLen = 255
+
+// validName applies the node's rule for names: at most maxNameLen bytes of
+// UTF-8 without control characters. A gateway builds identities from
+// remoting frames, whose binary header carries raw bytes: a name every node
+// would refuse is refused here, before the gateway holds it (its metrics
+// label brokers by name, and a label that is not UTF-8 failed every scrape).
+func validName(what, s string) error {
+	switch {
+	case len(s) > maxNameLen:
+		return fmt.Errorf("%w: %s of %d bytes exceeds %d", ErrInvalidConfig, what, len(s), maxNameLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidConfig, what, s)
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%w: %s %q contains a control character", ErrInvalidConfig, what, s)
+	}
+	return nil
+}
+
 func validAddr(what, addr string, required bool) error {
 	if addr == "" {
 		if required {
 			return fmt.Errorf("%w: no %s", ErrInvalidConfig, what)
 		}
 		return nil
+	}
+	if err := validName(what, addr); err != nil {
+		return err
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("%w: %s %q is not host:port", ErrInvalidConfig, what, addr)

@@ -341,7 +341,7 @@ func (t *brokerTable) validTopics(r *registration) []wire.TopicConfig {
 		out = append(out, tc)
 	}
 	if skipped > 0 {
-		t.g.log.Warn("broker registers topics edgereg cannot hold: skipped", "broker", r.id.BrokerName,
+		t.g.peerLog.Warn("broker registers topics edgereg cannot hold: skipped", "broker", r.id.BrokerName,
 			"addr", r.id.Addr, "skipped", skipped, "first", names, "err", first)
 	}
 	return out

@@ -186,6 +186,9 @@ func (c Config) withDefaults() Config {
 type Gateway struct {
 	cfg Config
 	log *slog.Logger
+	// peerLog is the rate-limited log of what remoting peers' requests
+	// cause.
+	peerLog *peerLog
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -241,7 +244,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gateway{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, probe: make(chan struct{}, 1), routes: rc,
+	g := &Gateway{cfg: cfg, log: cfg.Logger, peerLog: newPeerLog(cfg.Logger), ctx: ctx, cancel: cancel, probe: make(chan struct{}, 1), routes: rc,
 		decoding: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)/2))}
 	g.up = newUpstream(g)
 	g.cache = newRouteCache(g)

@@ -104,7 +104,7 @@ func (g *Gateway) serveRoute(ctx context.Context, req *remoting.Command) *remoti
 		return remoting.TopicNotExistResponse(req, topic)
 	case routeUnavailable:
 		g.metrics.routeReads.WithLabelValues("unavailable").Inc()
-		g.log.Warn("no node answered for a topic the gateway has not cached: withholding the answer", "topic", topic, "err", a.err)
+		g.peerLog.Warn("no node answered for a topic the gateway has not cached: withholding the answer", "topic", topic, "err", a.err)
 		return nil
 	}
 	if a.cached {
@@ -185,7 +185,7 @@ func (g *Gateway) serveRegister(ctx context.Context, req *remoting.Command) *rem
 	master, masterHA, err := g.brokers.register(ctx, r)
 	if err != nil {
 		if !errors.Is(err, errPartialFirst) {
-			g.log.Warn("broker registration refused", "broker", h.BrokerName, "addr", h.BrokerAddr, "err", err)
+			g.peerLog.Warn("broker registration refused", "broker", h.BrokerName, "addr", h.BrokerAddr, "err", err)
 		}
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())
 	}
@@ -222,7 +222,7 @@ func (g *Gateway) serveRegisterTopic(req *remoting.Command) *remoting.Command {
 		if !errors.Is(err, errUnknownGroup) {
 			return remoting.NewResponse(req, remoting.SystemError, err.Error())
 		}
-		g.log.Info("REGISTER_TOPIC_IN_NAMESRV names a broker group the gateway does not serve: ignored", "topic", topic, "err", err)
+		g.peerLog.Info("REGISTER_TOPIC_IN_NAMESRV names a broker group the gateway does not serve: ignored", "topic", topic, "err", err)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }
@@ -257,7 +257,7 @@ func (g *Gateway) serveUnregister(ctx context.Context, req *remoting.Command) *r
 	defer cancel()
 	if err := g.brokers.unregister(ctx, brokerKey{h.ClusterName, h.BrokerAddr}, "UNREGISTER_BROKER"); err != nil {
 		// Nodes that missed it expire the lease by themselves.
-		g.log.Warn("unregister did not reach every node", "broker", h.BrokerName, "addr", h.BrokerAddr, "err", err)
+		g.peerLog.Warn("unregister did not reach every node", "broker", h.BrokerName, "addr", h.BrokerAddr, "err", err)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }

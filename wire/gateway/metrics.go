@@ -82,12 +82,19 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	// A series whose label the registry refuses (not UTF-8) is left out,
+	// rather than failing the whole scrape.
+	labelled := func(d *prometheus.Desc, v float64, labels ...string) {
+		if m, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, v, labels...); err == nil {
+			ch <- m
+		}
+	}
 	for _, s := range c.g.up.states() {
 		v := 0.0
 		if s.Up {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, v, s.Addr)
+		labelled(c.up, v, s.Addr)
 	}
 	bs := c.g.brokers.states()
 	ch <- prometheus.MustNewConstMetric(c.brokers, prometheus.GaugeValue, float64(len(bs)))
@@ -98,7 +105,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				n++
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(c.brokerNodes, prometheus.GaugeValue, float64(n), b.Cluster, b.Addr)
+		labelled(c.brokerNodes, float64(n), b.Cluster, b.Addr)
 	}
 	ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(c.g.cache.len()))
 }

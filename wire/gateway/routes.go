@@ -137,7 +137,7 @@ func (rc *routeCache) store(topic string, outcome routeOutcome, route wire.Route
 	updates, err := rc.g.routes.Watch(ctx, topic)
 	if err != nil {
 		cancel()
-		rc.g.log.Warn("cannot watch topic: not caching it", "topic", topic, "err", err)
+		rc.g.peerLog.Warn("cannot watch topic: not caching it", "topic", topic, "err", err)
 		return
 	}
 	rc.mu.Lock()
