@@ -361,8 +361,12 @@ func (n *Node) socket() (net.PacketConn, error) {
 // Serve accepts connections until Shutdown, running the expiry scan and the
 // admin server alongside. It returns ErrClosed after Shutdown.
 func (n *Node) Serve() error {
+	warmUp := n.cfg.WarmUp.String()
+	if n.cfg.WarmUp < 0 {
+		warmUp = "disabled" // as --print-config says; a negative window is no window
+	}
 	n.log.Info("node started", "id", n.id, "addr", n.Addr().String(), "data", n.cfg.DataDir,
-		"warm_up", n.cfg.WarmUp.String(), "expiry_threshold", n.cfg.ExpiryThreshold.String())
+		"warm_up", warmUp, "expiry_threshold", n.cfg.ExpiryThreshold.String())
 	if !n.spawn(n.expiryLoop) || !n.spawn(n.warmUpLoop) || !n.spawn(n.trustLoop) {
 		return ErrClosed
 	}
