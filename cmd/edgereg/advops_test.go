@@ -208,7 +208,7 @@ func TestLogsPlainWhenNotATerminal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		log, err := newLogger(w, format, "info")
+		log, err := newLogger(w, format, "info", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -143,7 +143,7 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 	if err != nil {
 		return err
 	}
-	logger, err := newLogger(os.Stderr, bf.logFormat, bf.logLevel)
+	logger, err := newLogger(os.Stderr, bf.logFormat, bf.logLevel, cmd.Flags())
 	if err != nil {
 		return usageError{err}
 	}

@@ -83,7 +83,7 @@ leases run on, and they register with the next gateway at their next period).`,
 }
 
 func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
-	logger, err := newLogger(os.Stderr, gf.logFormat, gf.logLevel)
+	logger, err := newLogger(os.Stderr, gf.logFormat, gf.logLevel, cmd.Flags())
 	if err != nil {
 		return usageError{err}
 	}

@@ -164,7 +164,7 @@ type nodeFailure struct{ error }
 func (f nodeFailure) Unwrap() error { return f.error }
 
 func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
-	logger, err := newLogger(os.Stderr, nf.logFormat, nf.logLevel)
+	logger, err := newLogger(os.Stderr, nf.logFormat, nf.logLevel, cmd.Flags())
 	if err != nil {
 		return usageError{err}
 	}
@@ -225,11 +225,20 @@ func logEndpoints(logger *slog.Logger, n *node.Node, cfg node.Config) {
 }
 
 // newLogger builds the node's logger: colored text on a terminal, JSON when
-// stderr is not one (or when asked).
-func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
+// stderr is not one (or when asked). fs, when not nil, holds the
+// --log-format and --log-level flags, so an error names where a bad value
+// came from (EDGEREG_LOG_LEVEL, a config file's line), as other settings'
+// errors do.
+func newLogger(w *os.File, format, level string, fs *pflag.FlagSet) (*slog.Logger, error) {
+	from := func(name string) string {
+		if fs == nil || fs.Lookup(name) == nil {
+			return ""
+		}
+		return " (" + flagSource(fs.Lookup(name)) + ")"
+	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+		return nil, fmt.Errorf("--log-level %q%s: use debug, info, warn or error", level, from("log-level"))
 	}
 	switch format {
 	case "auto":
@@ -240,7 +249,7 @@ func newLogger(w *os.File, format, level string) (*slog.Logger, error) {
 		}
 	case "text", "json":
 	default:
-		return nil, fmt.Errorf("--log-format %q: use auto, text or json", format)
+		return nil, fmt.Errorf("--log-format %q%s: use auto, text or json", format, from("log-format"))
 	}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
