@@ -160,6 +160,12 @@ func runRoute(cmd *cobra.Command, g *globals, src nodes.Source, topics []string,
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	notFound := wire.Errorf(wire.CodeNotFound, "topic %s not found: every ready node asked says so", strings.Join(missing, ", "))
+	if len(out) == 0 && len(missing) > 0 {
+		// Nothing found: no header alone (nor []) on stdout, as `kv get`
+		// of a missing key prints nothing; the error goes to stderr.
+		return notFound
+	}
 	if err := g.emit(cmd.OutOrStdout(), out, func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "TOPIC\tBROKER\tREAD\tWRITE\tPERM\tBROKER ID\tADDRESS\tZONE")
 		for _, r := range out {
@@ -169,7 +175,7 @@ func runRoute(cmd *cobra.Command, g *globals, src nodes.Source, topics []string,
 		return err
 	}
 	if len(missing) > 0 {
-		return wire.Errorf(wire.CodeNotFound, "topic %s not found: every ready node asked says so", strings.Join(missing, ", "))
+		return notFound
 	}
 	if g.output != "json" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "merged from %s\n", strings.Join(reached.list(), ", "))

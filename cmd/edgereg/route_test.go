@@ -100,3 +100,16 @@ func TestRouteShowsAnEmptyRoute(t *testing.T) {
 		t.Errorf("route --watch of a route the policy emptied: %q, %v; want a line saying no brokers", line, err)
 	}
 }
+
+// TestRouteNotFoundPrintsNothing: `route` of a topic no node knows printed
+// a table header alone on stdout before failing with exit 3, so a script
+// reading stdout saw output where there is none. It prints nothing on
+// stdout, the error on stderr.
+func TestRouteNotFoundPrintsNothing(t *testing.T) {
+	addr, dir := cliNode(t)
+	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir}
+	out, stderr, code := run(t, env, "route", "nope", "--wait", "0")
+	if code != exitNotFound || out != "" || !strings.Contains(stderr, "nope") {
+		t.Errorf("route of a missing topic: exit %d (want %d), stdout %q (want none), stderr %q", code, exitNotFound, out, stderr)
+	}
+}
