@@ -36,11 +36,11 @@ func (g *globals) everyNode(cmd *cobra.Command, fn func(*client.Conn, contextT) 
 		for _, r := range results {
 			switch {
 			case r.Error != "":
-				fmt.Fprintf(tw, "%s\terror: %s\n", r.Node, r.Error)
+				tablef(tw, "%s\terror: %s\n", r.Node, r.Error)
 			case r.Value != nil:
-				fmt.Fprintf(tw, "%s\tok %v\n", r.Node, r.Value)
+				tablef(tw, "%s\tok %v\n", r.Node, r.Value)
 			default:
-				fmt.Fprintf(tw, "%s\tok\n", r.Node)
+				tablef(tw, "%s\tok\n", r.Node)
 			}
 		}
 	}); err != nil {
@@ -70,7 +70,7 @@ func newKVCmd(g *globals) *cobra.Command {
 				return g.readOne(cmd, func(c *client.Conn, ctx contextT) (any, error) {
 					v, err := c.KVGet(ctx, a[0], a[1])
 					return map[string]string{"namespace": a[0], "key": a[1], "value": v}, err
-				}, func(tw *tabwriter.Writer, v any) { fmt.Fprintln(tw, v.(map[string]string)["value"]) })
+				}, func(tw *tabwriter.Writer, v any) { tableln(tw, v.(map[string]string)["value"]) })
 			},
 		},
 		&cobra.Command{
@@ -81,7 +81,7 @@ func newKVCmd(g *globals) *cobra.Command {
 						m := v.(map[string]string)
 						fmt.Fprintln(tw, "KEY\tVALUE")
 						for _, k := range slices.Sorted(maps.Keys(m)) {
-							fmt.Fprintf(tw, "%s\t%s\n", k, m[k])
+							tablef(tw, "%s\t%s\n", k, m[k])
 						}
 					})
 			},
@@ -124,7 +124,7 @@ type certOut struct {
 func (g *globals) emitCert(cmd *cobra.Command, out certOut) error {
 	return g.emit(cmd.OutOrStdout(), out, func(tw *tabwriter.Writer) {
 		what := slices.DeleteFunc([]string{out.Action, out.Role, out.Name}, func(s string) bool { return s == "" })
-		fmt.Fprintf(tw, "%s: %s\n", strings.Join(what, " "), strings.Join(out.Files, ", "))
+		tablef(tw, "%s: %s\n", strings.Join(what, " "), strings.Join(out.Files, ", "))
 	})
 }
 

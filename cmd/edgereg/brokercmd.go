@@ -209,7 +209,7 @@ func runWatch(cmd *cobra.Command, g *globals, src nodes.Source, topics []string,
 			enc.Encode(watchLine{Time: time.Now().UTC(), Topic: u.Topic, Version: r.Version, Gone: u.Gone, Queues: r.Queues, BrokerGroups: r.BrokerGroups})
 			continue
 		}
-		fmt.Fprintf(out, "%s %s %s\n", time.Now().Format(time.TimeOnly), u.Topic, describeUpdate(u))
+		tablef(out, "%s %s %s\n", time.Now().Format(time.TimeOnly), u.Topic, describeUpdate(u))
 	}
 	return nil
 }

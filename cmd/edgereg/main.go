@@ -247,7 +247,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b := node.Build()
 			return g.emit(cmd.OutOrStdout(), b, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "edgereg %s\ncommit\t%s\ngo\t%s\nplatform\t%s\nprotocol\t%s\n", b.Version, b.Commit, b.GoVersion, b.Platform, strings.Join(b.ALPN, ","))
+				tablef(tw, "edgereg %s\ncommit\t%s\ngo\t%s\nplatform\t%s\nprotocol\t%s\n", b.Version, b.Commit, b.GoVersion, b.Platform, strings.Join(b.ALPN, ","))
 			})
 		},
 	}

@@ -345,7 +345,7 @@ func effectiveConfig(cmd *cobra.Command, cfg node.Config) []configEntry {
 func printConfigTable(tw *tabwriter.Writer, entries []configEntry) {
 	fmt.Fprintln(tw, "SETTING\tVALUE\tSOURCE")
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Setting, e.Value, e.Source)
+		tablef(tw, "%s\t%s\t%s\n", e.Setting, e.Value, e.Source)
 	}
 }
 

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire"
@@ -115,4 +121,57 @@ func newLeaseOut(l wire.LeaseInfo) leaseOut {
 		out.DataVersion.Timestamp = time.UnixMilli(l.DataVersion.Timestamp).UTC()
 	}
 	return out
+}
+
+// termSafe returns s as table and text output shows it: unchanged when
+// every rune is printable, else quoted as strconv.Quote does (\x1b, \r, \n,
+// \t, \xff). KV keys and values may hold any byte, and names and errors
+// come from peers: printed raw, an ESC sequence would drive the operator's
+// terminal (clear it, set its title) and \r or \n draw fake table rows.
+// A string starting with a quote is quoted too, so a printable `"\x1b"`
+// cannot pass for an escaped ESC. The node's text log does the same
+// (escapeForTerminal); -o json needs none, JSON escapes.
+func termSafe(s string) string {
+	if utf8.ValidString(s) && !strings.HasPrefix(s, `"`) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// tablef is fmt.Fprintf for table and text output: the format is the
+// program's own, so tabs and newlines in it lay the table out, while every
+// argument that prints as text passes through termSafe. Numbers and bools
+// print as they are.
+func tablef(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, format, termSafeArgs(args)...)
+}
+
+// tableln is fmt.Fprintln for table and text output, its arguments made
+// safe as tablef's.
+func tableln(w io.Writer, args ...any) {
+	fmt.Fprintln(w, termSafeArgs(args)...)
+}
+
+func termSafeArgs(args []any) []any {
+	safe := make([]any, len(args))
+	for i, a := range args {
+		safe[i] = termSafeArg(a)
+	}
+	return safe
+}
+
+func termSafeArg(a any) any {
+	if a == nil {
+		return a
+	}
+	if b, ok := a.([]byte); ok { // as %s prints it, not as a list of numbers
+		return termSafe(string(b))
+	}
+	switch reflect.ValueOf(a).Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return a // digits only, and %d must still see a number
+	}
+	return termSafe(fmt.Sprint(a)) // fmt.Sprint: as %s and %v print it, String and Error methods included
 }

@@ -113,7 +113,7 @@ and maximum round trip per node. Exits 1 when a node did not answer.`,
 				fmt.Fprintln(tw, "NODE\tID\tDIAL\tMIN\tAVG\tMAX\tSTATE")
 				for _, p := range out {
 					if p.Error != "" {
-						fmt.Fprintf(tw, "%s\terror: %s\n", p.Node, p.Error)
+						tablef(tw, "%s\terror: %s\n", p.Node, p.Error)
 						continue
 					}
 					state := "ready"
@@ -121,7 +121,7 @@ and maximum round trip per node. Exits 1 when a node did not answer.`,
 						state = "warming"
 					}
 					us := func(v int64) string { return (time.Duration(v) * time.Microsecond).String() }
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Node, p.NodeID, us(p.DialUs), us(p.MinUs), us(p.AvgUs), us(p.MaxUs), state)
+					tablef(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Node, p.NodeID, us(p.DialUs), us(p.MinUs), us(p.AvgUs), us(p.MaxUs), state)
 				}
 			}); err != nil {
 				return err

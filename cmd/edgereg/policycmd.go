@@ -167,7 +167,7 @@ func newPolicyLsCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(tw, "NODE\tHOOK\tHASH\tSIZE\tACTIVATED\tCALLS\tERRORS\tFALLBACKS\tP50\tP99")
 				for _, np := range out {
 					if np.Error != "" {
-						fmt.Fprintf(tw, "%s\terror: %s\n", np.Node, np.Error)
+						tablef(tw, "%s\terror: %s\n", np.Node, np.Error)
 					}
 					for _, p := range np.Policies {
 						printPolicy(tw, np.Node, p)
@@ -183,13 +183,13 @@ func newPolicyLsCmd(g *globals) *cobra.Command {
 
 func printPolicy(tw *tabwriter.Writer, node string, p policyOut) {
 	if p.Hash == "" {
-		fmt.Fprintf(tw, "%s\t%s\t(built-in)\t\t\t\t\t\t\t\n", node, p.Hook)
+		tablef(tw, "%s\t%s\t(built-in)\t\t\t\t\t\t\t\n", node, p.Hook)
 	} else {
 		activated := ""
 		if p.ActivatedAt != nil {
 			activated = p.ActivatedAt.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.12s\t%d\t%s\t%d\t%d\t%d\t%dµs\t%dµs\n", node, p.Hook, p.Hash, p.Size,
+		tablef(tw, "%s\t%s\t%.12s\t%d\t%s\t%d\t%d\t%d\t%dµs\t%dµs\n", node, p.Hook, p.Hash, p.Size,
 			activated, p.Calls, p.Errors, p.Fallbacks, p.P50Micros, p.P99Micros)
 	}
 	// The other modules the node remembers keep their counters, so a
@@ -198,7 +198,7 @@ func printPolicy(tw *tabwriter.Writer, node string, p policyOut) {
 		if m.State == "active" {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t  %s\t%.12s\t\t%s\t%d\t%d\t%d\t\t\n", node, m.State, m.Hash, m.Deactivated, m.Calls, m.Errors, m.Fallbacks)
+		tablef(tw, "%s\t  %s\t%.12s\t\t%s\t%d\t%d\t%d\t\t\n", node, m.State, m.Hash, m.Deactivated, m.Calls, m.Errors, m.Fallbacks)
 	}
 }
 
@@ -241,7 +241,7 @@ checked output with the ABI's field names, and the call time.`,
 			}, func(tw *tabwriter.Writer, v any) {
 				m := v.(map[string]any)
 				out, _ := json.Marshal(m["output"])
-				fmt.Fprintf(tw, "module %.12s on %s: %s in %dµs\n", m["hash"], m["node"], out, m["duration_us"])
+				tablef(tw, "module %.12s on %s: %s in %dµs\n", m["hash"], m["node"], out, m["duration_us"])
 			})
 		},
 	}

@@ -234,7 +234,7 @@ func (a *answeredBy) list() []string {
 
 func printRoute(tw io.Writer, r routeOut) {
 	if len(r.Queues) == 0 { // a route policy left this client no broker
-		fmt.Fprintf(tw, "%s\t(no brokers for this client)\t\t\t\t\t\t\n", r.Topic)
+		tablef(tw, "%s\t(no brokers for this client)\t\t\t\t\t\t\n", r.Topic)
 	}
 	for _, q := range r.Queues {
 		var bg groupOut
@@ -244,14 +244,14 @@ func printRoute(tw io.Writer, r routeOut) {
 			}
 		}
 		if len(bg.Brokers) == 0 { // queues of a group with no broker listed
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t-\t-\t%s\n", r.Topic, q.BrokerName, q.ReadQueues, q.WriteQueues, q.PermFlags, bg.Zone)
+			tablef(tw, "%s\t%s\t%d\t%d\t%s\t-\t-\t%s\n", r.Topic, q.BrokerName, q.ReadQueues, q.WriteQueues, q.PermFlags, bg.Zone)
 		}
 		for i, m := range bg.Brokers {
 			if i == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", r.Topic, q.BrokerName, q.ReadQueues, q.WriteQueues, q.PermFlags, m.BrokerID, m.Addr, bg.Zone)
+				tablef(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", r.Topic, q.BrokerName, q.ReadQueues, q.WriteQueues, q.PermFlags, m.BrokerID, m.Addr, bg.Zone)
 				continue
 			}
-			fmt.Fprintf(tw, "\t\t\t\t\t%d\t%s\t\n", m.BrokerID, m.Addr)
+			tablef(tw, "\t\t\t\t\t%d\t%s\t\n", m.BrokerID, m.Addr)
 		}
 	}
 }
@@ -271,7 +271,7 @@ func newClustersCmd(g *globals) *cobra.Command {
 				for _, cl := range v.([]clusterOut) {
 					for _, bg := range cl.BrokerGroups {
 						for _, m := range bg.Brokers {
-							fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", cl.Name, bg.Name, m.BrokerID, m.Addr, bg.Zone)
+							tablef(tw, "%s\t%s\t%d\t%s\t%s\n", cl.Name, bg.Name, m.BrokerID, m.Addr, bg.Zone)
 						}
 					}
 				}
@@ -297,7 +297,7 @@ func newTopicsCmd(g *globals) *cobra.Command {
 			return g.readOneOrAll(cmd, allNodes, func(c *client.Conn, ctx contextT) (any, error) { return c.Topics(ctx, q) },
 				func(tw *tabwriter.Writer, v any) {
 					for _, t := range v.([]string) {
-						fmt.Fprintln(tw, t)
+						tableln(tw, t)
 					}
 				}, topicKeys(q))
 		},
@@ -402,7 +402,7 @@ func newLeasesCmd(g *globals) *cobra.Command {
 			}, func(tw *tabwriter.Writer, v any) {
 				fmt.Fprintln(tw, "CLUSTER\tBROKER\tBROKER ID\tADDRESS\tEPOCH\tLAST HEARTBEAT\tDEADLINE")
 				for _, l := range v.([]leaseOut) {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Cluster, l.BrokerName, l.BrokerID, l.Addr, l.Epoch,
+					tablef(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Cluster, l.BrokerName, l.BrokerID, l.Addr, l.Epoch,
 						l.LastHeartbeat.Format(time.RFC3339), l.Deadline.Format(time.RFC3339))
 				}
 			}, leaseKeys)

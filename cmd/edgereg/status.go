@@ -183,14 +183,14 @@ func runStatus(cmd *cobra.Command, g *globals, src *nodeSourceFlags, tolerance i
 		fmt.Fprintln(tw, "NODE\tID\tVERSION\tUPTIME\tSTATE\tLEASES\tTOPICS\tCONNS\tPOLICIES")
 		for _, n := range out.Nodes {
 			if n.Error != "" {
-				fmt.Fprintf(tw, "%s\terror: %s\n", n.Node, n.Error)
+				tablef(tw, "%s\terror: %s\n", n.Node, n.Error)
 				continue
 			}
 			state := "ready"
 			if n.WarmingUp {
 				state = "warming"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", n.Node, n.NodeID, n.Version,
+			tablef(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", n.Node, n.NodeID, n.Version,
 				(time.Duration(n.UptimeSeconds) * time.Second).String(), state, n.Leases, n.Topics, n.Connections, hookHashes(n.hashes))
 		}
 		if len(out.Drift) == 0 {
@@ -199,7 +199,7 @@ func runStatus(cmd *cobra.Command, g *globals, src *nodeSourceFlags, tolerance i
 		}
 		fmt.Fprintln(tw, "\nDRIFT\tDETAIL")
 		for _, d := range out.Drift {
-			fmt.Fprintf(tw, "%s\t%s\n", d.Kind, d.Detail)
+			tablef(tw, "%s\t%s\n", d.Kind, d.Detail)
 		}
 	}); err != nil {
 		return err
@@ -357,9 +357,9 @@ func (g *globals) readOneOrAll(cmd *cobra.Command, all bool, fn func(*client.Con
 	}
 	if err := g.emit(cmd.OutOrStdout(), out, func(tw *tabwriter.Writer) {
 		for _, n := range out.Nodes {
-			fmt.Fprintf(tw, "== node %s\n", n.Node)
+			tablef(tw, "== node %s\n", n.Node)
 			if n.Error != "" {
-				fmt.Fprintf(tw, "error: %s\n", n.Error)
+				tablef(tw, "error: %s\n", n.Error)
 				continue
 			}
 			table(tw, n.Value)
@@ -370,7 +370,7 @@ func (g *globals) readOneOrAll(cmd *cobra.Command, all bool, fn func(*client.Con
 		}
 		fmt.Fprintln(tw, "== differences")
 		for _, d := range out.Differences {
-			fmt.Fprintln(tw, d)
+			tableln(tw, d)
 		}
 	}); err != nil {
 		return err
