@@ -10,8 +10,9 @@ import (
 // and `kv get` / `kv list` printed them raw, so a value stored by anyone
 // with write access drove the operator's terminal: ESC sequences cleared
 // the screen or set the window title, and \r or \n in a table cell drew
-// fake lines. Table output now shows such strings escaped (\x1b, \r, \n);
-// -o json stays exact.
+// fake lines; a zone with a C1 control or a bidi override reached `route`
+// and `clusters` raw. Table output now shows such strings escaped (\x1b,
+// \r, \n, \u009b); -o json stays exact.
 func TestTablesEscapeControlCharacters(t *testing.T) {
 	addr, dir := cliNode(t)
 	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir}
@@ -33,6 +34,18 @@ func TestTablesEscapeControlCharacters(t *testing.T) {
 	}
 	if out, _, _ := run(t, env, "kv", "list", "ns"); !strings.Contains(out, `\x1b]0;owned\a`) {
 		t.Errorf("kv list does not show the key escaped: %q", out)
+	}
+
+	// Names are refused with C0 controls, but a zone may hold C1 controls
+	// (U+009B is CSI to a terminal honouring them) and bidi overrides.
+	reg := brokerReg("broker-a", "10.0.0.1:10911", "orders")
+	reg.Zone = "z\u009b2J\u202e"
+	registerBroker(t, addr, dir, reg)
+	for _, args := range [][]string{{"route", "orders"}, {"clusters"}} {
+		out, stderr, code := run(t, env, args...)
+		if code != 0 || strings.Contains(out, reg.Zone) || !strings.Contains(out, `"z\u009b2J\u202e"`) {
+			t.Errorf("%v: exit %d, stdout %q (stderr %q), want the zone escaped", args, code, out, stderr)
+		}
 	}
 
 	out, stderr, code := run(t, env, "kv", "list", "ns", "-o", "json")
