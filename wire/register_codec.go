@@ -245,7 +245,7 @@ func (f *Frame) DecodeRegister(r *Register) error {
 		}
 	}
 	*r = Register{}
-	if err := checkTopicNames(f.Body, 9); err != nil {
+	if err := checkTopicNames(f.Body, 9, 0); err != nil {
 		return err
 	}
 	return f.DecodeBody(r)
@@ -280,7 +280,7 @@ func (f *Frame) DecodeUpdateTopics(u *UpdateTopics) error {
 		}
 	}
 	*u = UpdateTopics{}
-	if err := checkTopicNames(f.Body, 5); err != nil {
+	if err := checkTopicNames(f.Body, 5, 6); err != nil {
 		return err
 	}
 	return f.DecodeBody(u)
@@ -510,18 +510,21 @@ func invalidTopicName(name string) error {
 // checkTopicNames is for the register and update-topics bodies the fast
 // decoders decline: the general decoder allocates a topics array's
 // declared length before it decodes an element, about 100 bytes for a
-// one-byte element, so the topics array (the value of top-level key key)
-// is walked first and a topic without a valid name refused as the fast
-// path refuses it. It leaves a malformed body to the general decoder,
-// which refuses it before allocating.
-func checkTopicNames(body []byte, key uint64) error {
+// one-byte element, so the topics array (the value of top-level key
+// topicsKey) and the array of names (namesKey, when not 0) are walked
+// first and a topic or name that is not a valid topic name refused as the
+// fast path refuses it. It leaves a malformed body to the general
+// decoder, which refuses it before allocating.
+func checkTopicNames(body []byte, topicsKey, namesKey uint64) error {
 	major, pairs, b, err := head(body)
 	if err != nil || major != 5 {
 		return nil
 	}
 	for range pairs {
-		if major, k, rest, err := head(b); err == nil && major == 0 && k == key {
-			return checkTopicArray(rest)
+		if major, k, rest, err := head(b); err == nil && major == 0 && (k == topicsKey || k == namesKey && k != 0) {
+			if err := checkTopicArray(rest, k == namesKey); err != nil {
+				return err
+			}
 		}
 		if b, err = (walker{}).item(b, 1); err != nil {
 			return nil
@@ -533,8 +536,9 @@ func checkTopicNames(body []byte, key uint64) error {
 	return nil
 }
 
-// checkTopicArray is checkTopicNames for the topics array at b's start.
-func checkTopicArray(b []byte) error {
+// checkTopicArray is checkTopicNames for the array at b's start: of
+// TopicConfig maps, or with names set of topic names.
+func checkTopicArray(b []byte, names bool) error {
 	major, n, b, err := head(b)
 	if err != nil || major != 4 {
 		return nil
@@ -544,7 +548,16 @@ func checkTopicArray(b []byte) error {
 		if b, err = (walker{}).item(b, 2); err != nil {
 			return nil
 		}
-		if name := topicName(elem[:len(elem)-len(b)]); !validTopicName(name) {
+		elem = elem[:len(elem)-len(b)]
+		var name []byte
+		if names {
+			if major, n, v, err := head(elem); err == nil && major == 3 && n == uint64(len(v)) {
+				name = v
+			}
+		} else {
+			name = topicName(elem)
+		}
+		if !validTopicName(name) {
 			return invalidTopicName(string(name))
 		}
 	}
@@ -665,27 +678,38 @@ func decodeUpdateTopicsFast(body []byte, u *UpdateTopics) (bool, error) {
 				return false, err
 			}
 		case 6:
-			b, ok = decodeStringsFast(b, &u.Remove)
+			if b, ok, err = decodeTopicNamesFast(b, &u.Remove); err != nil {
+				return false, err
+			}
 		}
 	}
 	return ok && len(b) == 0, nil
 }
 
-// decodeStringsFast reads an array of text strings, each a string of its
-// own.
-func decodeStringsFast(b []byte, out *[]string) ([]byte, bool) {
+// decodeTopicNamesFast reads an array of text strings, each a string of
+// its own, refusing the first that is not a valid topic name as
+// decodeTopicsFast does. The slice is preallocated for at most one name
+// per 8 bytes received (twice those bytes) and grows with what is decoded.
+func decodeTopicNamesFast(b []byte, out *[]string) ([]byte, bool, error) {
 	major, n, b, err := head(b)
 	// Each element takes at least one byte: a bound before allocating.
 	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b)) {
-		return nil, false
+		return nil, false, nil
 	}
-	ss := make([]string, n)
+	ss := make([]string, 0, min(n, uint64(len(b))/8))
 	ok := true
-	for i := 0; i < len(ss) && ok; i++ {
-		ss[i], b, ok = readString(b)
+	for range n {
+		var name []byte
+		if name, b, ok = readText(b); !ok {
+			break
+		}
+		if !validTopicName(name) {
+			return nil, false, invalidTopicName(string(name))
+		}
+		ss = append(ss, string(name))
 	}
 	*out = ss
-	return b, ok
+	return b, ok, nil
 }
 
 // MarshalBody is Marshal for a message body, taking the hand-written

@@ -298,8 +298,9 @@ func compareRegisterDecoders(t testing.TB, b []byte) (fastRegister, fastHeartbea
 // refusedTopicName reports whether gotErr is the refusal of a topic name
 // the decoders give where the general decoder gives no error: then it
 // checks that the general decoder's topics (its result when it gave no
-// error) hold a name the node refuses, so the refusal only came earlier.
-func refusedTopicName(t testing.TB, b []byte, name string, gotErr, wantErr error, want []TopicConfig) bool {
+// error) hold a name the node refuses (among the topics or the names
+// removed), so the refusal only came earlier.
+func refusedTopicName(t testing.TB, b []byte, name string, gotErr, wantErr error, want []TopicConfig, wantNames ...string) bool {
 	t.Helper()
 	var we *Error
 	if !errors.As(gotErr, &we) || we.Code != CodeBadRequest || !strings.HasPrefix(we.Message, "invalid argument: invalid topic name") {
@@ -310,6 +311,11 @@ func refusedTopicName(t testing.TB, b []byte, name string, gotErr, wantErr error
 	}
 	for _, tc := range want {
 		if ValidTopicName(tc.Name) != nil {
+			return true
+		}
+	}
+	for _, n := range wantNames {
+		if ValidTopicName(n) != nil {
 			return true
 		}
 	}
@@ -460,7 +466,7 @@ func compareUpdateTopicsDecoders(t testing.TB, b []byte) (fastPath bool) {
 	var want, got UpdateTopics
 	wantErr := f.DecodeBody(&want)
 	gotErr := f.DecodeUpdateTopics(&got)
-	if !refusedTopicName(t, b, "DecodeUpdateTopics", gotErr, wantErr, want.Upsert) {
+	if !refusedTopicName(t, b, "DecodeUpdateTopics", gotErr, wantErr, want.Upsert, want.Remove...) {
 		sameResult(t, b, "DecodeUpdateTopics", got, want, gotErr, wantErr)
 	}
 	var u UpdateTopics
