@@ -13,9 +13,11 @@ import (
 // order, shortest integers, empty optional fields left out, an absent list
 // as an empty array); each decoder reads the shape those encoders produce
 // and hands anything else to the general decoder, so the value and the
-// error are the same as Frame.DecodeBody's. TestRegisterCodec,
-// FuzzDecodeRegister and FuzzDecodeUpdateTopics compare both on the
-// vectors and on mutations of them. AppendRequest and AppendResponse
+// error are the same as Frame.DecodeBody's, but for one thing: a topic
+// name the node would refuse is refused while decoding, on either path,
+// so that memory follows the valid bytes received (checkTopicNames).
+// TestRegisterCodec, FuzzDecodeRegister and FuzzDecodeUpdateTopics
+// compare both on the vectors and on mutations of them. AppendRequest and AppendResponse
 // (request_encode.go) write the encoders' output straight into a frame.
 
 // MarshalCBOR encodes r with AppendRegister: Marshal and NewRequest take
