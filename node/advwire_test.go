@@ -171,6 +171,40 @@ func TestOverlongTopicListsRefusedBeforeDecoding(t *testing.T) {
 	}
 }
 
+// TestNamelessTopicsRefusedWhileDecoding: a broker's register of 2^20
+// topics with empty names (a1 01 60, 3 bytes each: a 3 MiB frame) made the
+// node allocate the whole 32 MiB []TopicConfig before validation refused
+// the names, on every broker worker at once; a shape the fast decoder
+// declines (an unknown key in each topic) went to the general decoder and
+// allocated over 100 times the frame. The decoder now refuses the first
+// invalid name, with the code and text the node gave before.
+func TestNamelessTopicsRefusedWhileDecoding(t *testing.T) {
+	tn := startNode(t, nil)
+	cs := &connState{ctx: context.Background(), peer: peer{Identity: pki.Identity{Role: pki.RoleBroker}}}
+	head := wire.AppendRegister(nil, &wire.Register{Cluster: "c", BrokerName: "b", Addr: "127.0.0.1:10911"})
+	head = head[:len(head)-1] // the empty topics array, the last field
+	n := 1 << 20
+	head = append(head, 0x9a, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	for _, elem := range [][]byte{{0xa1, 0x01, 0x60}, {0xa1, 0x06, 0x00}} {
+		body := append(bytes.Clone(head), bytes.Repeat(elem, n)...)
+		f := &wire.Frame{Type: wire.TypeRegister, ID: 1, Body: body}
+		var watch *watcher
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		a := tn.handle(cs, f, &streamWriter{}, &watch)
+		runtime.ReadMemStats(&after)
+		grew := after.TotalAlloc - before.TotalAlloc
+		t.Logf("register of %d topics %x in %d bytes: %d KiB allocated, answer %+v", n, elem, len(body), grew>>10, a.Error)
+		if a.Error == nil || a.Error.Code != wire.CodeBadRequest || !strings.Contains(a.Error.Message, "invalid topic name") {
+			t.Errorf("topics %x: answer %+v, want code 1 saying invalid topic name", elem, a.Error)
+		}
+		if limit := 4 * uint64(len(body)); grew > limit {
+			t.Errorf("topics %x: refusing %d bytes allocated %d KiB, want at most %d KiB", elem, len(body), grew>>10, limit>>10)
+		}
+	}
+}
+
 // TestStopSendingEndsTheNodesReadSideToo: a peer that stops reading a
 // stream (STOP_SENDING) makes the node's next write fail, and the node
 // stops serving the stream. It used to leave its read side open without a

@@ -13,9 +13,11 @@ import (
 // order, shortest integers, empty optional fields left out, an absent list
 // as an empty array); each decoder reads the shape those encoders produce
 // and hands anything else to the general decoder, so the value and the
-// error are the same as Frame.DecodeBody's. TestRegisterCodec,
-// FuzzDecodeRegister and FuzzDecodeUpdateTopics compare both on the
-// vectors and on mutations of them. AppendRequest and AppendResponse
+// error are the same as Frame.DecodeBody's, but for one thing: a topic
+// name the node would refuse is refused while decoding, on either path,
+// so that memory follows the valid bytes received (checkTopicNames).
+// TestRegisterCodec, FuzzDecodeRegister and FuzzDecodeUpdateTopics
+// compare both on the vectors and on mutations of them. AppendRequest and AppendResponse
 // (request_encode.go) write the encoders' output straight into a frame.
 
 // MarshalCBOR encodes r with AppendRegister: Marshal and NewRequest take
@@ -228,11 +230,26 @@ func b2u(b bool) byte {
 // follows them (one allocation instead of one per topic), so a caller that keeps a name
 // beyond the request keeps that copy alive: clone what you keep. The
 // other fields are strings of their own.
+//
+// A topic without a valid name (wire.ValidTopicName) is refused where the
+// decoder meets it, with the error the node gives such a name (code 1),
+// on either path: otherwise a peer declaring MaxArrayElements nameless
+// topics in a few bytes each made the node allocate 32 bytes a topic
+// (the general decoder more) before its validation refused them.
 func (f *Frame) DecodeRegister(r *Register) error {
-	if len(f.Body) > 0 && decodeRegisterFast(f.Body, r) {
-		return nil
+	if len(f.Body) > 0 {
+		ok, err := decodeRegisterFast(f.Body, r)
+		if ok || err != nil {
+			if err != nil {
+				*r = Register{}
+			}
+			return err
+		}
 	}
 	*r = Register{}
+	if err := checkTopicNames(f.Body, 9, 0); err != nil {
+		return err
+	}
 	return f.DecodeBody(r)
 }
 
@@ -251,12 +268,23 @@ func (f *Frame) DecodeHeartbeat(h *Heartbeat) error {
 // Frame.DecodeBody does, reading the shape the deterministic encoder
 // produces by hand and anything else with the general decoder. The
 // upserted topics' names share one copy of the body, as DecodeRegister's
-// do; the removed names are strings of their own.
+// do; the removed names are strings of their own. An upserted topic
+// without a valid name is refused while decoding, as DecodeRegister
+// refuses one.
 func (f *Frame) DecodeUpdateTopics(u *UpdateTopics) error {
-	if len(f.Body) > 0 && decodeUpdateTopicsFast(f.Body, u) {
-		return nil
+	if len(f.Body) > 0 {
+		ok, err := decodeUpdateTopicsFast(f.Body, u)
+		if ok || err != nil {
+			if err != nil {
+				*u = UpdateTopics{}
+			}
+			return err
+		}
 	}
 	*u = UpdateTopics{}
+	if err := checkTopicNames(f.Body, 5, 6); err != nil {
+		return err
+	}
 	return f.DecodeBody(u)
 }
 
@@ -356,9 +384,12 @@ func readBool(b []byte) (bool, []byte, bool) {
 	return b[0] == 0xf5, b[1:], true
 }
 
-func decodeRegisterFast(body []byte, r *Register) bool {
+// decodeRegisterFast reports whether it decoded body into r, or the
+// error of a topic without a valid name.
+func decodeRegisterFast(body []byte, r *Register) (bool, error) {
 	*r = Register{}
 	m := keyedMap{max: 10}
+	var err error
 	b, ok := m.open(body)
 	for ok && m.pairs > 0 {
 		var key uint64
@@ -383,12 +414,14 @@ func decodeRegisterFast(body []byte, r *Register) bool {
 		case 8:
 			b, ok = decodeDataVersionFast(b, &r.DataVersion)
 		case 9:
-			b, ok = decodeTopicsFast(b, &r.Topics)
+			if b, ok, err = decodeTopicsFast(b, &r.Topics); err != nil {
+				return false, err
+			}
 		case 10:
 			r.HeartbeatTimeoutMs, b, ok = readUint(b, math.MaxUint64)
 		}
 	}
-	return ok && len(b) == 0
+	return ok && len(b) == 0, nil
 }
 
 func decodeDataVersionFast(b []byte, v *DataVersion) ([]byte, bool) {
@@ -411,24 +444,158 @@ func decodeDataVersionFast(b []byte, v *DataVersion) ([]byte, bool) {
 	return b, ok
 }
 
+// topicPreallocLen is the encoded size per topic decodeTopicsFast
+// preallocates for: a broker's topic, a name of 7 bytes or more with its
+// queue counts and permission, takes at least this much; shorter ones
+// grow the slice. At 32 bytes a TopicConfig, the slice preallocated is
+// at most twice the bytes received, whatever count a peer declares.
+const topicPreallocLen = 16
+
 // decodeTopicsFast reads an array of TopicConfig maps. The names share one
 // string copy of the rest of the body (the topics are its last field but
-// one, so little else is copied).
-func decodeTopicsFast(b []byte, topics *[]TopicConfig) ([]byte, bool) {
+// one, so little else is copied). A topic without a valid name ends the
+// decoding with the error the node gives it (invalidTopicName), so the
+// slice only grows with topics the node could accept.
+func decodeTopicsFast(b []byte, topics *[]TopicConfig) ([]byte, bool, error) {
 	major, n, b, err := head(b)
 	// Each element takes at least 3 bytes (a1 01 60): a bound before
 	// allocating, as the general decoder has MaxArrayElements.
 	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b))/3 {
-		return nil, false
+		return nil, false, nil
 	}
 	src := string(b)
-	out := make([]TopicConfig, n)
+	out := make([]TopicConfig, 0, min(n, uint64(len(b))/topicPreallocLen))
 	ok := true
-	for i := 0; i < len(out) && ok; i++ {
-		b, ok = decodeTopicConfigFast(b, src[len(src)-len(b):], &out[i])
+	for range n {
+		var tc TopicConfig
+		if b, ok = decodeTopicConfigFast(b, src[len(src)-len(b):], &tc); !ok {
+			break
+		}
+		if !validTopicName(tc.Name) {
+			return nil, false, invalidTopicName(tc.Name)
+		}
+		out = append(out, tc)
 	}
 	*topics = out
-	return b, ok
+	return b, ok, nil
+}
+
+// topicNameByte marks the bytes ValidTopicName allows.
+var topicNameByte = func() (ok [256]bool) {
+	for c := range ok {
+		ok[c] = topicChar(byte(c))
+	}
+	return ok
+}()
+
+// validTopicName is ValidTopicName's verdict without its error, by table:
+// the decoders check every topic of every registration.
+func validTopicName[T string | []byte](name T) bool {
+	if len(name) == 0 || len(name) > MaxTopicNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !topicNameByte[name[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// invalidTopicName is the error the node answers an invalid topic name
+// in a register or update-topics with, code and text: its registry wraps
+// ValidTopicName's error in "invalid argument".
+func invalidTopicName(name string) error {
+	return Errorf(CodeBadRequest, "invalid argument: %v", ValidTopicName(name))
+}
+
+// checkTopicNames is for the register and update-topics bodies the fast
+// decoders decline: the general decoder allocates a topics array's
+// declared length before it decodes an element, about 100 bytes for a
+// one-byte element, so the topics array (the value of top-level key
+// topicsKey) and the array of names (namesKey, when not 0) are walked
+// first and a topic or name that is not a valid topic name refused as the
+// fast path refuses it. It leaves a malformed body to the general
+// decoder, which refuses it before allocating.
+func checkTopicNames(body []byte, topicsKey, namesKey uint64) error {
+	major, pairs, b, err := head(body)
+	if err != nil || major != 5 {
+		return nil
+	}
+	for range pairs {
+		if major, k, rest, err := head(b); err == nil && major == 0 && (k == topicsKey || k == namesKey && k != 0) {
+			if err := checkTopicArray(rest, k == namesKey); err != nil {
+				return err
+			}
+		}
+		if b, err = (walker{}).item(b, 1); err != nil {
+			return nil
+		}
+		if b, err = (walker{}).item(b, 1); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// checkTopicArray is checkTopicNames for the array at b's start: of
+// TopicConfig maps, or with names set of topic names.
+func checkTopicArray(b []byte, names bool) error {
+	major, n, b, err := head(b)
+	if err != nil || major != 4 {
+		return nil
+	}
+	for range n {
+		elem := b
+		if b, err = (walker{}).item(b, 2); err != nil {
+			return nil
+		}
+		elem = elem[:len(elem)-len(b)]
+		var name []byte
+		if names {
+			if major, n, v, err := head(elem); err == nil && major == 3 && n == uint64(len(v)) {
+				name = v
+			}
+		} else {
+			name = topicName(elem)
+		}
+		if !validTopicName(name) {
+			return invalidTopicName(string(name))
+		}
+	}
+	return nil
+}
+
+// topicName is the name of the TopicConfig map elem (a well-formed item):
+// the text under key 1 (or text key "1", which some decoders take for the
+// same field), or nil when there is none.
+func topicName(elem []byte) []byte {
+	major, pairs, b, err := head(elem)
+	if err != nil || major != 5 {
+		return nil
+	}
+	for range pairs {
+		kmajor, k, rest, err := head(b)
+		if err != nil {
+			return nil
+		}
+		if (kmajor == 0 && k == 1) || (kmajor == 3 && k == 1 && len(rest) > 0 && rest[0] == '1') {
+			if kmajor == 3 {
+				rest = rest[1:]
+			}
+			if vmajor, n, v, err := head(rest); err == nil && vmajor == 3 && n <= uint64(len(v)) {
+				return v[:n]
+			}
+			return nil
+		}
+		if b, err = (walker{}).item(b, 2); err != nil {
+			return nil
+		}
+		if b, err = (walker{}).item(b, 2); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // decodeTopicConfigFast decodes one TopicConfig from b into tc; src holds
@@ -489,9 +656,10 @@ func decodeHeartbeatFast(body []byte, h *Heartbeat) bool {
 	return ok && len(b) == 0
 }
 
-func decodeUpdateTopicsFast(body []byte, u *UpdateTopics) bool {
+func decodeUpdateTopicsFast(body []byte, u *UpdateTopics) (bool, error) {
 	*u = UpdateTopics{}
 	m := keyedMap{max: 6}
+	var err error
 	b, ok := m.open(body)
 	for ok && m.pairs > 0 {
 		var key uint64
@@ -508,29 +676,42 @@ func decodeUpdateTopicsFast(body []byte, u *UpdateTopics) bool {
 		case 4:
 			b, ok = decodeDataVersionFast(b, &u.DataVersion)
 		case 5:
-			b, ok = decodeTopicsFast(b, &u.Upsert)
+			if b, ok, err = decodeTopicsFast(b, &u.Upsert); err != nil {
+				return false, err
+			}
 		case 6:
-			b, ok = decodeStringsFast(b, &u.Remove)
+			if b, ok, err = decodeTopicNamesFast(b, &u.Remove); err != nil {
+				return false, err
+			}
 		}
 	}
-	return ok && len(b) == 0
+	return ok && len(b) == 0, nil
 }
 
-// decodeStringsFast reads an array of text strings, each a string of its
-// own.
-func decodeStringsFast(b []byte, out *[]string) ([]byte, bool) {
+// decodeTopicNamesFast reads an array of text strings, each a string of
+// its own, refusing the first that is not a valid topic name as
+// decodeTopicsFast does. The slice is preallocated for at most one name
+// per 8 bytes received (twice those bytes) and grows with what is decoded.
+func decodeTopicNamesFast(b []byte, out *[]string) ([]byte, bool, error) {
 	major, n, b, err := head(b)
 	// Each element takes at least one byte: a bound before allocating.
 	if err != nil || major != 4 || n > MaxArrayElements || n > uint64(len(b)) {
-		return nil, false
+		return nil, false, nil
 	}
-	ss := make([]string, n)
+	ss := make([]string, 0, min(n, uint64(len(b))/8))
 	ok := true
-	for i := 0; i < len(ss) && ok; i++ {
-		ss[i], b, ok = readString(b)
+	for range n {
+		var name []byte
+		if name, b, ok = readText(b); !ok {
+			break
+		}
+		if !validTopicName(name) {
+			return nil, false, invalidTopicName(string(name))
+		}
+		ss = append(ss, string(name))
 	}
 	*out = ss
-	return b, ok
+	return b, ok, nil
 }
 
 // MarshalBody is Marshal for a message body, taking the hand-written
