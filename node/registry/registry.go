@@ -118,8 +118,8 @@ func (r *Registry) read() reading { return r.readingAt(r.clock.Now()) }
 // readingAt places now, a reading of the registry's clock just taken, on
 // the timeline.
 func (r *Registry) readingAt(now time.Time) reading {
-	if m, ok := r.clock.(MonotonicClock); ok {
-		return reading{wall: now, ns: timelineOrigin + int64(m.Monotonic()-r.monoBase)}
+	if r.mono != nil {
+		return reading{wall: now, ns: timelineOrigin + int64(r.mono.Monotonic()-r.monoBase)}
 	}
 	return reading{wall: now, ns: timelineOrigin + int64(now.Sub(r.base))}
 }
@@ -175,8 +175,9 @@ type Config struct {
 // Registry is a node's route tables. It is safe for concurrent use.
 type Registry struct {
 	clock        Clock
-	base         time.Time     // the timeline's origin (reading.ns), a reading of clock
-	monoBase     time.Duration // the same for a MonotonicClock
+	base         time.Time      // the timeline's origin (reading.ns), a reading of clock
+	mono         MonotonicClock // clock, if it tells its monotonic time itself
+	monoBase     time.Duration  // the origin on mono
 	defThreshold time.Duration
 	minThreshold time.Duration // bounds on what a broker asks for
 	maxThreshold time.Duration
@@ -274,7 +275,7 @@ func New(cfg Config) *Registry {
 	r.base = r.clock.Now()
 	r.nextEpoch = uint64(r.base.UnixNano())
 	if m, ok := r.clock.(MonotonicClock); ok {
-		r.monoBase = m.Monotonic()
+		r.mono, r.monoBase = m, m.Monotonic()
 	}
 	return r
 }
