@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -744,26 +743,6 @@ func (s *gateSlot) extend(d time.Duration) { s.hold.Reset(d) }
 // close wakes every waiting handshake, which fails: quic-go's listener
 // waits for handshakes in progress when it closes.
 func (g *handshakeGate) close() { g.closeOnce.Do(func() { close(g.closed) }) }
-
-// limitedLog logs at most a burst and then a steady rate of one kind of
-// event, and says how many it left out, so a flood of refusals cannot
-// flood the log.
-type limitedLog struct {
-	log        *slog.Logger
-	allow      func() bool
-	suppressed atomic.Int64
-}
-
-func (l *limitedLog) Warn(msg string, args ...any) {
-	if !l.allow() {
-		l.suppressed.Add(1)
-		return
-	}
-	if n := l.suppressed.Swap(0); n > 0 {
-		args = append(args, "suppressed_since_last", n)
-	}
-	l.log.Warn(msg, args...)
-}
 
 // Connection receive windows. Data a peer has sent and the node has not
 // read yet sits in quic-go's buffers, outside the byte budgets of

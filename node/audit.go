@@ -3,34 +3,24 @@ package node
 import (
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/quic-go/quic-go"
-	"golang.org/x/time/rate"
 
 	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/ratelog"
 )
 
-// Rate of each kind of security warning in the log: a burst, then one a
-// second; the next line that gets through says how many were left out.
-const (
-	warnBurst = 10
-	warnEvery = time.Second
-)
-
-// warnings are the node's rate-limited security logs.
+// warnings are the node's rate-limited security logs, one rate for each
+// kind (ratelog's: a burst, then one line a second).
 type warnings struct {
-	refused, tls, denied limitedLog
+	refused, tls, denied *ratelog.Logger
 	// remoting is what remoting peers' requests make the node warn of
 	// (node/remoting.go): they are not authenticated.
-	remoting limitedLog
+	remoting *ratelog.Logger
 }
 
 func newWarnings(log *slog.Logger) *warnings {
-	mk := func() limitedLog {
-		return limitedLog{log: log, allow: rate.NewLimiter(rate.Every(warnEvery), warnBurst).Allow}
-	}
-	return &warnings{refused: mk(), tls: mk(), denied: mk(), remoting: mk()}
+	return &warnings{refused: ratelog.New(log), tls: ratelog.New(log), denied: ratelog.New(log), remoting: ratelog.New(log)}
 }
 
 // peerAttrs names a peer in logs: role, certificate name, remote address.

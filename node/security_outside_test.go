@@ -27,6 +27,7 @@ import (
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
+	"github.com/edgereg/edgereg/wire/ratelog"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
 
@@ -342,8 +343,8 @@ func TestRemotingBadFramesLogRateLimited(t *testing.T) {
 	nodetestWait(t, "every bad frame counted", func() bool {
 		return metricValue(t, tn, "edgereg_remoting_bad_frames_total") == conns
 	})
-	if n := len(logs.lines("bad frame")); n > 2*warnBurst {
-		t.Fatalf("%d bad frames on %d connections made %d log lines, want at most %d", conns, conns, n, 2*warnBurst)
+	if n := len(logs.lines("bad frame")); n > 2*ratelog.Burst {
+		t.Fatalf("%d bad frames on %d connections made %d log lines, want at most %d", conns, conns, n, 2*ratelog.Burst)
 	}
 }
 
@@ -416,8 +417,8 @@ func TestRemotingUnknownGroupLogRateLimited(t *testing.T) {
 			t.Fatal(r)
 		}
 	}
-	if n := len(logs.lines("unknown broker group")); n == 0 || n > 2*warnBurst {
-		t.Fatalf("%d topic registrations naming an unknown group made %d log lines, want 1 to %d", requests, n, 2*warnBurst)
+	if n := len(logs.lines("unknown broker group")); n == 0 || n > 2*ratelog.Burst {
+		t.Fatalf("%d topic registrations naming an unknown group made %d log lines, want 1 to %d", requests, n, 2*ratelog.Burst)
 	}
 }
 

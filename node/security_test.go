@@ -29,6 +29,7 @@ import (
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
+	"github.com/edgereg/edgereg/wire/ratelog"
 )
 
 // requestKinds is one valid request of every kind, for the authorization
@@ -511,7 +512,7 @@ func TestDenialsLoggedRateLimited(t *testing.T) {
 	}
 	ls := logs.lines(`msg="request denied"`)
 	// A burst, then one a second: a slow machine earns a line per second.
-	allowed := warnBurst + int(time.Since(start)/warnEvery) + 1
+	allowed := ratelog.Burst + int(time.Since(start)/ratelog.Every) + 1
 	if len(ls) == 0 || len(ls) > allowed {
 		t.Fatalf("%d denials logged %d lines, want between 1 and %d", tries, len(ls), allowed)
 	}

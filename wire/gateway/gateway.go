@@ -49,6 +49,7 @@ import (
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/nodes"
+	"github.com/edgereg/edgereg/wire/ratelog"
 	"github.com/edgereg/edgereg/wire/routeclient"
 )
 
@@ -188,7 +189,7 @@ type Gateway struct {
 	log *slog.Logger
 	// peerLog is the rate-limited log of what remoting peers' requests
 	// cause.
-	peerLog *peerLog
+	peerLog *ratelog.Logger
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -244,7 +245,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gateway{cfg: cfg, log: cfg.Logger, peerLog: newPeerLog(cfg.Logger), ctx: ctx, cancel: cancel, probe: make(chan struct{}, 1), routes: rc,
+	g := &Gateway{cfg: cfg, log: cfg.Logger, peerLog: ratelog.New(cfg.Logger), ctx: ctx, cancel: cancel, probe: make(chan struct{}, 1), routes: rc,
 		decoding: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)/2))}
 	g.up = newUpstream(g)
 	g.cache = newRouteCache(g)

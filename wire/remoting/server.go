@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
-	"golang.org/x/time/rate"
+
+	"github.com/edgereg/edgereg/wire/ratelog"
 )
 
 // Handler answers remoting requests. ServeRemoting is called once per
@@ -171,8 +172,8 @@ type Server struct {
 	closing   atomic.Bool
 	nextID    atomic.Uint64
 	stats     serverCounters
-	peerLog   peerLog    // what peers make the server log, rate-limited
-	mu        sync.Mutex // guards listeners, conns, perHost, hosts
+	peerLog   *ratelog.Logger // what peers make the server log, rate-limited
+	mu        sync.Mutex      // guards listeners, conns, perHost, hosts
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	perHost   map[string]int
@@ -234,36 +235,8 @@ func (s *Server) init() {
 		if s.Logger == nil {
 			s.Logger = slog.Default()
 		}
-		s.peerLog = peerLog{log: s.Logger, limit: rate.NewLimiter(rate.Every(peerLogEvery), peerLogBurst)}
+		s.peerLog = ratelog.New(s.Logger)
 	})
-}
-
-// Rate of the log lines peers cause (a bad frame, a response not read):
-// a burst, then one a second. The protocol has no authentication, so
-// whoever reaches the port could otherwise write a line per connection.
-const (
-	peerLogBurst = 10
-	peerLogEvery = time.Second
-)
-
-// peerLog writes the log lines peers cause, at most peerLogBurst and then
-// one per peerLogEvery; the next line that gets through says how many were
-// left out.
-type peerLog struct {
-	log        *slog.Logger
-	limit      *rate.Limiter
-	suppressed atomic.Int64
-}
-
-func (l *peerLog) write(level slog.Level, msg string, args ...any) {
-	if !l.limit.Allow() {
-		l.suppressed.Add(1)
-		return
-	}
-	if n := l.suppressed.Swap(0); n > 0 {
-		args = append(args, "suppressed_since_last", n)
-	}
-	l.log.Log(context.Background(), level, msg, args...)
 }
 
 // Serve accepts connections on l until Shutdown, and returns
@@ -517,9 +490,9 @@ func (c *conn) serve() {
 			switch {
 			case errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed):
 				s.stats.badFrames.Add(1)
-				s.peerLog.write(slog.LevelInfo, "remoting connection closed for a bad frame", "peer", c.nc.RemoteAddr(), "err", err)
+				s.peerLog.Info("remoting connection closed for a bad frame", "peer", c.nc.RemoteAddr(), "err", err)
 			case errors.Is(err, errBudget) && c.readCtx.Err() == nil:
-				s.peerLog.write(slog.LevelWarn, "remoting connection closed: the server's request memory stayed spent",
+				s.peerLog.Warn("remoting connection closed: the server's request memory stayed spent",
 					"peer", c.nc.RemoteAddr(), "err", err, "budget", s.lim.MaxBufferedBytes)
 			}
 			return
@@ -687,7 +660,7 @@ func (c *conn) handle(req *Command, held int64) {
 		c.nc.Close()
 		if c.ctx.Err() == nil {
 			c.srv.stats.writeFailures.Add(1)
-			c.srv.peerLog.write(slog.LevelInfo, "remoting connection closed: a response could not be written (is the peer reading?)",
+			c.srv.peerLog.Info("remoting connection closed: a response could not be written (is the peer reading?)",
 				"peer", c.nc.RemoteAddr(), "err", err, "write_timeout", c.srv.lim.WriteTimeout)
 		}
 	}
