@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -454,5 +455,28 @@ func TestRemotingRegistrationBodiesDecodedFewAtATime(t *testing.T) {
 	// what it needs of it.
 	if max := int64(limit+1) * 10 << 20; grew > max {
 		t.Errorf("%d registrations of %d bytes in all held %d KiB while decoded, more than %d KiB", k, sent, grew>>10, max>>10)
+	}
+}
+
+// TestRemotingRegistrationWithStaticTopic: a 5.x broker hosting a static
+// topic registers its TopicQueueMappingInfo with fastjson's bare integer
+// keys ("currIdMap":{0:0}); a NameServer reads that, and so must the node,
+// or the broker never registers at all.
+func TestRemotingRegistrationWithStaticTopic(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	body := &remoting.RegisterBrokerBody{DataVersion: remoting.DataVersion{Counter: 1}, TopicConfigTable: map[string]remoting.TopicConfig{
+		"static": {TopicName: "static", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6},
+		"plain":  {TopicName: "plain", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6},
+	}, TopicQueueMappingInfoMap: map[string]json.RawMessage{"static": json.RawMessage(
+		`{"bname":"broker-a","currIdMap":{0:0,1:1},"dirty":false,"epoch":1735689600000,"scope":"__global__","topic":"static","totalQueues":2}`)}}
+	b := body.EncodeJSON()
+	h := remoting.RegisterBrokerHeader{BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911", ClusterName: "DefaultCluster",
+		HAServerAddr: "127.0.0.1:10912", BodyCRC32: remoting.BodyCRC32(b)}
+	if r := c.call(remoting.NewRequest(remoting.RegisterBroker, 1, h.Ext(), b)); r.Code != remoting.Success {
+		t.Fatalf("registration of a broker with a static topic: code %d %q", r.Code, r.Remark)
+	}
+	if _, r := rmqRoute(t, c, 2, "static"); r == nil || len(r.QueueDatas) != 1 || r.QueueDatas[0].WriteQueueNums != 2 {
+		t.Fatalf("route of the static topic: %+v", r)
 	}
 }

@@ -1,7 +1,9 @@
 package remoting
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -326,13 +328,33 @@ func DecodeKVTable(b []byte) (*KVTable, error) {
 	return t, nil
 }
 
+// decodeFastjson is decodeJSON for a body fastjson wrote with its defaults,
+// where a map with integer keys has them bare ({0:0}): such as a 5.x
+// broker's TopicQueueMappingInfo (its currIdMap) in REGISTER_BROKER. Only a
+// body that fails as JSON is rewritten (QuoteBareKeys) and decoded again, so
+// the common body is neither copied nor scanned twice.
+func decodeFastjson(b []byte, v any, what string) error {
+	err := decodeJSON(b, v, what)
+	if err == nil {
+		return nil
+	}
+	var syntax *json.SyntaxError
+	if !errors.As(err, &syntax) {
+		return err
+	}
+	if quoted := QuoteBareKeys(b); !bytes.Equal(quoted, b) && decodeJSON(quoted, v, what) == nil {
+		return nil
+	}
+	return err
+}
+
 // decodeJSON decodes one JSON value and nothing after it.
 func decodeJSON(b []byte, v any, what string) error {
 	if isJSONSpace(b) {
 		return fmt.Errorf("%w: empty %s body", ErrMalformed, what)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: %s body: %v", ErrMalformed, what, err)
+		return fmt.Errorf("%w: %s body: %w", ErrMalformed, what, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"reflect"
@@ -317,5 +318,44 @@ func TestJSONHeaderExtFieldsAsJavaReadsThem(t *testing.T) {
 		if _, err := DecodeFrame(frameOf(`{"code":105,"extFields":` + bad + `}`)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("extFields %s: %v, want ErrMalformed", bad, err)
 		}
+	}
+}
+
+// staticTopicInfo is a TopicQueueMappingInfo as a 5.x broker registers it
+// for a static topic (BrokerController.registerBrokerAll, cloneAsMappingInfo):
+// fastjson's defaults write its Integer-keyed currIdMap with bare keys.
+const staticTopicInfo = `{"bname":"broker-a","currIdMap":{0:0,1:1},"dirty":false,"epoch":1735689600000,` +
+	`"scope":"__global__","topic":"static","totalQueues":2}`
+
+// TestRegisterBodyWithStaticTopic: a 5.x broker that hosts a static topic
+// (mqadmin updateStaticTopic) registers a body with bare integer keys in
+// topicQueueMappingInfoMap, which a NameServer's fastjson reads. Refusing it
+// refused every registration of that broker.
+func TestRegisterBodyWithStaticTopic(t *testing.T) {
+	js := `{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":3,"stateVersion":0,"timestamp":1735689600000},` +
+		`"mappingDataVersion":{"counter":0,"stateVersion":0,"timestamp":1735689600123},"topicConfigTable":{` +
+		`"static":{"attributes":{},"order":false,"perm":6,"readQueueNums":2,"topicFilterType":"SINGLE_TAG","topicName":"static","topicSysFlag":0,"writeQueueNums":2},` +
+		`"TopicTest":{"attributes":{},"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicName":"TopicTest","topicSysFlag":0,"writeQueueNums":4}},` +
+		`"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{"static":` + staticTopicInfo + `}}}`
+	b, err := DecodeRegisterBrokerBody([]byte(js), false, 0)
+	if err != nil {
+		t.Fatalf("JSON body with a static topic: %v", err)
+	}
+	if len(b.TopicConfigTable) != 2 || b.TopicConfigTable["static"].ReadQueueNums != 2 || b.DataVersion.Counter != 3 {
+		t.Fatalf("JSON body with a static topic: %+v", b)
+	}
+	if _, ok := b.TopicQueueMappingInfoMap["static"]; !ok {
+		t.Fatalf("mapping info: %+v", b.TopicQueueMappingInfoMap)
+	}
+
+	// The compressed form carries the same mapping info as a part.
+	body := RegisterBrokerBody{DataVersion: b.DataVersion, TopicConfigTable: b.TopicConfigTable,
+		TopicQueueMappingInfoMap: map[string]json.RawMessage{"static": json.RawMessage(staticTopicInfo)}}
+	z, err := DecodeRegisterBrokerBody(body.EncodeCompressed(), true, 0)
+	if err != nil {
+		t.Fatalf("compressed body with a static topic: %v", err)
+	}
+	if len(z.TopicConfigTable) != 2 || string(z.TopicQueueMappingInfoMap["static"]) != staticTopicInfo {
+		t.Fatalf("compressed body with a static topic: %+v", z)
 	}
 }

@@ -205,7 +205,7 @@ func DecodeRegisterBrokerBody(body []byte, compressed bool, maxInflated int) (*R
 		return decodeCompressedRegister(body, maxInflated)
 	}
 	var j registerBodyJSON
-	if err := decodeJSON(body, &j, "RegisterBrokerBody"); err != nil {
+	if err := decodeFastjson(body, &j, "RegisterBrokerBody"); err != nil {
 		return nil, err
 	}
 	w := j.TopicConfigSerializeWrapper
@@ -332,8 +332,8 @@ func decodeCompressedRegister(body []byte, maxInflated int) (*RegisterBrokerBody
 		var info struct {
 			Topic string `json:"topic"`
 		}
-		if err := json.Unmarshal(p, &info); err != nil {
-			return nil, fmt.Errorf("%w: compressed RegisterBrokerBody mapping: %v", ErrMalformed, err)
+		if err := decodeFastjson(p, &info, "compressed RegisterBrokerBody mapping"); err != nil {
+			return nil, err
 		}
 		if b.TopicQueueMappingInfoMap == nil {
 			b.TopicQueueMappingInfoMap = map[string]json.RawMessage{}
