@@ -334,7 +334,18 @@ func (g *Gateway) serveSystemTopics(ctx context.Context, req *remoting.Command) 
 
 func (g *Gateway) serveMemberGroup(ctx context.Context, req *remoting.Command) *remoting.Command {
 	cluster, name := req.Ext("clusterName"), req.Ext("brokerName")
-	bd, cached, err := g.members.get(ctx, joinKey(cluster, name))
+	var bd wire.BrokerData
+	var cached, asked bool
+	var err error
+	if cluster == "" || name == "" {
+		// No members, as a node's listener answers a missing field (and a
+		// NameServer a missing broker name); no node needs asking, and
+		// every node refuses an empty name.
+		err = wire.ErrNotFound
+	} else {
+		bd, cached, err = g.members.get(ctx, joinKey(cluster, name))
+		asked = true
+	}
 	var mg remoting.BrokerMemberGroup
 	switch {
 	case errors.Is(err, wire.ErrNotFound):
@@ -345,7 +356,9 @@ func (g *Gateway) serveMemberGroup(ctx context.Context, req *remoting.Command) *
 		b := brokerData(bd)
 		mg = remoting.BrokerMemberGroup{Cluster: b.Cluster, BrokerName: b.BrokerName, BrokerAddrs: b.BrokerAddrs}
 	}
-	g.pollResult("member_group", cached)
+	if asked {
+		g.pollResult("member_group", cached)
+	}
 	// A 5.x NameServer answers this code with SUCCESS and this remark.
 	resp := remoting.NewResponse(req, remoting.Success, "not set any response code")
 	resp.Body = mg.AppendJSON(nil, remoting.Legacy)

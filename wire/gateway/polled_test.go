@@ -97,3 +97,20 @@ func TestPolledReads(t *testing.T) {
 		t.Errorf("upstream_up of a stopped node: %v", up)
 	}
 }
+
+// TestMemberGroupWithoutNames: GET_BROKER_MEMBER_GROUP without clusterName
+// or brokerName is answered as a NameServer (and a node's listener) answers
+// it, SUCCESS with an empty group, not SYSTEM_ERROR from a node's refusal
+// of an empty name.
+func TestMemberGroupWithoutNames(t *testing.T) {
+	s := startSite(t, 1, nil)
+	s.registerQUIC(orders(4))
+	c := s.dial()
+	for _, ext := range []map[string]string{nil, {"brokerName": "broker-a"}, {"clusterName": "DefaultCluster"}} {
+		resp := c.call(request(remoting.GetBrokerMemberGroup, ext, nil))
+		want := `{"brokerMemberGroup":{"brokerAddrs":{},"brokerName":"` + ext["brokerName"] + `","cluster":"` + ext["clusterName"] + `"}}`
+		if resp.Code != remoting.Success || string(resp.Body) != want {
+			t.Errorf("member group of %v: code %d %q %s, want SUCCESS %s", ext, resp.Code, resp.Remark, resp.Body, want)
+		}
+	}
+}
