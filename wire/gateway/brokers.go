@@ -124,13 +124,15 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 	}
 	fresh := e == nil
 	if fresh {
-		if len(topics) == 1 {
+		if len(r.topics) == 1 {
 			// A full topic table always holds the broker's system topics:
 			// a single topic is a partial registration (a topic created on
 			// a broker the gateway has not seen yet, e.g. after a gateway
 			// restart). Registering it would replace the broker's whole
 			// topic set on the nodes; refuse it as a 5.x NameServer does,
-			// and the broker's next full registration goes through.
+			// and the broker's next full registration goes through. The
+			// table as sent counts, as it does for a NameServer, not the
+			// topics left once those edgereg cannot hold are skipped.
 			t.mu.Unlock()
 			if replaced != nil {
 				replaced.reg.Close()

@@ -254,3 +254,23 @@ func TestLongSkippedNameLogsShort(t *testing.T) {
 		t.Fatalf("%d warnings for a registration of %d bytes, %d bytes long in all", len(lines), len(b), len(all))
 	}
 }
+
+// TestFirstRegistrationWithAnUnusableTopic: whether a first registration
+// can only be partial is told by the table the broker sent, as a NameServer
+// (and a node's listener) tells it: two topics, one of which edgereg cannot
+// hold, is a full table, and the broker registers with the other.
+func TestFirstRegistrationWithAnUnusableTopic(t *testing.T) {
+	s := startSite(t, 1, nil)
+	body := &remoting.RegisterBrokerBody{TopicConfigTable: map[string]remoting.TopicConfig{
+		"good":     {TopicName: "good", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6},
+		"bad.name": {TopicName: "bad.name", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6},
+	}}
+	b := body.EncodeJSON()
+	h := remoting.RegisterBrokerHeader{BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911", ClusterName: "DefaultCluster", BodyCRC32: remoting.BodyCRC32(b)}
+	if resp := s.dial().call(request(remoting.RegisterBroker, h.Ext(), b)); resp.Code != remoting.Success {
+		t.Fatalf("first registration of a two-topic table, one topic unusable: %d %q", resp.Code, resp.Remark)
+	}
+	if st := brokerState(t, s.gw, "127.0.0.1:10911"); st.Topics != 1 {
+		t.Fatalf("%d topics kept, want the valid one", st.Topics)
+	}
+}
