@@ -161,7 +161,12 @@ func (g *Gateway) serveRegister(ctx context.Context, req *remoting.Command) *rem
 	case <-ctx.Done():
 		return nil // the connection closed while waiting: nobody reads an answer
 	}
-	body, err := remoting.DecodeRegisterBrokerBody(req.Body, h.Compressed, maxInflatedRegister)
+	// No body is an empty table at data version 0, as a NameServer (and a
+	// node's listener) reads it.
+	body := &remoting.RegisterBrokerBody{}
+	if len(req.Body) > 0 {
+		body, err = remoting.DecodeRegisterBrokerBody(req.Body, h.Compressed, maxInflatedRegister)
+	}
 	<-g.decoding
 	if err != nil {
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())

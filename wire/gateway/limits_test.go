@@ -274,3 +274,18 @@ func TestFirstRegistrationWithAnUnusableTopic(t *testing.T) {
 		t.Fatalf("%d topics kept, want the valid one", st.Topics)
 	}
 }
+
+// TestRegistrationWithoutBody: a REGISTER_BROKER without a body (and
+// bodyCrc32 0) registers the broker with no topics, as a NameServer reads
+// it (an empty table at data version 0) and a node's listener does, instead
+// of being refused as an empty body.
+func TestRegistrationWithoutBody(t *testing.T) {
+	s := startSite(t, 1, nil)
+	h := remoting.RegisterBrokerHeader{BrokerName: "broker-a", BrokerAddr: "127.0.0.1:10911", ClusterName: "DefaultCluster"}
+	if resp := s.dial().call(request(remoting.RegisterBroker, h.Ext(), nil)); resp.Code != remoting.Success {
+		t.Fatalf("registration without a body: %d %q", resp.Code, resp.Remark)
+	}
+	if st := brokerState(t, s.gw, "127.0.0.1:10911"); st.Topics != 0 {
+		t.Fatalf("%d topics, want none", st.Topics)
+	}
+}
