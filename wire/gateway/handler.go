@@ -54,7 +54,7 @@ func (g *Gateway) serve(ctx context.Context, req *remoting.Command) *remoting.Co
 		}
 		return remoting.NewResponse(req, remoting.Success, "")
 	case remoting.UnregisterBroker:
-		return g.serveUnregister(ctx, req)
+		return g.serveUnregister(req)
 	case remoting.RegisterTopicInNameSrv:
 		return g.serveRegisterTopic(req)
 	case remoting.GetBrokerClusterInfo:
@@ -253,12 +253,17 @@ func (g *Gateway) serveQueryDataVersion(req *remoting.Command) *remoting.Command
 	return resp
 }
 
-func (g *Gateway) serveUnregister(ctx context.Context, req *remoting.Command) *remoting.Command {
+func (g *Gateway) serveUnregister(req *remoting.Command) *remoting.Command {
 	h, err := remoting.ParseBrokerHeader(req.ExtFields)
 	if err != nil {
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
+	// Bounded by the gateway's life, not the connection's: a broker
+	// shutting down waits 3 s for the answer and then closes its
+	// connection, and a NameServer applies an unregister it received
+	// whatever becomes of the connection. Abandoned with it, the broker
+	// stayed routed on every node until its lease expired.
+	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.RequestTimeout)
 	defer cancel()
 	if err := g.brokers.unregister(ctx, brokerKey{h.ClusterName, h.BrokerAddr}, "UNREGISTER_BROKER"); err != nil {
 		// Nodes that missed it expire the lease by themselves.

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -108,4 +109,37 @@ func TestGatewayKeepsBrokersOverALossyWAN(t *testing.T) {
 		t.Logf("gateway's registrar with %s: registered %v, %d heartbeats, %d registrations, %d dials, %d resumes",
 			n.Addr, n.Registered, n.Heartbeats, n.Registrations, n.Dials, n.Resumes)
 	}
+}
+
+// TestUnregisterOutlivesTheBrokersConnection: a RocketMQ broker shutting
+// down sends UNREGISTER_BROKER, waits at most 3 s for the answer, and closes
+// its connection. With the WAN slow, the gateway's unregistration must go
+// on after the connection closed, as a NameServer applies an unregister it
+// received whatever becomes of the connection; abandoning it left the dead
+// broker routed on every node until its lease expired (120 s).
+func TestUnregisterOutlivesTheBrokersConnection(t *testing.T) {
+	s := &site{t: t, ca: nodetest.NewCA(t), ops: make(map[*nodetest.Node]*client.Conn)}
+	tn := nodetest.Start(t, s.ca, nil) // leases of 120 s: expiry cannot pass for the unregistration
+	p, err := lossyudp.New(tn.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	s.nodes = []*nodetest.Node{tn}
+	s.startGateway([]string{p.Addr()}, func(c *gateway.Config) { c.RequestTimeout, c.UpstreamTimeout = 10*time.Second, 10*time.Second })
+	c := s.dial()
+	if resp := c.call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	s.onEveryNode("the lease", func(tn *nodetest.Node) bool { _, ok := localLease(tn, masterAddr); return ok })
+
+	p.SetDrop(100) // the WAN stalls
+	c.send(fixtureCommand(t, "v5_unregister_broker_request.hex"))
+	nodetest.WaitFor(t, "the gateway to take the unregistration", func() bool {
+		return !slices.ContainsFunc(s.gw.Brokers(), func(b gateway.BrokerState) bool { return b.Addr == masterAddr })
+	})
+	c.nc.Close() // the broker's 3 s are up: it closes its connection and exits
+	time.Sleep(300 * time.Millisecond)
+	p.SetDrop(0) // the WAN comes back
+	s.onEveryNode("the unregistered broker gone", func(tn *nodetest.Node) bool { _, ok := localLease(tn, masterAddr); return !ok })
 }
