@@ -359,3 +359,22 @@ func TestRegisterBodyWithStaticTopic(t *testing.T) {
 		t.Fatalf("compressed body with a static topic: %+v", z)
 	}
 }
+
+// TestJSONEscapingOfDELAndSeparators: fastjson escapes U+007F-U+009F and
+// the JavaScript line separators U+2028/U+2029 as \uXXXX by default
+// (SerializeWriter's special characters), and BrowserCompatible escapes
+// DEL with everything from 127 up. A remark echoing a peer's topic name
+// carries them byte for byte as a NameServer writes it.
+func TestJSONEscapingOfDELAndSeparators(t *testing.T) {
+	frame, _ := TopicNotExistResponse(&Command{}, "a\x7fb\u0085c\u2028d\u2029e\u00a0f").Encode()
+	if want := `topic: a\u007Fb\u0085c\u2028d\u2029e` + "\u00a0f"; !bytes.Contains(frame, []byte(want)) {
+		t.Fatalf("remark written as %s, want it to contain %s", frame, want)
+	}
+	r := &TopicRouteData{BrokerDatas: []BrokerData{{BrokerName: "b\x7f", BrokerAddrs: map[int64]string{}}}}
+	if got := string(r.Encode(Standard)); !strings.Contains(got, `"brokerName":"b\u007F"`) {
+		t.Fatalf("standard dialect wrote %s", got)
+	}
+	if got := string(r.Encode(Legacy)); !strings.Contains(got, `"brokerName":"b\u007F"`) {
+		t.Fatalf("legacy dialect wrote %s", got)
+	}
+}

@@ -60,7 +60,7 @@ func appendString(dst []byte, s string, d Dialect) []byte {
 				dst = append(dst, '\\', 'b')
 			case c == '\f':
 				dst = append(dst, '\\', 'f')
-			case c < 0x20:
+			case c < 0x20 || c == 0x7f:
 				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
 			default:
 				dst = append(dst, c)
@@ -70,7 +70,10 @@ func appendString(dst []byte, s string, d Dialect) []byte {
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case d == Standard:
+		case d == Standard, r < 0xA0, r == '\u2028', r == '\u2029':
+			// BrowserCompatible escapes everything from 127 up; fastjson's
+			// default escapes C1 controls and the JavaScript line
+			// separators (SerializeWriter's special characters).
 			dst = appendUTF16Escape(dst, r)
 		case r == utf8.RuneError && size == 1:
 			dst = append(dst, "\uFFFD"...) // invalid UTF-8 would make the JSON invalid
