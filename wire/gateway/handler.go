@@ -272,6 +272,15 @@ func (g *Gateway) serveUnregister(req *remoting.Command) *remoting.Command {
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 
+// noSuchName reports whether a node's answer to a lookup by name (a
+// cluster's topics, a member group) means there is nothing by that name:
+// it knows none, or refuses the name as one no broker can have (too long,
+// a control character). A NameServer finds nothing for either, and a
+// node's listener answers so; neither is SYSTEM_ERROR.
+func noSuchName(err error) bool {
+	return errors.Is(err, wire.ErrNotFound) || errors.Is(err, wire.ErrBadRequest)
+}
+
 // unreachable answers a polled read that no node answered.
 func unreachable(req *remoting.Command, err error) *remoting.Command {
 	return remoting.NewResponse(req, remoting.SystemError, "edgereg gateway: "+err.Error())
@@ -316,7 +325,7 @@ func (g *Gateway) serveTopics(ctx context.Context, req *remoting.Command, kind w
 func (g *Gateway) topicList(ctx context.Context, kind wire.TopicsKind, cluster string) ([]string, error) {
 	list, cached, err := g.topics.get(ctx, topicsKey(kind, cluster))
 	switch {
-	case errors.Is(err, wire.ErrNotFound):
+	case noSuchName(err):
 		list = nil // an unknown cluster has no topics, as a NameServer answers
 	case err != nil:
 		return nil, err
@@ -358,7 +367,7 @@ func (g *Gateway) serveMemberGroup(ctx context.Context, req *remoting.Command) *
 	}
 	var mg remoting.BrokerMemberGroup
 	switch {
-	case errors.Is(err, wire.ErrNotFound):
+	case noSuchName(err):
 		mg = remoting.BrokerMemberGroup{Cluster: cluster, BrokerName: name, BrokerAddrs: map[int64]string{}}
 	case err != nil:
 		return unreachable(req, err)

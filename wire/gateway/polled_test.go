@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/edgereg/edgereg/node/nodetest"
@@ -111,6 +112,26 @@ func TestMemberGroupWithoutNames(t *testing.T) {
 		want := `{"brokerMemberGroup":{"brokerAddrs":{},"brokerName":"` + ext["brokerName"] + `","cluster":"` + ext["clusterName"] + `"}}`
 		if resp.Code != remoting.Success || string(resp.Body) != want {
 			t.Errorf("member group of %v: code %d %q %s, want SUCCESS %s", ext, resp.Code, resp.Remark, resp.Body, want)
+		}
+	}
+}
+
+// TestLookupsByNamesNoNodeHolds: GET_TOPICS_BY_CLUSTER and
+// GET_BROKER_MEMBER_GROUP by a name no broker can have (too long, a control
+// character) find nothing, as a NameServer and a node's listener answer,
+// rather than relaying the nodes' refusal of the name as SYSTEM_ERROR.
+func TestLookupsByNamesNoNodeHolds(t *testing.T) {
+	s := startSite(t, 1, nil)
+	s.registerQUIC(orders(4))
+	c := s.dial()
+	for _, name := range []string{strings.Repeat("x", 300), "a\x00b"} {
+		resp := c.call(request(remoting.GetTopicsByCluster, map[string]string{"cluster": name}, nil))
+		if resp.Code != remoting.Success || string(resp.Body) != `{"topicList":[]}` {
+			t.Errorf("topics of cluster %q: code %d %q %s", name, resp.Code, resp.Remark, resp.Body)
+		}
+		resp = c.call(request(remoting.GetBrokerMemberGroup, map[string]string{"clusterName": "DefaultCluster", "brokerName": name}, nil))
+		if g, err := remoting.DecodeBrokerMemberGroup(resp.Body); resp.Code != remoting.Success || err != nil || len(g.BrokerAddrs) != 0 {
+			t.Errorf("member group %q: code %d %q %s", name, resp.Code, resp.Remark, resp.Body)
 		}
 	}
 }
