@@ -166,3 +166,37 @@ func TestStackOverflowDeactivates(t *testing.T) {
 		t.Fatalf("still active after a stack overflow (%+v)", status(s, HookRouteFilter))
 	}
 }
+
+// TestDebugInfoNotRead: a module's DWARF sections are not read. wazero
+// reads them by default to name the source line of every frame of a
+// trap: on the first trap it decoded the whole line program of the
+// compilation unit and kept it with the module. A 3.9 MB module whose
+// route filter traps took 3.4 s for that call (deadline 20 ms), peaked
+// at +1.6 GiB of RSS and kept +477 MiB of live heap; its dry run at
+// upload costs the same. Trap messages keep only their first line, so
+// the source lines were never shown anyway.
+func TestDebugInfoNotRead(t *testing.T) {
+	b := wasmtest.DebugInfoBomb(3_900_000)
+	h := newHost(t, HostConfig{CacheDir: t.TempDir(), CallTimeout: DefaultCallTimeout})
+	// The dry run traps; compile and call directly, as real traffic would
+	// call a module that passed its dry run.
+	m, err := h.compile(context.Background(), "debug-info", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.destroy(context.Background())
+	route := encode(t, zonedRoute())
+	before := liveHeap()
+	var callErr error
+	grew := peakRSS(t, func() {
+		_, callErr = m.FilterRoute(context.Background(), RouteFilterInput{Route: route, Rand: 1})
+	})
+	kept := liveHeap() - before
+	t.Logf("%d-byte module: %v; peak RSS +%d MiB, live heap kept +%d MiB", len(b), callErr, grew>>20, kept>>20)
+	if !errors.Is(callErr, ErrTrap) {
+		t.Fatalf("call = %v, want a trap", callErr)
+	}
+	if grew > 128<<20 || kept > 32<<20 {
+		t.Errorf("one trap grew the RSS by %d MiB and kept %d MiB of live heap", grew>>20, kept>>20)
+	}
+}
