@@ -142,6 +142,10 @@ type Set struct {
 	// records keeps each hook's module statistics across activations,
 	// newest last, bounded by maxRecords. Guarded by mu.
 	records [numHooks][]*moduleRecord
+	// fromDir is the hash of the module LoadDir last activated for each
+	// hook, so a reload leaves a hook alone until its file changes.
+	// Guarded by mu.
+	fromDir [numHooks]string
 
 	memo  *memo
 	thr   *thresholdCache

@@ -181,3 +181,51 @@ func TestLoadDirRemembersRefusals(t *testing.T) {
 		t.Error("the refused module is active")
 	}
 }
+
+// TestLoadDirKeepsOperatorChanges: while a file of the policy directory
+// is refused, the node loads the directory again every 10 s; the files
+// that did not change must not be activated again. Before, every reload
+// activated them again, undoing within 10 s an operator's rm, rollback or
+// push for their hooks, and reactivating a module deactivated for its
+// failures.
+func TestLoadDirKeepsOperatorChanges(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("route.wasm", testdata(t, "fixtures/empty-route.wasm"))
+	write("expiry.wasm", testdata(t, "self-preservation.wasm"))
+	write("confirm.wasm", []byte("\x00asm\x01\x00\x00\x00garbage")) // refused at every load
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{})
+	if err := s.LoadDir(context.Background(), dir); err == nil {
+		t.Fatal("the refused confirm.wasm was not reported")
+	}
+	empty := load(t, h, "fixtures/empty-route.wasm")
+	if got := activeHash(s, HookRouteFilter); got != empty.Hash() {
+		t.Fatalf("route %q after the first load, want %s", got, empty.Hash())
+	}
+	// The operator removes the route policy and pushes another expiry one.
+	if err := s.Remove(HookRouteFilter); err != nil {
+		t.Fatal(err)
+	}
+	jitter := load(t, h, "jitter-threshold.wasm")
+	activate(t, s, HookExpiryThreshold, jitter)
+	if err := s.LoadDir(context.Background(), dir); err == nil {
+		t.Fatal("the refused confirm.wasm was not reported")
+	}
+	if got := activeHash(s, HookRouteFilter); got != "" {
+		t.Errorf("route %.12s active again after a reload of the unchanged route.wasm, want removed", got)
+	}
+	if got := activeHash(s, HookExpiryThreshold); got != jitter.Hash() {
+		t.Errorf("expiry %.12s after a reload of the unchanged expiry.wasm, want the pushed %.12s", got, jitter.Hash())
+	}
+	// A file that changes still wins.
+	write("route.wasm", testdata(t, "zone-affinity.wasm"))
+	s.LoadDir(context.Background(), dir)
+	if got, want := activeHash(s, HookRouteFilter), load(t, h, "zone-affinity.wasm").Hash(); got != want {
+		t.Errorf("route %.12s after route.wasm changed, want %.12s", got, want)
+	}
+}
