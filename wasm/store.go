@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -123,13 +124,21 @@ func (st *Store) Save(man Manifest, modules map[string][]byte) error {
 	return st.prune(keep)
 }
 
+// saveModule writes a module unless its file already holds exactly its
+// bytes: a file that exists may be torn or corrupt (it is then refused at
+// restore), and pushing the module again must repair it.
 func (st *Store) saveModule(hash string, b []byte) error {
 	path := filepath.Join(st.dir, hash+".wasm")
-	if _, err := os.Stat(path); err == nil {
-		return nil // content-addressed: present means identical
-	}
 	if b == nil {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
 		return fmt.Errorf("save policy module %s: bytes not given", hash)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(len(b)) {
+		if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, b) {
+			return nil
+		}
 	}
 	if err := datadir.WriteFile(filepath.Join(st.dir, hash+".wasm"), b, 0o600); err != nil {
 		return fmt.Errorf("save policy module: %w", err)

@@ -229,3 +229,33 @@ func TestLoadDirKeepsOperatorChanges(t *testing.T) {
 		t.Errorf("route %.12s after route.wasm changed, want %.12s", got, want)
 	}
 }
+
+// TestStoreRepairsCorruptModule: a saved module whose file is corrupt is
+// not restored; the operator pushes the same module again, and it must
+// then survive the next restart. Before, saving skipped a module whose
+// file existed ("content-addressed: present means identical"), so the
+// corrupt file stayed and the module was lost at every restart while the
+// push had said it was activated.
+func TestStoreRepairsCorruptModule(t *testing.T) {
+	dir := t.TempDir()
+	st, _ := OpenStore(dir)
+	h := newHost(t, HostConfig{})
+	m := load(t, h, "jitter-threshold.wasm")
+	s := newSet(t, h, SetConfig{Store: st})
+	activate(t, s, HookExpiryThreshold, m)
+	s.Close()
+	path := filepath.Join(dir, m.Hash()+".wasm")
+	if err := os.WriteFile(path, m.Bytes()[:len(m.Bytes())/2], 0o600); err != nil { // torn
+		t.Fatal(err)
+	}
+	s2 := newSet(t, h, SetConfig{Store: st})
+	if got := activeHash(s2, HookExpiryThreshold); got != "" {
+		t.Fatalf("corrupt module restored as %s", got)
+	}
+	activate(t, s2, HookExpiryThreshold, m) // pushed again
+	s2.Close()
+	s3 := newSet(t, h, SetConfig{Store: st})
+	if got := activeHash(s3, HookExpiryThreshold); got != m.Hash() {
+		t.Errorf("after the module was pushed again and the node restarted: active %q, want %s", got, m.Hash())
+	}
+}
