@@ -39,14 +39,7 @@ const (
 	// DefaultMaxExports bounds exports: wazero keeps about 240 bytes per
 	// export (600k three-letter exports were +140 MiB). A Go module has
 	// about ten.
-	DefaultMaxExports = 10_000
-	// DefaultMaxNameEntries bounds the entries of the name section
-	// (function names, and local names with an entry per function they
-	// belong to): wazero sizes its tables by the counts the section
-	// declares and keeps 24 to 32 bytes per entry for as long as it keeps
-	// the module, where the binary spends two (2M local-names entries in
-	// a 4 MB module kept +61 MiB). A Go module names its 1,367 functions.
-	DefaultMaxNameEntries    = 100_000
+	DefaultMaxExports        = 10_000
 	maxParamsOrResultsPerSig = 1000 // wazero's own limit
 )
 
@@ -54,7 +47,7 @@ const (
 type Limits struct {
 	Functions, Types, Locals, BodySize, Nesting, BrTable, StackHeight int
 	Tables, TableEntries, Globals, DataSegments, ElemSegments         int
-	ElemEntries, Exports, NameEntries                                 int
+	ElemEntries, Exports                                              int
 }
 
 func (l *Limits) setDefaults() {
@@ -77,7 +70,6 @@ func (l *Limits) setDefaults() {
 	def(&l.ElemSegments, DefaultMaxElemSegments)
 	def(&l.ElemEntries, DefaultMaxElemEntries)
 	def(&l.Exports, DefaultMaxExports)
-	def(&l.NameEntries, DefaultMaxNameEntries)
 }
 
 // Structure is what checkStructure measured of a module: the largest value
@@ -85,7 +77,7 @@ func (l *Limits) setDefaults() {
 type Structure struct {
 	Functions, Types, Locals, BodySize, Nesting, BrTable, StackHeight int
 	Tables, TableEntries, Globals, DataSegments, ElemSegments         int
-	ElemEntries, Exports, NameEntries                                 int
+	ElemEntries, Exports                                              int
 	HasStart                                                          bool
 }
 
@@ -191,8 +183,6 @@ func (p *structParser) count(name string, max int) (int, *ValidationError) {
 
 func (p *structParser) section(id byte) *ValidationError {
 	switch id {
-	case 0:
-		return p.customSection()
 	case 1:
 		return p.typeSection()
 	case 2:
@@ -221,83 +211,6 @@ func (p *structParser) section(id byte) *ValidationError {
 		p.st.DataSegments = n
 		return ve
 	}
-	return nil
-}
-
-// customSection counts the entries of the name section; wazero reads no
-// other custom section (runtimeConfig turns DWARF off). A name section
-// that does not parse is left for wazero to refuse: only the count is
-// this parser's business.
-func (p *structParser) customSection() *ValidationError {
-	n := p.r.u32()
-	if p.r.err != nil || int(n) > len(p.r.b)-p.r.i {
-		p.r.err = nil // wazero's to refuse
-		return nil
-	}
-	name := string(p.r.b[p.r.i : p.r.i+int(n)])
-	p.r.i += int(n)
-	if name != "name" {
-		return nil
-	}
-	// wazero reads the function and local names subsections past their
-	// declared sizes, up to the section's end, and skips others by theirs.
-	r := &leb{b: p.r.b, i: p.r.i}
-	for r.i < len(r.b) {
-		sub, size := r.byte(), r.u32()
-		if r.err != nil {
-			return nil
-		}
-		switch sub {
-		case 0: // module name
-			r.name()
-		case 1: // function names: (index, name)*
-			k := r.u32()
-			if ve := p.names(r, k); ve != nil || r.err != nil {
-				return ve
-			}
-			for range k {
-				r.u32()
-				r.name()
-			}
-		case 2: // local names: (function index, (index, name)*)*
-			k := r.u32()
-			if ve := p.names(r, k); ve != nil || r.err != nil {
-				return ve
-			}
-			for range k {
-				r.u32()
-				l := r.u32()
-				if ve := p.names(r, l); ve != nil || r.err != nil {
-					return ve
-				}
-				for range l {
-					r.u32()
-					r.name()
-				}
-			}
-		default:
-			if int(size) > len(r.b)-r.i {
-				return nil
-			}
-			r.i += int(size)
-		}
-		if r.err != nil {
-			return nil
-		}
-	}
-	return nil
-}
-
-// names counts k more name section entries.
-func (p *structParser) names(r *leb, k uint32) *ValidationError {
-	if r.err != nil {
-		return nil
-	}
-	total := uint64(p.st.NameEntries) + uint64(k)
-	if ve := p.limit("name section entries", total, p.lim.NameEntries, ""); ve != nil {
-		return ve
-	}
-	p.st.NameEntries = int(total)
 	return nil
 }
 

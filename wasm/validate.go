@@ -243,17 +243,6 @@ func (r *leb) byte() byte {
 	return c
 }
 
-// name skips a length-prefixed name.
-func (r *leb) name() {
-	n := r.u32()
-	if r.err == nil && int(n) > len(r.b)-r.i {
-		r.err = errTruncated
-	}
-	if r.err == nil {
-		r.i += int(n)
-	}
-}
-
 func (r *leb) u32() uint32 {
 	var v uint32
 	for shift := 0; shift < 35; shift += 7 {

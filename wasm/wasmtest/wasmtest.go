@@ -169,15 +169,6 @@ func HostileShapes() []Shape {
 		}
 		return out
 	}
-	// names is a name section whose subsection sub declares count
-	// entries and holds entries copies of entry; a known subsection is
-	// read past its declared size, as wazero reads it, so it declares 0.
-	names := func(sub byte, count, entries int, entry []byte) []byte {
-		payload := append([]byte{sub, 0}, uleb(uint64(count))...)
-		payload = append(payload, repeat(entry, entries)...)
-		return wasmSection(0, append(name("name"), payload...))
-	}
-	withNames := func(sec []byte) []byte { return append(abiModule(hostileShape{body: validFilter}), sec...) }
 	tableGrow := append(append([]byte{0xd0, 0x70, 0x41}, uleb(1_000_000)...), 0xfc, 15, 0, 0x1a, 0x42, 0, 0x0b)
 	return []Shape{
 		{"locals-2^32-1", "locals", abiModule(hostileShape{locals: [][2]uint64{{1<<32 - 1, 0x7f}}})},
@@ -201,12 +192,6 @@ func HostileShapes() []Shape {
 		{"start-function", "start function", abiModule(hostileShape{start: true})},
 		{"passive-elements-4M", "element entries", abiModule(hostileShape{body: validFilter, elem: passive(4_000_000)})},
 		{"exports-600k", "exports", abiModule(hostileShape{body: validFilter, exports: exports(600_000)})},
-		// wazero sizes its name tables by the declared count, and keeps
-		// 24 bytes per function name and 32 per local-names entry, where
-		// the binary spends two.
-		{"name-count-2^32-1", "name section entries", withNames(names(1, 1<<32-1, 0, nil))},
-		{"function-names-2M", "name section entries", withNames(names(1, 2_000_000, 2_000_000, []byte{5, 0}))},
-		{"local-names-2M", "name section entries", withNames(names(2, 2_000_000, 2_000_000, []byte{5, 0}))},
 	}
 }
 
