@@ -3,6 +3,8 @@ package wasm
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -135,14 +137,17 @@ func runCompileChild(dir string) int {
 	return 0
 }
 
-// compileIsolated compiles module in a child process into the host's
+// compileIsolated compiles module (the bytes wazero gets, with the
+// hash of the module they come from) in a child process into the host's
 // compilation cache, so that the node's own compilation is a cache load.
 // A module the child could not compile within its limits is refused.
 func (h *Host) compileIsolated(ctx context.Context, hash string, module []byte) error {
 	if h.cfg.CompileInProcess {
 		return nil
 	}
-	marker := filepath.Join(h.cacheDir, compiledMarkerDir(), hash)
+	// wazero's cache is keyed by the bytes it compiles, so the marker is.
+	sum := sha256.Sum256(module)
+	marker := filepath.Join(h.cacheDir, compiledMarkerDir(), hex.EncodeToString(sum[:]))
 	if _, err := os.Stat(marker); err == nil {
 		return nil // compiled by an earlier child; wazero's cache has it
 	}

@@ -248,3 +248,33 @@ func DebugInfoBomb(rows int) []byte {
 	out = append(out, custom(".debug_info", info)...)
 	return append(out, custom(".debug_line", line)...)
 }
+
+// WithNames returns a valid ABI module with a name section whose
+// subsection sub (1 function names, 2 local names) declares count entries
+// and holds entries copies of entry. wazero reads these subsections past
+// their declared sizes, so each declares 0; it sizes its tables by count
+// and keeps 24 to 32 bytes per entry, where the binary spends two.
+func WithNames(sub byte, count, entries int, entry []byte) []byte {
+	payload := append([]byte{sub, 0}, uleb(uint64(count))...)
+	payload = append(payload, repeat(entry, entries)...)
+	return append(abiModule(hostileShape{body: validFilter}), wasmSection(0, append(name("name"), payload...))...)
+}
+
+// LongNamedTrap returns a valid ABI module whose route filter, named by
+// a name of nameLen bytes in the name section, calls itself 100 times
+// (its first argument, the input's address 1024, counting up) and traps:
+// wazero writes the function's name into the trap's stack trace once per
+// frame.
+func LongNamedTrap(nameLen int) []byte {
+	body := []byte{
+		0x20, 0, 0x41, 0xc8, 0x08, 0x4b, // local.get 0; i32.const 1096; i32.gt_u
+		0x04, 0x40, 0x00, 0x0b, // if unreachable end
+		0x20, 0, 0x41, 1, 0x6a, 0x20, 1, 0x10, 3, // call self (local 0 + 1, local 1)
+		0x0b,
+	}
+	names := append([]byte{1}, uleb(1)...) // one function name: function 3
+	names = append(append(names, 3), name(string(repeat([]byte{'f'}, nameLen)))...)
+	sub := append([]byte{1}, uleb(uint64(len(names)-1))...)
+	sub = append(sub, names[1:]...)
+	return append(abiModule(hostileShape{body: body}), wasmSection(0, append(name("name"), sub...))...)
+}
