@@ -146,6 +146,9 @@ type Set struct {
 	// hook, so a reload leaves a hook alone until its file changes.
 	// Guarded by mu.
 	fromDir [numHooks]string
+	// pending holds the saved state of each hook the Store's manifest
+	// names until it is restored; guarded by mu.
+	pending [numHooks]*ManifestEntry
 
 	memo  *memo
 	thr   *thresholdCache
@@ -453,6 +456,7 @@ func (s *Set) RemoveAs(h Hook, c Change) error {
 // swap installs nb (nil for none) and lastGood in slot h and retires the
 // binding it replaces. With s.mu held.
 func (s *Set) swap(h Hook, nb *binding, lastGood *Module) {
+	s.pending[h] = nil // a change wins over the saved state
 	sl := &s.slots[h]
 	if lastGood != sl.lastGood {
 		if lastGood != nil {

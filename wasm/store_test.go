@@ -259,3 +259,58 @@ func TestStoreRepairsCorruptModule(t *testing.T) {
 		t.Errorf("after the module was pushed again and the node restarted: active %q, want %s", got, m.Hash())
 	}
 }
+
+// slowInitThreshold is a threshold policy (always 120 s) whose
+// _initialize takes a while, so restoring it takes a while.
+const slowInitThreshold = `(module ` + abiPrelude + `
+  (data (i32.const 128) "\a1\01\1a\00\01\d4\c0")
+  (global $sink (mut i32) (i32.const 0))
+  (func (export "_initialize") (local i32)
+    (loop $l (local.set 0 (i32.add (local.get 0) (i32.const 1)))
+      (global.set $sink (local.get 0))
+      (br_if $l (i32.lt_u (local.get 0) (i32.const 50000000)))))
+  (func (export "edgereg_expiry_threshold") (param i32 i32) (result i64) (i64.const 0x0000008000000007)))`
+
+// TestStoreKeepsModulesRestoredLate: a node restores its saved policies
+// in the background, and an operator may change another hook meanwhile.
+// That change saved the manifest from the hooks restored so far and
+// pruned the files of the others, so a module restored after it was
+// active but no longer saved, lost at the next restart (and a hook whose
+// file was pruned before its restore read it was lost at once).
+func TestStoreKeepsModulesRestoredLate(t *testing.T) {
+	b := wat(t, slowInitThreshold)
+	if b == nil {
+		t.Skip("wat2wasm not installed")
+	}
+	dir := t.TempDir()
+	st, _ := OpenStore(dir)
+	h := newHost(t, HostConfig{InitTimeout: time.Minute})
+	slow, err := h.Validate(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSet(t, h, SetConfig{Store: st})
+	activate(t, s, HookExpiryThreshold, slow)
+	s.Close()
+
+	slow.Close()
+	// A new host, as after a restart: the restore validates the module
+	// again, its dry run with it.
+	h2 := newHost(t, HostConfig{InitTimeout: time.Minute})
+	s2 := newSet(t, h2, SetConfig{Store: st, RestoreInBackground: true})
+	activate(t, s2, HookRouteFilter, load(t, h2, "fixtures/empty-route.wasm")) // while the threshold policy is restored
+	select {
+	case <-s2.Restored():
+		t.Skip("the restore finished before the operator's change; nothing to check")
+	default:
+	}
+	<-s2.Restored()
+	if got := activeHash(s2, HookExpiryThreshold); got != slow.Hash() {
+		t.Fatalf("expiry %q after the restore, want %s", got, slow.Hash())
+	}
+	s2.Close()
+	s3 := newSet(t, h2, SetConfig{Store: st})
+	if got := activeHash(s3, HookExpiryThreshold); got != slow.Hash() {
+		t.Errorf("after the next restart: expiry %q, want %.12s", got, slow.Hash())
+	}
+}
