@@ -246,8 +246,15 @@ func (s *Set) restore(ctx context.Context, st *Store) error {
 func (s *Set) install(h Hook, e ManifestEntry, m, lg *Module) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending[h] = nil
 	sl := &s.slots[h]
+	if m == nil && lg == nil && s.pending[h] != nil {
+		// Nothing could be restored (logged): the entry stays saved as
+		// it was, to be tried again at the next start, until the hook
+		// changes. Before, the next change of any hook dropped it and
+		// its files (TestStoreKeepsModulesNotRestored).
+		return
+	}
+	s.pending[h] = nil
 	if s.closed.Load() || sl.active.Load() != nil || sl.lastGood != nil {
 		for _, mod := range []*Module{m, lg} {
 			if mod != nil {

@@ -314,3 +314,44 @@ func TestStoreKeepsModulesRestoredLate(t *testing.T) {
 		t.Errorf("after the next restart: expiry %q, want %.12s", got, slow.Hash())
 	}
 }
+
+// TestStoreKeepsModulesNotRestored: a saved module whose restore fails
+// (here its _initialize passes a deadline the restarted node's host sets
+// shorter; a loaded machine does the same to a dry run's 20 ms calls)
+// stays saved: the next change of another hook saved the manifest
+// without it and pruned its file, so one failed restore lost the
+// operator's policy for good. It is tried again at the next restart.
+func TestStoreKeepsModulesNotRestored(t *testing.T) {
+	b := wat(t, slowInitThreshold)
+	if b == nil {
+		t.Skip("wat2wasm not installed")
+	}
+	dir := t.TempDir()
+	st, _ := OpenStore(dir)
+	h := newHost(t, HostConfig{InitTimeout: time.Minute})
+	slow, err := h.Validate(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSet(t, h, SetConfig{Store: st})
+	activate(t, s, HookExpiryThreshold, slow)
+	s.Close()
+	slow.Close()
+
+	h2 := newHost(t, HostConfig{InitTimeout: 50 * time.Millisecond})
+	s2 := newSet(t, h2, SetConfig{Store: st})
+	if got := activeHash(s2, HookExpiryThreshold); got != "" {
+		t.Fatalf("expiry %.12s restored within an init deadline it cannot meet", got)
+	}
+	activate(t, s2, HookRouteFilter, load(t, h2, "fixtures/empty-route.wasm"))
+	s2.Close()
+
+	h3 := newHost(t, HostConfig{InitTimeout: time.Minute})
+	s3 := newSet(t, h3, SetConfig{Store: st})
+	if got := activeHash(s3, HookExpiryThreshold); got != slow.Hash() {
+		t.Errorf("after a restart that could not restore it and a change of another hook: expiry %q, want %.12s", got, slow.Hash())
+	}
+	if got := activeHash(s3, HookRouteFilter); got == "" {
+		t.Error("the route policy pushed meanwhile was not restored")
+	}
+}
