@@ -116,17 +116,21 @@ func readPolicyFile(path string, gz bool, maxSize int) ([]byte, error) {
 // naming rule) and activates each for the hooks its file names. Hooks with
 // no file keep their current policy, so a directory can be combined with
 // uploads. A hook whose file holds the module LoadDir last activated for
-// it is left alone, whatever happened to the hook since (an operator's
-// push, rollback or removal, a deactivation): calling LoadDir again, after
-// the ConfigMap changed or because a file was refused, only activates what
-// changed. A bad file is reported and skipped; the others are still
-// loaded.
+// it, at every load since, is left alone, whatever happened to the hook
+// meanwhile (an operator's push, rollback or removal, a deactivation):
+// calling LoadDir again, after the ConfigMap changed or because a file was
+// refused, only activates what changed. A bad file is reported and
+// skipped; the others are still loaded.
 func (s *Set) LoadDir(ctx context.Context, dir string) error {
 	mods, err := ReadDir(dir, s.host.cfg.MaxModuleSize)
 	errs := []error{err}
 	for _, h := range Hooks {
 		b, ok := mods[h]
 		if !ok {
+			// A file put back later is a change.
+			s.mu.Lock()
+			s.fromDir[h] = ""
+			s.mu.Unlock()
 			continue
 		}
 		sum := sha256.Sum256(b)

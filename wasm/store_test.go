@@ -225,8 +225,22 @@ func TestLoadDirKeepsOperatorChanges(t *testing.T) {
 	// A file that changes still wins.
 	write("route.wasm", testdata(t, "zone-affinity.wasm"))
 	s.LoadDir(context.Background(), dir)
-	if got, want := activeHash(s, HookRouteFilter), load(t, h, "zone-affinity.wasm").Hash(); got != want {
-		t.Errorf("route %.12s after route.wasm changed, want %.12s", got, want)
+	zone := load(t, h, "zone-affinity.wasm")
+	if got := activeHash(s, HookRouteFilter); got != zone.Hash() {
+		t.Errorf("route %.12s after route.wasm changed, want %.12s", got, zone.Hash())
+	}
+	// So does a file put back after it was removed.
+	if err := os.Remove(filepath.Join(dir, "route.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	s.LoadDir(context.Background(), dir)
+	if err := s.Remove(HookRouteFilter); err != nil {
+		t.Fatal(err)
+	}
+	write("route.wasm", testdata(t, "zone-affinity.wasm"))
+	s.LoadDir(context.Background(), dir)
+	if got := activeHash(s, HookRouteFilter); got != zone.Hash() {
+		t.Errorf("route %.12s after route.wasm was put back, want %.12s", got, zone.Hash())
 	}
 }
 
