@@ -204,16 +204,23 @@ func NewSet(ctx context.Context, host *Host, cfg SetConfig) (*Set, error) {
 	s.restored = make(chan struct{})
 	switch {
 	case cfg.Store != nil && cfg.RestoreInBackground:
+		// The manifest is read now, so that a change made while the
+		// modules are restored keeps what is not restored yet.
+		man, err := s.saved(cfg.Store)
+		if err != nil {
+			s.log.Error("saved policies not restored", "err", err)
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer close(s.restored)
-			if err := s.restore(s.ctx, cfg.Store); err != nil {
-				s.log.Error("saved policies not restored", "err", err)
-			}
+			s.restore(s.ctx, cfg.Store, man)
 		}()
 	case cfg.Store != nil:
-		err := s.restore(ctx, cfg.Store)
+		man, err := s.saved(cfg.Store)
+		if err == nil {
+			s.restore(ctx, cfg.Store, man)
+		}
 		close(s.restored)
 		if err != nil {
 			s.cancel()
@@ -442,6 +449,17 @@ func (s *Set) RemoveAs(h Hook, c Change) error {
 	defer s.mu.Unlock()
 	sl := &s.slots[h]
 	old := sl.active.Load()
+	if old == nil && s.pending[h] != nil {
+		// Saved but not restored (ABI.md): removing it drops what was
+		// saved, or it would come back at the next start.
+		saved := s.pending[h].Active
+		if err := s.persist(h, nil, sl.lastGood); err != nil {
+			return fmt.Errorf("remove %s: %w", h, err)
+		}
+		s.pending[h] = nil
+		s.log.Info("saved policy removed", append([]any{"hook", h.String(), "hash", saved}, c.attrs()...)...)
+		return nil
+	}
 	if old == nil {
 		return nil
 	}

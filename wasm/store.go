@@ -209,25 +209,30 @@ func (s *Set) persist(h Hook, nb *binding, lastGood *Module) error {
 	return st.Save(man, mods)
 }
 
-// restore activates what the store's manifest names. The modules are
-// validated (compiled) without holding s.mu, so the Set serves calls and
-// changes meanwhile; a hook an operator changed during the restore keeps
-// the operator's choice.
-func (s *Set) restore(ctx context.Context, st *Store) error {
+// saved reads the store's manifest and marks every hook it names as
+// pending: until a hook is restored, changes of other hooks save its
+// entry as it was. Before, such a change saved the manifest without it
+// and pruned its files (TestStoreKeepsModulesRestoredLate).
+func (s *Set) saved(st *Store) (Manifest, error) {
 	man, err := st.Load()
 	if err != nil {
-		return err
+		return man, err
 	}
-	// Until a hook is restored, changes of other hooks save its entry as
-	// it was: before, such a change saved the manifest without it and
-	// pruned its files (TestStoreKeepsModulesRestoredLate).
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for name, e := range man.Hooks {
-		if h, err := ParseHook(name); err == nil && s.slots[h].active.Load() == nil && s.slots[h].lastGood == nil {
+		if h, err := ParseHook(name); err == nil {
 			s.pending[h] = &e
 		}
 	}
-	s.mu.Unlock()
+	return man, nil
+}
+
+// restore activates what the manifest names. The modules are validated
+// (compiled) without holding s.mu, so the Set serves calls and changes
+// meanwhile; a hook an operator changed during the restore keeps the
+// operator's choice.
+func (s *Set) restore(ctx context.Context, st *Store, man Manifest) {
 	for name, e := range man.Hooks {
 		h, err := ParseHook(name)
 		if err != nil {
@@ -238,7 +243,6 @@ func (s *Set) restore(ctx context.Context, st *Store) error {
 		m := s.restoreModule(ctx, st, h, e.Active)
 		s.install(h, e, m, lg)
 	}
-	return nil
 }
 
 // install puts restored modules (each with a reference it takes over) in

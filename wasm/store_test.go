@@ -5,10 +5,13 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -311,7 +314,10 @@ func TestStoreKeepsModulesRestoredLate(t *testing.T) {
 	// A new host, as after a restart: the restore validates the module
 	// again, its dry run with it.
 	h2 := newHost(t, HostConfig{InitTimeout: time.Minute})
-	s2 := newSet(t, h2, SetConfig{Store: st, RestoreInBackground: true})
+	var logs strings.Builder
+	var logMu sync.Mutex
+	s2 := newSet(t, h2, SetConfig{Store: st, RestoreInBackground: true,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))})
 	activate(t, s2, HookRouteFilter, load(t, h2, "fixtures/empty-route.wasm")) // while the threshold policy is restored
 	select {
 	case <-s2.Restored():
@@ -320,7 +326,9 @@ func TestStoreKeepsModulesRestoredLate(t *testing.T) {
 	}
 	<-s2.Restored()
 	if got := activeHash(s2, HookExpiryThreshold); got != slow.Hash() {
-		t.Fatalf("expiry %q after the restore, want %s", got, slow.Hash())
+		logMu.Lock()
+		defer logMu.Unlock()
+		t.Fatalf("expiry %q after the restore, want %s; log:\n%s", got, slow.Hash(), logs.String())
 	}
 	s2.Close()
 	s3 := newSet(t, h2, SetConfig{Store: st})
@@ -368,4 +376,29 @@ func TestStoreKeepsModulesNotRestored(t *testing.T) {
 	if got := activeHash(s3, HookRouteFilter); got == "" {
 		t.Error("the route policy pushed meanwhile was not restored")
 	}
+	s3.Close()
+
+	// An operator's rm of a hook that could not be restored is its
+	// removal: it is not restored at the next start.
+	s4 := newSet(t, h2, SetConfig{Store: st})
+	if err := s4.Remove(HookExpiryThreshold); err != nil {
+		t.Fatal(err)
+	}
+	s4.Close()
+	s5 := newSet(t, h3, SetConfig{Store: st})
+	if got := activeHash(s5, HookExpiryThreshold); got != "" {
+		t.Errorf("expiry %.12s restored after the operator removed it", got)
+	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
