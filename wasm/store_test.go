@@ -285,7 +285,7 @@ const slowInitThreshold = `(module ` + abiPrelude + `
   (func (export "_initialize") (local i32)
     (loop $l (local.set 0 (i32.add (local.get 0) (i32.const 1)))
       (global.set $sink (local.get 0))
-      (br_if $l (i32.lt_u (local.get 0) (i32.const 50000000)))))
+      (br_if $l (i32.lt_u (local.get 0) (i32.const 20000000)))))
   (func (export "edgereg_expiry_threshold") (param i32 i32) (result i64) (i64.const 0x0000008000000007)))`
 
 // TestStoreKeepsModulesRestoredLate: a node restores its saved policies
@@ -301,7 +301,7 @@ func TestStoreKeepsModulesRestoredLate(t *testing.T) {
 	}
 	dir := t.TempDir()
 	st, _ := OpenStore(dir)
-	h := newHost(t, HostConfig{InitTimeout: time.Minute})
+	h := newHost(t, HostConfig{InitTimeout: time.Minute, PoolSize: 1})
 	slow, err := h.Validate(context.Background(), b)
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func TestStoreKeepsModulesRestoredLate(t *testing.T) {
 	slow.Close()
 	// A new host, as after a restart: the restore validates the module
 	// again, its dry run with it.
-	h2 := newHost(t, HostConfig{InitTimeout: time.Minute})
+	h2 := newHost(t, HostConfig{InitTimeout: time.Minute, PoolSize: 1})
 	var logs strings.Builder
 	var logMu sync.Mutex
 	s2 := newSet(t, h2, SetConfig{Store: st, RestoreInBackground: true,
@@ -350,7 +350,7 @@ func TestStoreKeepsModulesNotRestored(t *testing.T) {
 	}
 	dir := t.TempDir()
 	st, _ := OpenStore(dir)
-	h := newHost(t, HostConfig{InitTimeout: time.Minute})
+	h := newHost(t, HostConfig{InitTimeout: time.Minute, PoolSize: 1})
 	slow, err := h.Validate(context.Background(), b)
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +360,7 @@ func TestStoreKeepsModulesNotRestored(t *testing.T) {
 	s.Close()
 	slow.Close()
 
-	h2 := newHost(t, HostConfig{InitTimeout: 50 * time.Millisecond})
+	h2 := newHost(t, HostConfig{InitTimeout: 50 * time.Millisecond, PoolSize: 1})
 	s2 := newSet(t, h2, SetConfig{Store: st})
 	if got := activeHash(s2, HookExpiryThreshold); got != "" {
 		t.Fatalf("expiry %.12s restored within an init deadline it cannot meet", got)
@@ -368,7 +368,7 @@ func TestStoreKeepsModulesNotRestored(t *testing.T) {
 	activate(t, s2, HookRouteFilter, load(t, h2, "fixtures/empty-route.wasm"))
 	s2.Close()
 
-	h3 := newHost(t, HostConfig{InitTimeout: time.Minute})
+	h3 := newHost(t, HostConfig{InitTimeout: time.Minute, PoolSize: 1})
 	s3 := newSet(t, h3, SetConfig{Store: st})
 	if got := activeHash(s3, HookExpiryThreshold); got != slow.Hash() {
 		t.Errorf("after a restart that could not restore it and a change of another hook: expiry %q, want %.12s", got, slow.Hash())
