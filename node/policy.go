@@ -199,8 +199,15 @@ func (n *Node) validateModule(ctx context.Context, limit *rateLimit, what, hookN
 		}
 		return 0, nil, wire.Errorf(wire.CodeTimeout, "policy %s did not finish within its deadline: nothing changed", what)
 	}
-	if err != nil {
+	var refused *wasm.ValidationError
+	if errors.As(err, &refused) {
 		return 0, nil, wire.Errorf(wire.CodeBadRequest, "policy module refused: %v", err)
+	}
+	if err != nil {
+		// The node's failure (its compilation cache, a compile child
+		// that could not start), not the module's: worth a retry.
+		n.log.Error("policy module not validated", "op", what, "err", err)
+		return 0, nil, wire.Errorf(wire.CodeInternal, "policy %s failed on the node, not for the module: %v; nothing changed", what, err)
 	}
 	if !m.Implements(h) {
 		m.Close()

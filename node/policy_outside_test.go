@@ -1445,3 +1445,34 @@ func TestOutsideThresholdApplies(t *testing.T) {
 		t.Fatalf("expiry policy after heartbeats: %+v", p)
 	}
 }
+
+// TestOutsideUploadNodeFailureNotBadRequest: an upload the node could not
+// validate for a reason of its own (here its compilation cache is
+// unusable; a full disk or a failed fork is the same) is an internal
+// error, not "bad request: policy module refused": an operator, or a
+// deployment tool deciding whether to retry, must not be told the module
+// is at fault. A module that is at fault is still a bad request.
+func TestOutsideUploadNodeFailureNotBadRequest(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "wasm-cache")
+	tn := startNode(t, func(c *Config) { c.PolicyCacheDir = cache })
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	if err := os.RemoveAll(cache); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cache, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := op.PolicyPush(ctx, "route", outsideWat(t, routeModule(`(func (export "unique-to-this-test"))`)))
+	t.Logf("push with an unusable cache: %v", err)
+	if err == nil || errors.Is(err, wire.ErrBadRequest) || !errors.Is(err, wire.ErrInternal) {
+		t.Errorf("push with an unusable cache = %v, want an internal error", err)
+	}
+	if p := policyOf(t, op, "route"); p.Hash != "" {
+		t.Errorf("route policy %+v after a failed push", p)
+	}
+	_, err = op.PolicyPush(ctx, "route", []byte("\x00asm\x01\x00\x00\x00garbage"))
+	if !errors.Is(err, wire.ErrBadRequest) {
+		t.Errorf("push of a malformed module = %v, want a bad request", err)
+	}
+}

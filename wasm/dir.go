@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -113,15 +115,30 @@ func readPolicyFile(path string, gz bool, maxSize int) ([]byte, error) {
 // LoadDir validates the modules of a policy directory (see ReadDir for the
 // naming rule) and activates each for the hooks its file names. Hooks with
 // no file keep their current policy, so a directory can be combined with
-// uploads; a module that is already active is left alone, so calling
-// LoadDir again after the ConfigMap changed only swaps what changed. A bad
-// file is reported and skipped; the others are still loaded.
+// uploads. A hook whose file holds the module LoadDir last activated for
+// it, at every load since, is left alone, whatever happened to the hook
+// meanwhile (an operator's push, rollback or removal, a deactivation):
+// calling LoadDir again, after the ConfigMap changed or because a file was
+// refused, only activates what changed. A bad file is reported and
+// skipped; the others are still loaded.
 func (s *Set) LoadDir(ctx context.Context, dir string) error {
 	mods, err := ReadDir(dir, s.host.cfg.MaxModuleSize)
 	errs := []error{err}
 	for _, h := range Hooks {
 		b, ok := mods[h]
 		if !ok {
+			// A file put back later is a change.
+			s.mu.Lock()
+			s.fromDir[h] = ""
+			s.mu.Unlock()
+			continue
+		}
+		sum := sha256.Sum256(b)
+		hash := hex.EncodeToString(sum[:])
+		s.mu.Lock()
+		unchanged := s.fromDir[h] == hash
+		s.mu.Unlock()
+		if unchanged {
 			continue
 		}
 		m, err := s.host.Validate(ctx, b)
@@ -131,6 +148,10 @@ func (s *Set) LoadDir(ctx context.Context, dir string) error {
 		}
 		if err := s.ActivateAs(h, m, Change{Source: dir}); err != nil {
 			errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
+		} else {
+			s.mu.Lock()
+			s.fromDir[h] = hash
+			s.mu.Unlock()
 		}
 		_ = m.Close()
 	}

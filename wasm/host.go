@@ -460,10 +460,11 @@ func (h *Host) compile(ctx context.Context, hash string, module []byte) (*Module
 		ve.Hash = hash
 		return nil, ve
 	}
-	if err := h.compileIsolated(ctx, hash, module); err != nil {
+	code := withoutCustomSections(module)
+	if err := h.compileIsolated(ctx, hash, code); err != nil {
 		return nil, err
 	}
-	cm, err := h.rt.CompileModule(ctx, module)
+	cm, err := h.rt.CompileModule(ctx, code)
 	if err != nil {
 		if isFileError(err) { // the cache, not the module: not a refusal
 			return nil, fmt.Errorf("compile policy module %.12s: %w", hash, err)

@@ -166,3 +166,87 @@ func TestStackOverflowDeactivates(t *testing.T) {
 		t.Fatalf("still active after a stack overflow (%+v)", status(s, HookRouteFilter))
 	}
 }
+
+// TestDebugInfoNotRead: a module's DWARF sections are not read. wazero
+// reads them by default to name the source line of every frame of a
+// trap: on the first trap it decoded the whole line program of the
+// compilation unit and kept it with the module. A 3.9 MB module whose
+// route filter traps took 3.4 s for that call (deadline 20 ms), peaked
+// at +1.6 GiB of RSS and kept +477 MiB of live heap; its dry run at
+// upload costs the same. Trap messages keep only their first line, so
+// the source lines were never shown anyway.
+func TestDebugInfoNotRead(t *testing.T) {
+	b := wasmtest.DebugInfoBomb(3_900_000)
+	h := newHost(t, HostConfig{CacheDir: t.TempDir(), CallTimeout: DefaultCallTimeout})
+	// The dry run traps; compile and call directly, as real traffic would
+	// call a module that passed its dry run.
+	m, err := h.compile(context.Background(), "debug-info", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.destroy(context.Background())
+	route := encode(t, zonedRoute())
+	before := liveHeap()
+	var callErr error
+	grew := peakRSS(t, func() {
+		_, callErr = m.FilterRoute(context.Background(), RouteFilterInput{Route: route, Rand: 1})
+	})
+	kept := liveHeap() - before
+	t.Logf("%d-byte module: %v; peak RSS +%d MiB, live heap kept +%d MiB", len(b), callErr, grew>>20, kept>>20)
+	if !errors.Is(callErr, ErrTrap) {
+		t.Fatalf("call = %v, want a trap", callErr)
+	}
+	if grew > 128<<20 || kept > 32<<20 {
+		t.Errorf("one trap grew the RSS by %d MiB and kept %d MiB of live heap", grew>>20, kept>>20)
+	}
+}
+
+// TestNamesNotKept: wazero reads a module's name section, sizing its
+// tables by the counts the section declares, keeps them with the module,
+// and writes a function's name into a trap's stack trace once per frame,
+// although trap messages keep only their first line. A 3.9 MB name made
+// one trapping call take 0.7 s (deadline 20 ms) and +447 MiB of RSS, and
+// 2M local names in a 4 MB module kept +61 MiB of heap. Custom sections
+// are now taken out of the bytes wazero compiles.
+func TestNamesNotKept(t *testing.T) {
+	h := newHost(t, HostConfig{CacheDir: t.TempDir(), CallTimeout: DefaultCallTimeout})
+	b := wasmtest.LongNamedTrap(3_900_000)
+	m, err := h.compile(context.Background(), "long-name", b) // the dry run traps
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.destroy(context.Background())
+	route := encode(t, zonedRoute())
+	var callErr error
+	grew := peakRSS(t, func() {
+		_, callErr = m.FilterRoute(context.Background(), RouteFilterInput{Route: route, Rand: 1})
+	})
+	t.Logf("%d-byte module: %v; peak RSS +%d MiB", len(b), callErr, grew>>20)
+	if !errors.Is(callErr, ErrTrap) {
+		t.Fatalf("call = %v, want a trap", callErr)
+	}
+	if grew > 128<<20 {
+		t.Errorf("one trap grew the RSS by %d MiB", grew>>20)
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+	}{
+		{"2M local names", wasmtest.WithNames(2, 2_000_000, 2_000_000, []byte{5, 0})},
+		{"2M function names", wasmtest.WithNames(1, 2_000_000, 2_000_000, []byte{5, 0})},
+		{"2^32-1 function names declared", wasmtest.WithNames(1, 1<<32-1, 0, nil)},
+	} {
+		before := liveHeap()
+		m, err := h.Validate(context.Background(), c.b)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		kept := liveHeap() - before
+		t.Logf("%s, %d bytes: live heap +%d MiB", c.name, len(c.b), kept>>20)
+		if kept > 16<<20 {
+			t.Errorf("%s: the module keeps +%d MiB of heap", c.name, kept>>20)
+		}
+		m.Close()
+	}
+}

@@ -142,6 +142,13 @@ type Set struct {
 	// records keeps each hook's module statistics across activations,
 	// newest last, bounded by maxRecords. Guarded by mu.
 	records [numHooks][]*moduleRecord
+	// fromDir is the hash of the module LoadDir last activated for each
+	// hook, so a reload leaves a hook alone until its file changes.
+	// Guarded by mu.
+	fromDir [numHooks]string
+	// pending holds the saved state of each hook the Store's manifest
+	// names until it is restored; guarded by mu.
+	pending [numHooks]*ManifestEntry
 
 	memo  *memo
 	thr   *thresholdCache
@@ -197,16 +204,23 @@ func NewSet(ctx context.Context, host *Host, cfg SetConfig) (*Set, error) {
 	s.restored = make(chan struct{})
 	switch {
 	case cfg.Store != nil && cfg.RestoreInBackground:
+		// The manifest is read now, so that a change made while the
+		// modules are restored keeps what is not restored yet.
+		man, err := s.saved(cfg.Store)
+		if err != nil {
+			s.log.Error("saved policies not restored", "err", err)
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer close(s.restored)
-			if err := s.restore(s.ctx, cfg.Store); err != nil {
-				s.log.Error("saved policies not restored", "err", err)
-			}
+			s.restore(s.ctx, cfg.Store, man)
 		}()
 	case cfg.Store != nil:
-		err := s.restore(ctx, cfg.Store)
+		man, err := s.saved(cfg.Store)
+		if err == nil {
+			s.restore(ctx, cfg.Store, man)
+		}
 		close(s.restored)
 		if err != nil {
 			s.cancel()
@@ -435,6 +449,17 @@ func (s *Set) RemoveAs(h Hook, c Change) error {
 	defer s.mu.Unlock()
 	sl := &s.slots[h]
 	old := sl.active.Load()
+	if old == nil && s.pending[h] != nil {
+		// Saved but not restored (ABI.md): removing it drops what was
+		// saved, or it would come back at the next start.
+		saved := s.pending[h].Active
+		if err := s.persist(h, nil, sl.lastGood); err != nil {
+			return fmt.Errorf("remove %s: %w", h, err)
+		}
+		s.pending[h] = nil
+		s.log.Info("saved policy removed", append([]any{"hook", h.String(), "hash", saved}, c.attrs()...)...)
+		return nil
+	}
 	if old == nil {
 		return nil
 	}
@@ -449,6 +474,7 @@ func (s *Set) RemoveAs(h Hook, c Change) error {
 // swap installs nb (nil for none) and lastGood in slot h and retires the
 // binding it replaces. With s.mu held.
 func (s *Set) swap(h Hook, nb *binding, lastGood *Module) {
+	s.pending[h] = nil // a change wins over the saved state
 	sl := &s.slots[h]
 	if lastGood != sl.lastGood {
 		if lastGood != nil {

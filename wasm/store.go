@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -123,13 +124,20 @@ func (st *Store) Save(man Manifest, modules map[string][]byte) error {
 	return st.prune(keep)
 }
 
+// saveModule writes a module unless its file already holds exactly its
+// bytes: a file that exists may be torn or corrupt (it is then refused at
+// restore), and pushing the module again must repair it.
 func (st *Store) saveModule(hash string, b []byte) error {
 	path := filepath.Join(st.dir, hash+".wasm")
-	if _, err := os.Stat(path); err == nil {
-		return nil // content-addressed: present means identical
-	}
 	if b == nil {
-		return fmt.Errorf("save policy module %s: bytes not given", hash)
+		// A module not restored yet, saved as it was: its file is
+		// there, or its restore fails and says so.
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(len(b)) {
+		if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, b) {
+			return nil
+		}
 	}
 	if err := datadir.WriteFile(filepath.Join(st.dir, hash+".wasm"), b, 0o600); err != nil {
 		return fmt.Errorf("save policy module: %w", err)
@@ -172,8 +180,12 @@ func (s *Set) persist(h Hook, nb *binding, lastGood *Module) error {
 	mods := map[string][]byte{}
 	for _, hk := range Hooks {
 		b, lg := s.slots[hk].active.Load(), s.slots[hk].lastGood
-		if hk == h {
+		switch {
+		case hk == h:
 			b, lg = nb, lastGood
+		case s.pending[hk] != nil: // not restored yet: saved as it was
+			man.Hooks[hk.String()] = *s.pending[hk]
+			continue
 		}
 		var e ManifestEntry
 		if b != nil {
@@ -197,15 +209,30 @@ func (s *Set) persist(h Hook, nb *binding, lastGood *Module) error {
 	return st.Save(man, mods)
 }
 
-// restore activates what the store's manifest names. The modules are
-// validated (compiled) without holding s.mu, so the Set serves calls and
-// changes meanwhile; a hook an operator changed during the restore keeps
-// the operator's choice.
-func (s *Set) restore(ctx context.Context, st *Store) error {
+// saved reads the store's manifest and marks every hook it names as
+// pending: until a hook is restored, changes of other hooks save its
+// entry as it was. Before, such a change saved the manifest without it
+// and pruned its files (TestStoreKeepsModulesRestoredLate).
+func (s *Set) saved(st *Store) (Manifest, error) {
 	man, err := st.Load()
 	if err != nil {
-		return err
+		return man, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, e := range man.Hooks {
+		if h, err := ParseHook(name); err == nil {
+			s.pending[h] = &e
+		}
+	}
+	return man, nil
+}
+
+// restore activates what the manifest names. The modules are validated
+// (compiled) without holding s.mu, so the Set serves calls and changes
+// meanwhile; a hook an operator changed during the restore keeps the
+// operator's choice.
+func (s *Set) restore(ctx context.Context, st *Store, man Manifest) {
 	for name, e := range man.Hooks {
 		h, err := ParseHook(name)
 		if err != nil {
@@ -216,7 +243,6 @@ func (s *Set) restore(ctx context.Context, st *Store) error {
 		m := s.restoreModule(ctx, st, h, e.Active)
 		s.install(h, e, m, lg)
 	}
-	return nil
 }
 
 // install puts restored modules (each with a reference it takes over) in
@@ -225,6 +251,14 @@ func (s *Set) install(h Hook, e ManifestEntry, m, lg *Module) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := &s.slots[h]
+	if m == nil && lg == nil && s.pending[h] != nil {
+		// Nothing could be restored (logged): the entry stays saved as
+		// it was, to be tried again at the next start, until the hook
+		// changes. Before, the next change of any hook dropped it and
+		// its files (TestStoreKeepsModulesNotRestored).
+		return
+	}
+	s.pending[h] = nil
 	if s.closed.Load() || sl.active.Load() != nil || sl.lastGood != nil {
 		for _, mod := range []*Module{m, lg} {
 			if mod != nil {

@@ -5,10 +5,13 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -180,4 +183,222 @@ func TestLoadDirRemembersRefusals(t *testing.T) {
 	if s.Active(HookRouteFilter) {
 		t.Error("the refused module is active")
 	}
+}
+
+// TestLoadDirKeepsOperatorChanges: while a file of the policy directory
+// is refused, the node loads the directory again every 10 s; the files
+// that did not change must not be activated again. Before, every reload
+// activated them again, undoing within 10 s an operator's rm, rollback or
+// push for their hooks, and reactivating a module deactivated for its
+// failures.
+func TestLoadDirKeepsOperatorChanges(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("route.wasm", testdata(t, "fixtures/empty-route.wasm"))
+	write("expiry.wasm", testdata(t, "self-preservation.wasm"))
+	write("confirm.wasm", []byte("\x00asm\x01\x00\x00\x00garbage")) // refused at every load
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{})
+	if err := s.LoadDir(context.Background(), dir); err == nil {
+		t.Fatal("the refused confirm.wasm was not reported")
+	}
+	empty := load(t, h, "fixtures/empty-route.wasm")
+	if got := activeHash(s, HookRouteFilter); got != empty.Hash() {
+		t.Fatalf("route %q after the first load, want %s", got, empty.Hash())
+	}
+	// The operator removes the route policy and pushes another expiry one.
+	if err := s.Remove(HookRouteFilter); err != nil {
+		t.Fatal(err)
+	}
+	jitter := load(t, h, "jitter-threshold.wasm")
+	activate(t, s, HookExpiryThreshold, jitter)
+	if err := s.LoadDir(context.Background(), dir); err == nil {
+		t.Fatal("the refused confirm.wasm was not reported")
+	}
+	if got := activeHash(s, HookRouteFilter); got != "" {
+		t.Errorf("route %.12s active again after a reload of the unchanged route.wasm, want removed", got)
+	}
+	if got := activeHash(s, HookExpiryThreshold); got != jitter.Hash() {
+		t.Errorf("expiry %.12s after a reload of the unchanged expiry.wasm, want the pushed %.12s", got, jitter.Hash())
+	}
+	// A file that changes still wins.
+	write("route.wasm", testdata(t, "zone-affinity.wasm"))
+	s.LoadDir(context.Background(), dir)
+	zone := load(t, h, "zone-affinity.wasm")
+	if got := activeHash(s, HookRouteFilter); got != zone.Hash() {
+		t.Errorf("route %.12s after route.wasm changed, want %.12s", got, zone.Hash())
+	}
+	// So does a file put back after it was removed.
+	if err := os.Remove(filepath.Join(dir, "route.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	s.LoadDir(context.Background(), dir)
+	if err := s.Remove(HookRouteFilter); err != nil {
+		t.Fatal(err)
+	}
+	write("route.wasm", testdata(t, "zone-affinity.wasm"))
+	s.LoadDir(context.Background(), dir)
+	if got := activeHash(s, HookRouteFilter); got != zone.Hash() {
+		t.Errorf("route %.12s after route.wasm was put back, want %.12s", got, zone.Hash())
+	}
+}
+
+// TestStoreRepairsCorruptModule: a saved module whose file is corrupt is
+// not restored; the operator pushes the same module again, and it must
+// then survive the next restart. Before, saving skipped a module whose
+// file existed ("content-addressed: present means identical"), so the
+// corrupt file stayed and the module was lost at every restart while the
+// push had said it was activated.
+func TestStoreRepairsCorruptModule(t *testing.T) {
+	dir := t.TempDir()
+	st, _ := OpenStore(dir)
+	h := newHost(t, HostConfig{})
+	m := load(t, h, "jitter-threshold.wasm")
+	s := newSet(t, h, SetConfig{Store: st})
+	activate(t, s, HookExpiryThreshold, m)
+	s.Close()
+	path := filepath.Join(dir, m.Hash()+".wasm")
+	if err := os.WriteFile(path, m.Bytes()[:len(m.Bytes())/2], 0o600); err != nil { // torn
+		t.Fatal(err)
+	}
+	s2 := newSet(t, h, SetConfig{Store: st})
+	if got := activeHash(s2, HookExpiryThreshold); got != "" {
+		t.Fatalf("corrupt module restored as %s", got)
+	}
+	activate(t, s2, HookExpiryThreshold, m) // pushed again
+	s2.Close()
+	s3 := newSet(t, h, SetConfig{Store: st})
+	if got := activeHash(s3, HookExpiryThreshold); got != m.Hash() {
+		t.Errorf("after the module was pushed again and the node restarted: active %q, want %s", got, m.Hash())
+	}
+}
+
+// slowInitThreshold is a threshold policy (always 120 s) whose
+// _initialize takes a while, so restoring it takes a while.
+const slowInitThreshold = `(module ` + abiPrelude + `
+  (data (i32.const 128) "\a1\01\1a\00\01\d4\c0")
+  (global $sink (mut i32) (i32.const 0))
+  (func (export "_initialize") (local i32)
+    (loop $l (local.set 0 (i32.add (local.get 0) (i32.const 1)))
+      (global.set $sink (local.get 0))
+      (br_if $l (i32.lt_u (local.get 0) (i32.const 20000000)))))
+  (func (export "edgereg_expiry_threshold") (param i32 i32) (result i64) (i64.const 0x0000008000000007)))`
+
+// TestStoreKeepsModulesRestoredLate: a node restores its saved policies
+// in the background, and an operator may change another hook meanwhile.
+// That change saved the manifest from the hooks restored so far and
+// pruned the files of the others, so a module restored after it was
+// active but no longer saved, lost at the next restart (and a hook whose
+// file was pruned before its restore read it was lost at once).
+func TestStoreKeepsModulesRestoredLate(t *testing.T) {
+	b := wat(t, slowInitThreshold)
+	if b == nil {
+		t.Skip("wat2wasm not installed")
+	}
+	dir := t.TempDir()
+	st, _ := OpenStore(dir)
+	h := newHost(t, HostConfig{InitTimeout: time.Minute, PoolSize: 1})
+	slow, err := h.Validate(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSet(t, h, SetConfig{Store: st})
+	activate(t, s, HookExpiryThreshold, slow)
+	s.Close()
+
+	slow.Close()
+	// A new host, as after a restart: the restore validates the module
+	// again, its dry run with it.
+	h2 := newHost(t, HostConfig{InitTimeout: time.Minute, PoolSize: 1})
+	var logs strings.Builder
+	var logMu sync.Mutex
+	s2 := newSet(t, h2, SetConfig{Store: st, RestoreInBackground: true,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))})
+	activate(t, s2, HookRouteFilter, load(t, h2, "fixtures/empty-route.wasm")) // while the threshold policy is restored
+	select {
+	case <-s2.Restored():
+		t.Skip("the restore finished before the operator's change; nothing to check")
+	default:
+	}
+	<-s2.Restored()
+	if got := activeHash(s2, HookExpiryThreshold); got != slow.Hash() {
+		logMu.Lock()
+		defer logMu.Unlock()
+		t.Fatalf("expiry %q after the restore, want %s; log:\n%s", got, slow.Hash(), logs.String())
+	}
+	s2.Close()
+	s3 := newSet(t, h2, SetConfig{Store: st})
+	if got := activeHash(s3, HookExpiryThreshold); got != slow.Hash() {
+		t.Errorf("after the next restart: expiry %q, want %.12s", got, slow.Hash())
+	}
+}
+
+// TestStoreKeepsModulesNotRestored: a saved module whose restore fails
+// (here its _initialize passes a deadline the restarted node's host sets
+// shorter; a loaded machine does the same to a dry run's 20 ms calls)
+// stays saved: the next change of another hook saved the manifest
+// without it and pruned its file, so one failed restore lost the
+// operator's policy for good. It is tried again at the next restart.
+func TestStoreKeepsModulesNotRestored(t *testing.T) {
+	b := wat(t, slowInitThreshold)
+	if b == nil {
+		t.Skip("wat2wasm not installed")
+	}
+	dir := t.TempDir()
+	st, _ := OpenStore(dir)
+	h := newHost(t, HostConfig{InitTimeout: time.Minute, PoolSize: 1})
+	slow, err := h.Validate(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSet(t, h, SetConfig{Store: st})
+	activate(t, s, HookExpiryThreshold, slow)
+	s.Close()
+	slow.Close()
+
+	h2 := newHost(t, HostConfig{InitTimeout: 50 * time.Millisecond, PoolSize: 1})
+	s2 := newSet(t, h2, SetConfig{Store: st})
+	if got := activeHash(s2, HookExpiryThreshold); got != "" {
+		t.Fatalf("expiry %.12s restored within an init deadline it cannot meet", got)
+	}
+	activate(t, s2, HookRouteFilter, load(t, h2, "fixtures/empty-route.wasm"))
+	s2.Close()
+
+	h3 := newHost(t, HostConfig{InitTimeout: time.Minute, PoolSize: 1})
+	s3 := newSet(t, h3, SetConfig{Store: st})
+	if got := activeHash(s3, HookExpiryThreshold); got != slow.Hash() {
+		t.Errorf("after a restart that could not restore it and a change of another hook: expiry %q, want %.12s", got, slow.Hash())
+	}
+	if got := activeHash(s3, HookRouteFilter); got == "" {
+		t.Error("the route policy pushed meanwhile was not restored")
+	}
+	s3.Close()
+
+	// An operator's rm of a hook that could not be restored is its
+	// removal: it is not restored at the next start.
+	s4 := newSet(t, h2, SetConfig{Store: st})
+	if err := s4.Remove(HookExpiryThreshold); err != nil {
+		t.Fatal(err)
+	}
+	s4.Close()
+	s5 := newSet(t, h3, SetConfig{Store: st})
+	if got := activeHash(s5, HookExpiryThreshold); got != "" {
+		t.Errorf("expiry %.12s restored after the operator removed it", got)
+	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -759,3 +759,39 @@ func (r *leb) sleb() int64 {
 	r.err = fmt.Errorf("integer too long at offset %d", r.i)
 	return 0
 }
+
+// withoutCustomSections returns the module without its custom sections,
+// for wazero to compile (the module's identity stays the hash of all its
+// bytes). Custom sections mean nothing to the host, and wazero reads the
+// name section: it sized its tables by the counts the section declares
+// and kept 24 to 32 bytes per entry for as long as it kept the module
+// (2M local names in a 4 MB module: +61 MiB), and it wrote a function's
+// name, of any length, into a trap's stack trace once per frame, which
+// callError then cut to its first line (a 3.9 MB name: 0.7 s and +447 MiB
+// for one trapping call; TestNamesNotKept). Trap messages name functions
+// by index instead. b must have passed checkStructure; a module without
+// custom sections is returned as is.
+func withoutCustomSections(b []byte) []byte {
+	var out []byte
+	r := &leb{b: b, i: 8}
+	for r.i < len(b) {
+		start := r.i
+		id := r.byte()
+		size := r.u32()
+		end := r.i + int(size)
+		if r.err != nil || end > len(b) || end < r.i {
+			return b // checkStructure refuses it; leave it to wazero otherwise
+		}
+		switch {
+		case id != 0 && out != nil:
+			out = append(out, b[start:end]...)
+		case id == 0 && out == nil:
+			out = append(make([]byte, 0, len(b)), b[:start]...)
+		}
+		r.i = end
+	}
+	if out == nil {
+		return b
+	}
+	return out
+}

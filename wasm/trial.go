@@ -31,8 +31,9 @@ func SampleInput(h Hook) ([]byte, error) {
 
 // Trial runs one hook of a module on a CBOR-encoded input, as a dry run
 // before activation: the input is decoded as the hook's input type, the
-// answer is checked as in real calls (thresholds clamped to [lo, hi]) and
-// returned CBOR-encoded as the hook's output type, with the call's time.
+// answer is checked as in real calls (a threshold outside [lo, hi] is an
+// error, not clamped) and returned CBOR-encoded as the hook's output type,
+// with the call's time.
 // Trials run one at a time per Host; one that waits past ctx fails with
 // ErrBusy.
 func (m *Module) Trial(ctx context.Context, h Hook, input []byte, lo, hi time.Duration) ([]byte, time.Duration, error) {

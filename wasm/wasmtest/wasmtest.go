@@ -215,3 +215,66 @@ func SlowCompile() []byte {
 	body := append(repeat([]byte{0x02, 0x40}, 4000), repeat([]byte{0x0b}, 4001)...)
 	return abiModule(hostileShape{extra: 330, extraBody: body, body: validFilter})
 }
+
+// DebugInfoBomb returns a valid ABI module whose route filter traps and
+// which carries DWARF custom sections: one compilation unit covering the
+// whole code section whose line program has rows rows (one byte each).
+// A runtime that reads DWARF to name a trap's source line reads every row
+// into memory (wazero keeps about 120 bytes per row, for as long as it
+// keeps the module), outside the call's deadline.
+func DebugInfoBomb(rows int) []byte {
+	le32 := func(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
+	custom := func(n string, payload []byte) []byte { return wasmSection(0, append(name(n), payload...)) }
+	// compile_unit, no children: stmt_list (sec_offset), low_pc (addr),
+	// high_pc (data4, a length).
+	abbrev := []byte{1, 0x11, 0, 0x10, 0x17, 0x11, 0x01, 0x12, 0x06, 0, 0, 0}
+	die := append([]byte{1}, le32(0)...)             // stmt_list
+	die = append(die, le32(1)...)                    // low_pc: 0 reads as a tombstone
+	die = append(die, le32(0x7fff_ffff)...)          // high_pc
+	unit := append([]byte{4, 0}, le32(0)...)         // version 4, abbrev offset
+	unit = append(append(unit, 4), die...)           // address size
+	info := append(le32(uint32(len(unit))), unit...) // unit length
+	hdr := []byte{1, 1, 1, 0xfb, 14, 13, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1}
+	hdr = append(hdr, 0)                      // no include directories
+	hdr = append(hdr, 'a', 0, 0, 0, 0)        // one file
+	hdr = append(hdr, 0)                      // end of files
+	prog := repeat([]byte{13 + 14 + 5}, rows) // special opcode: address +1, line +0
+	prog = append(prog, 0, 1, 1)              // end_sequence
+	body := append([]byte{4, 0}, le32(uint32(len(hdr)))...)
+	body = append(append(body, hdr...), prog...)
+	line := append(le32(uint32(len(body))), body...)
+	out := abiModule(hostileShape{body: []byte{0x00, 0x0b}}) // unreachable
+	out = append(out, custom(".debug_abbrev", abbrev)...)
+	out = append(out, custom(".debug_info", info)...)
+	return append(out, custom(".debug_line", line)...)
+}
+
+// WithNames returns a valid ABI module with a name section whose
+// subsection sub (1 function names, 2 local names) declares count entries
+// and holds entries copies of entry. wazero reads these subsections past
+// their declared sizes, so each declares 0; it sizes its tables by count
+// and keeps 24 to 32 bytes per entry, where the binary spends two.
+func WithNames(sub byte, count, entries int, entry []byte) []byte {
+	payload := append([]byte{sub, 0}, uleb(uint64(count))...)
+	payload = append(payload, repeat(entry, entries)...)
+	return append(abiModule(hostileShape{body: validFilter}), wasmSection(0, append(name("name"), payload...))...)
+}
+
+// LongNamedTrap returns a valid ABI module whose route filter, named by
+// a name of nameLen bytes in the name section, calls itself 100 times
+// (its first argument, the input's address 1024, counting up) and traps:
+// wazero writes the function's name into the trap's stack trace once per
+// frame.
+func LongNamedTrap(nameLen int) []byte {
+	body := []byte{
+		0x20, 0, 0x41, 0xc8, 0x08, 0x4b, // local.get 0; i32.const 1096; i32.gt_u
+		0x04, 0x40, 0x00, 0x0b, // if unreachable end
+		0x20, 0, 0x41, 1, 0x6a, 0x20, 1, 0x10, 3, // call self (local 0 + 1, local 1)
+		0x0b,
+	}
+	names := append([]byte{1}, uleb(1)...) // one function name: function 3
+	names = append(append(names, 3), name(string(repeat([]byte{'f'}, nameLen)))...)
+	sub := append([]byte{1}, uleb(uint64(len(names)-1))...)
+	sub = append(sub, names[1:]...)
+	return append(abiModule(hostileShape{body: body}), wasmSection(0, append(name("name"), sub...))...)
+}
