@@ -2268,3 +2268,33 @@ func TestOutsideSameDataVersion(t *testing.T) {
 	rr := routeResults(t, cs.ok(tGetRoutes, topicVersions("DvA", "DvB")))
 	check(t, len(rr) == 2 && rr[0].status == 0 && rr[1].status == 2, "10: a register of the data version held is not re-applied, got %+v", rr)
 }
+
+// TestOutsideAddresses is section 8's "addresses are host:port": a broker
+// address is what clients dial, so one without a host, or whose port is
+// not a number a client can dial (1-65535), is refused with code 1 in a
+// register (Addr and HAAddr) and in every request naming a lease, and
+// never reaches a route.
+func TestOutsideAddresses(t *testing.T) {
+	o := newOutside(t, nil)
+	bs := open(t, o.dial(pki.RoleBroker, "addr-broker"))
+	for _, addr := range []string{":10911", "10.16.0.1:", "10.16.0.1:abc", "10.16.0.1:0", "10.16.0.1:65536",
+		"10.16.0.1:-1", "10.16.0.1:+1", "10.16.0.1:1 ", "[]:10911"} {
+		bs.refused(fmt.Sprintf("8: register of address %q", addr), tRegister, registerBody("ad", "ad-a", 0, addr, 1, "AdTopic"), eBadRequest)
+		ha := registerBody("ad", "ad-a", 0, "10.16.0.9:10911", 1, "AdTopic")
+		ha[5] = addr
+		bs.refused(fmt.Sprintf("8: register of HA address %q", addr), tRegister, ha, eBadRequest)
+		bs.refused(fmt.Sprintf("8: heartbeat of address %q", addr), tHeartbeat, map[uint64]any{1: "ad", 2: addr, 3: uint64(1), 4: map[uint64]any{}}, eBadRequest)
+		bs.refused(fmt.Sprintf("8: update-topics of address %q", addr), tUpdateTopics, map[uint64]any{1: "ad", 2: addr, 3: uint64(1), 4: map[uint64]any{}}, eBadRequest)
+		bs.refused(fmt.Sprintf("8: unregister of address %q", addr), tUnregister, map[uint64]any{1: "ad", 2: addr, 3: uint64(1)}, eBadRequest)
+	}
+	for i, addr := range []string{"10.16.0.2:1", "10.16.0.3:65535", "[::1]:10911", "broker-1.example:10911"} {
+		bs.ok(tRegister, registerBody("ad", fmt.Sprintf("ad-ok-%d", i), 0, addr, 1, "AdTopic"))
+	}
+	cs := open(t, o.dial(pki.RoleClient, "addr-reader"))
+	rr := routeResults(t, cs.ok(tGetRoutes, topicVersions("AdTopic")))
+	var route map[uint64][]map[uint64]any
+	if len(rr) == 1 {
+		strict.Unmarshal(rr[0].route, &route)
+	}
+	check(t, len(route[2]) == 4, "8: only the four valid addresses reached the route, got %v", route[2])
+}

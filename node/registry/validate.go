@@ -2,7 +2,6 @@ package registry
 
 import (
 	"fmt"
-	"net"
 	"unicode/utf8"
 
 	"github.com/edgereg/edgereg/wire"
@@ -30,7 +29,7 @@ func ValidTopicName(name string) error {
 func ValidName(what, s string) error { return validName(what, s, true) }
 
 // ValidAddr is ValidName for a required broker address, which must also be
-// host:port.
+// host:port with a host and a port of 1-65535 (wire.CheckHostPort).
 func ValidAddr(what, addr string) error { return validAddr(what, addr, true) }
 
 func validName(what, s string, required bool) error {
@@ -54,8 +53,8 @@ func validAddr(what, addr string, required bool) error {
 	if err := validName(what, addr, required); err != nil || addr == "" {
 		return err
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return wrapf(ErrInvalid, "%s %q is not host:port", what, addr)
+	if err := wire.CheckHostPort(addr); err != nil {
+		return wrapf(ErrInvalid, "%s %v", what, err)
 	}
 	return nil
 }

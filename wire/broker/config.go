@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -227,8 +226,8 @@ func validAddr(what, addr string, required bool) error {
 	if err := validName(what, addr); err != nil {
 		return err
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return fmt.Errorf("%w: %s %q is not host:port", ErrInvalidConfig, what, addr)
+	if err := wire.CheckHostPort(addr); err != nil {
+		return fmt.Errorf("%w: %s %v", ErrInvalidConfig, what, err)
 	}
 	return nil
 }
