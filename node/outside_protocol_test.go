@@ -1465,6 +1465,10 @@ func (o *outside) names(t *testing.T) {
 		{"wipe-write-perm of an empty group", tWipeWritePerm, map[uint64]any{}},
 		{"add-write-perm of a group of 256 bytes", tAddWritePerm, map[uint64]any{1: long}},
 		{"wipe-write-perm of a group with a control character", tWipeWritePerm, map[uint64]any{1: "g\x01"}},
+		{"wipe-write-perm of a group with DEL", tWipeWritePerm, map[uint64]any{1: "g\x7f"}},
+		{"add-write-perm of a group with a C1 control character (NEL)", tAddWritePerm, map[uint64]any{1: "g\u0085"}},
+		{"delete-topic in a cluster with a C1 control character", tDeleteTopic, map[uint64]any{1: "T", 2: []any{"c\u009f"}}},
+		{"broker-member-group of a group with a C1 control character", tMemberGroup, map[uint64]any{1: "c", 2: "g\u0080"}},
 		{"broker-member-group of an empty group", tMemberGroup, map[uint64]any{1: "c"}},
 		{"broker-member-group of an empty cluster", tMemberGroup, map[uint64]any{2: "g"}},
 		{"broker-member-group of a group of 256 bytes", tMemberGroup, map[uint64]any{1: "c", 2: long}},
@@ -2297,4 +2301,29 @@ func TestOutsideAddresses(t *testing.T) {
 		strict.Unmarshal(rr[0].route, &route)
 	}
 	check(t, len(route[2]) == 4, "8: only the four valid addresses reached the route, got %v", route[2])
+}
+
+// TestOutsideControlCharacters is section 8's "without control
+// characters" for the names a register stores: the C1 controls
+// (U+0080-U+009F, NEL among them) are control characters as much as the
+// C0 ones and DEL, and a broker that named its group or cluster with one
+// would put it in every log line and route that names the group.
+func TestOutsideControlCharacters(t *testing.T) {
+	o := newOutside(t, nil)
+	bs := open(t, o.dial(pki.RoleBroker, "ctl-broker"))
+	for name, c := range map[string]struct{ cluster, group, zone string }{
+		"a C0 control in the group": {"ctl", "g\x1b", ""},
+		"DEL in the cluster":        {"ctl\x7f", "g", ""},
+		"NEL in the group":          {"ctl", "g\u0085", ""},
+		"U+009F in the cluster":     {"ctl\u009f", "g", ""},
+		"U+0080 in the zone":        {"ctl", "g", "z\u0080"},
+	} {
+		b := registerBody(c.cluster, c.group, 0, "10.17.0.1:10911", 1, "CtlTopic")
+		if c.zone != "" {
+			b[6] = c.zone
+		}
+		bs.refused("8: a register with "+name, tRegister, b, eBadRequest)
+	}
+	// Other characters beyond ASCII are names' own business.
+	bs.ok(tRegister, registerBody("ctl", "gruppe-ä-\u00a0-\u200b", 0, "10.17.0.2:10911", 1, "CtlTopic"))
 }

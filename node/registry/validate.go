@@ -24,7 +24,7 @@ func ValidTopicName(name string) error {
 
 // ValidName reports why a required name (cluster, broker group) is
 // invalid: empty, over MaxNameLen bytes, not UTF-8 or holding a control
-// character. The error wraps ErrInvalid, so a peer gets code 1: a lookup
+// character (C0, DEL or C1: U+0000-U+001F, U+007F-U+009F). The error wraps ErrInvalid, so a peer gets code 1: a lookup
 // by such a name is a bad request, never "not found" (PROTOCOL.md 8).
 func ValidName(what, s string) error { return validName(what, s, true) }
 
@@ -42,7 +42,7 @@ func validName(what, s string, required bool) error {
 		return wrapf(ErrInvalid, "%s is not valid UTF-8", what)
 	}
 	for _, c := range s {
-		if c < 0x20 || c == 0x7f {
+		if c < 0x20 || c >= 0x7f && c <= 0x9f { // unicode.IsControl: C0, DEL and C1
 			return wrapf(ErrInvalid, "%s %q contains a control character", what, s)
 		}
 	}
