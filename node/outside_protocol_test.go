@@ -1819,6 +1819,13 @@ func TestOutsideIdentity(t *testing.T) {
 		"an empty group":             {"edgereg://role/broker", "edgereg://broker-group/"},
 		"another edgereg host":       {"edgereg://role/client", "edgereg://group/x"},
 		"an edgereg URI with a port": {"edgereg://role:1/client"},
+		"the same role twice":        {"edgereg://role/client", "edgereg://role/client"},
+		"a role with a query":        {"edgereg://role/operator?scope=read"},
+		"a role with a fragment":     {"edgereg://role/operator#x"},
+		"a role with user info":      {"edgereg://admin@role/operator"},
+		"a group with a query":       {"edgereg://role/broker", "edgereg://broker-group/g?x"},
+		"a group with a fragment":    {"edgereg://role/broker", "edgereg://broker-group/g#x"},
+		"a group with user info":     {"edgereg://role/broker", "edgereg://u:p@broker-group/g"},
 	} {
 		err := failedConn(t, o, issue(uris...))
 		code, ok := connCode(err)
