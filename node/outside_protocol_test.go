@@ -31,12 +31,15 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/qlog"
+	"github.com/quic-go/quic-go/qlogwriter"
 
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/node/nodetest"
@@ -2333,4 +2336,66 @@ func TestOutsideControlCharacters(t *testing.T) {
 	}
 	// Other characters beyond ASCII are names' own business.
 	bs.ok(tRegister, registerBody("ctl", "gruppe-ä-\u00a0-\u200b", 0, "10.17.0.2:10911", 1, "CtlTopic"))
+}
+
+// TestOutsideTransportParameters is what sections 1, 1.2 and 4.3 say a
+// node's QUIC transport parameters grant, read from the parameters it
+// sends in its handshake: no unidirectional streams, 100 bidirectional
+// streams (or --max-streams-per-conn), a 60 s idle timeout, 64 KiB per
+// stream and 128 KiB per connection at first, for readers and brokers.
+func TestOutsideTransportParameters(t *testing.T) {
+	def := newOutside(t, nil)
+	small := newOutside(t, func(c *node.Config) { c.MaxStreamsPerConn = 7 })
+	for _, c := range []struct {
+		o       *outside
+		role    pki.Role
+		streams int64
+	}{{def, pki.RoleClient, 100}, {def, pki.RoleBroker, 100}, {small, pki.RoleClient, 7}} {
+		tr := &paramsTrace{}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		qc, err := quic.DialAddr(ctx, c.o.tn.Addr(), c.o.tlsFor(c.role, "params-"+string(c.role)), &quic.Config{
+			Tracer: func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace { return tr },
+		})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		open(t, qc).ok(tPing, nil)
+		qc.CloseWithError(0, "")
+		p, ok := tr.node()
+		if !check(t, ok, "1: the node sent its transport parameters") {
+			continue
+		}
+		check(t, p.InitialMaxStreamsUni == 0, "1: a node allows no unidirectional streams, got %d", p.InitialMaxStreamsUni)
+		check(t, p.InitialMaxStreamsBidi == c.streams, "1.2/4.3: %d concurrent streams, got %d", c.streams, p.InitialMaxStreamsBidi)
+		check(t, p.MaxIdleTimeout == time.Minute, "1.2: the QUIC idle timeout is 60 s, got %v", p.MaxIdleTimeout)
+		check(t, p.InitialMaxStreamDataBidiRemote == 64<<10 && p.InitialMaxData == 128<<10,
+			"4.3: %s: receive windows of 64 KiB per stream and 128 KiB per connection at first, got %d and %d",
+			c.role, p.InitialMaxStreamDataBidiRemote, p.InitialMaxData)
+	}
+}
+
+// paramsTrace keeps the transport parameters a QUIC peer sent.
+type paramsTrace struct {
+	mu     sync.Mutex
+	remote []qlog.ParametersSet
+}
+
+func (tr *paramsTrace) AddProducer() qlogwriter.Recorder { return tr }
+func (tr *paramsTrace) Close() error                     { return nil }
+func (tr *paramsTrace) RecordEvent(ev qlogwriter.Event) {
+	if p, ok := ev.(qlog.ParametersSet); ok && p.Initiator == qlog.InitiatorRemote {
+		tr.mu.Lock()
+		tr.remote = append(tr.remote, p)
+		tr.mu.Unlock()
+	}
+}
+
+func (tr *paramsTrace) node() (qlog.ParametersSet, bool) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.remote) != 1 {
+		return qlog.ParametersSet{}, false
+	}
+	return tr.remote[0], true
 }
