@@ -2399,3 +2399,45 @@ func (tr *paramsTrace) node() (qlog.ParametersSet, bool) {
 	}
 	return tr.remote[0], true
 }
+
+// TestOutsideWatchSendSideFinished is section 11's last rule: a client
+// that finishes its send side ends its watch. The node answers the watch,
+// finishes the stream (pushes it had not written are dropped, so a
+// client must keep its send side open for as long as it watches) and
+// gives the stream's topics back to the connection's cap.
+func TestOutsideWatchSendSideFinished(t *testing.T) {
+	o := newOutside(t, func(c *node.Config) { c.MaxWatchesPerConn = 1 })
+	bs := open(t, o.dial(pki.RoleBroker, "fin-broker"))
+	bs.ok(tRegister, registerBody("fw", "fw-a", 0, "10.18.0.1:10911", 1, "FinTopic"))
+	qc := o.dial(pki.RoleClient, "fin-watcher")
+	ws := open(t, qc)
+	id := ws.send(tWatch, topicVersions("FinTopic"))
+	ws.s.Close()
+	var acked bool
+	for {
+		f, err := ws.next(10 * time.Second)
+		if err != nil {
+			check(t, errors.Is(err, io.EOF), "11: a watch whose client finished its send side ends with the node's FIN, got %v", err)
+			break
+		}
+		switch {
+		case f.typ == tWatch:
+			acked = check(t, f.id == id && !f.hasErr, "11: the watch is answered, got %v", f)
+		case f.typ == tRouteEvent:
+			ev := eventResult(t, f)
+			check(t, ev.topic == "FinTopic" && ev.status == 0, "11: a push written before the end is the topic's route, got %+v", ev)
+		default:
+			check(t, false, "11: only the WatchAck and pushes, got %v", f)
+		}
+	}
+	check(t, acked, "11: the WatchAck came before the node's FIN")
+	// The ended watch gave its topic back: another stream may watch one.
+	var f frame
+	for range 200 {
+		if f = open(t, qc).call(tWatch, topicVersions("FinTopic")); !f.hasErr {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	check(t, !f.hasErr, "11: a watch ended by the client's FIN gives its topics back, got %v", f)
+}
