@@ -2441,3 +2441,75 @@ func TestOutsideWatchSendSideFinished(t *testing.T) {
 	}
 	check(t, !f.hasErr, "11: a watch ended by the client's FIN gives its topics back, got %v", f)
 }
+
+// TestOutsideReplacedByLastRequest is 1.2's replacement rule beyond the
+// per-certificate limit: a certificate on a full source IP where it has
+// connections replaces its own least recently active one (by last
+// request, not by age) with 0x13, and never another certificate's.
+func TestOutsideReplacedByLastRequest(t *testing.T) {
+	o := newOutside(t, func(c *node.Config) { c.MaxConnsPerHost = 3 })
+	cert := o.tlsFor(pki.RoleClient, "lru")
+	dial := func() (*quic.Conn, *rawStream) {
+		qc, err := o.dialTLS(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { qc.CloseWithError(0, "") })
+		rs := open(t, qc)
+		rs.ok(tPing, nil)
+		return qc, rs
+	}
+	older, olderStream := dial()
+	newer, _ := dial()
+	other := o.dial(pki.RoleClient, "lru-other")
+	open(t, other).ok(tPing, nil)
+	olderStream.ok(tPing, nil) // the older connection is now the more recently active
+	third, _ := dial()
+	select {
+	case <-newer.Context().Done():
+	case <-time.After(10 * time.Second):
+	}
+	code, ok := connCode(context.Cause(newer.Context()))
+	check(t, ok && code == 0x13, "1.2: on a full source IP, the certificate's least recently active connection is replaced with 0x13, got %v", context.Cause(newer.Context()))
+	check(t, older.Context().Err() == nil && third.Context().Err() == nil && other.Context().Err() == nil,
+		"1.2: the connection used last, the newcomer and another certificate's connection stay")
+}
+
+// TestOutsideWatchEvents is more of 11: what the initial events say of
+// topics not held and of versions already current, and that an unwatched
+// topic is pushed no more.
+func TestOutsideWatchEvents(t *testing.T) {
+	o := newOutside(t, nil)
+	bs := open(t, o.dial(pki.RoleBroker, "we-broker"))
+	epoch := asU(asMap(t, bs.ok(tRegister, registerBody("we", "we-a", 0, "10.19.0.1:10911", 1, "WeCur", "WeOld", "WeDrop")).m(t)[1])[1])
+	cs := open(t, o.dial(pki.RoleClient, "we-reader"))
+	cur := routeResults(t, cs.ok(tGetRoutes, topicVersions("WeCur")))[0].version
+	ws := open(t, o.dial(pki.RoleClient, "we-watcher"))
+	ws.ok(tWatch, map[uint64]any{1: []any{
+		map[uint64]any{1: "WeCur", 2: cur},        // current: no event
+		map[uint64]any{1: "WeOld", 2: uint64(5)},  // another version: the route
+		map[uint64]any{1: "WeGone", 2: uint64(7)}, // not held, a version named: not-found
+		map[uint64]any{1: "WeNever"},              // not held, 0 named: no event
+		map[uint64]any{1: "WeDrop"},               // held, 0 named: the route
+	}})
+	got := map[string]result{}
+	for range 3 {
+		ev := nextEvent(t, ws)
+		got[ev.topic] = ev
+	}
+	check(t, got["WeOld"].status == 0 && got["WeOld"].version == routeVersion(got["WeOld"].route), "11: a topic named with another version gets its route, got %+v", got["WeOld"])
+	check(t, got["WeGone"].status == 2 && got["WeGone"].route == nil, "11: a topic not held, named with a version, gets a not-found event, got %+v", got["WeGone"])
+	check(t, got["WeDrop"].status == 0, "11: a held topic named with 0 gets its route, got %+v", got["WeDrop"])
+	ws.ok(tUnwatch, map[uint64]any{1: []any{"WeDrop"}})
+	// Change the unwatched topic, then a watched one: the next push is the
+	// watched one's (the unwatched is pushed no more, the current one was
+	// never pushed).
+	up := func(counter uint64, topic string) {
+		bs.ok(tUpdateTopics, map[uint64]any{1: "we", 2: "10.19.0.1:10911", 3: epoch, 4: map[uint64]any{3: counter},
+			5: []any{map[uint64]any{1: topic, 2: uint64(2), 3: uint64(2), 4: uint64(6)}}})
+	}
+	up(2, "WeDrop")
+	up(3, "WeCur")
+	ev := nextEvent(t, ws)
+	check(t, ev.topic == "WeCur" && ev.status == 0 && ev.version != cur, "11: after an unwatch the next push is of a watched topic, got %+v", ev)
+}
