@@ -24,8 +24,9 @@ func ValidTopicName(name string) error {
 
 // ValidName reports why a required name (cluster, broker group) is
 // invalid: empty, over MaxNameLen bytes, not UTF-8 or holding a control
-// character (C0, DEL or C1: U+0000-U+001F, U+007F-U+009F). The error wraps ErrInvalid, so a peer gets code 1: a lookup
-// by such a name is a bad request, never "not found" (PROTOCOL.md 8).
+// character (C0, DEL or C1: U+0000-U+001F, U+007F-U+009F). The error wraps
+// ErrInvalid, so a peer gets code 1: a lookup by such a name is a bad
+// request, never "not found" (PROTOCOL.md 8).
 func ValidName(what, s string) error { return validName(what, s, true) }
 
 // ValidAddr is ValidName for a required broker address, which must also be
