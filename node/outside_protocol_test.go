@@ -547,11 +547,22 @@ func (o *outside) transport(t *testing.T) {
 	noALPN := o.tlsFor(pki.RoleClient, "no-alpn")
 	noALPN.NextProtos = nil
 	_, err := o.dialTLS(noALPN)
-	check(t, err != nil, "1: a handshake without ALPN edgereg/1 must fail")
-	other := o.tlsFor(pki.RoleClient, "other-alpn")
-	other.NextProtos = []string{"edgereg/2"}
-	_, err = o.dialTLS(other)
-	check(t, err != nil, "1: a handshake with another ALPN must fail")
+	var alpnErr *quic.TransportError
+	check(t, errors.As(err, &alpnErr) && alpnErr.Remote && alpnErr.ErrorCode == 0x178,
+		"1: a handshake without ALPN edgereg/1 fails with CRYPTO_ERROR 0x178 (no_application_protocol), got %v", err)
+	for _, protos := range [][]string{{"edgereg/2"}, {"EDGEREG/1"}, {"edgereg/1 "}} {
+		other := o.tlsFor(pki.RoleClient, "other-alpn")
+		other.NextProtos = protos
+		_, err = o.dialTLS(other)
+		check(t, errors.As(err, &alpnErr) && alpnErr.Remote && alpnErr.ErrorCode == 0x178,
+			"1: a handshake offering only %q fails with CRYPTO_ERROR 0x178, got %v", protos, err)
+	}
+	both := o.tlsFor(pki.RoleClient, "two-alpn")
+	both.NextProtos = []string{"edgereg/2", "h3", "edgereg/1"}
+	if qc, err := o.dialTLS(both); check(t, err == nil, "1/13: a client offering edgereg/1 among others is served, got %v", err) {
+		check(t, qc.ConnectionState().TLS.NegotiatedProtocol == "edgereg/1", "1/13: the handshake picks edgereg/1")
+		qc.CloseWithError(0, "")
+	}
 	// 1.1: without anonymous clients allowed, a handshake without a client
 	// certificate fails. Under TLS 1.3 the client's side of the handshake
 	// completes first, so the dial may succeed: the failure is the
