@@ -31,12 +31,15 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/qlog"
+	"github.com/quic-go/quic-go/qlogwriter"
 
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/node/nodetest"
@@ -544,11 +547,22 @@ func (o *outside) transport(t *testing.T) {
 	noALPN := o.tlsFor(pki.RoleClient, "no-alpn")
 	noALPN.NextProtos = nil
 	_, err := o.dialTLS(noALPN)
-	check(t, err != nil, "1: a handshake without ALPN edgereg/1 must fail")
-	other := o.tlsFor(pki.RoleClient, "other-alpn")
-	other.NextProtos = []string{"edgereg/2"}
-	_, err = o.dialTLS(other)
-	check(t, err != nil, "1: a handshake with another ALPN must fail")
+	var alpnErr *quic.TransportError
+	check(t, errors.As(err, &alpnErr) && alpnErr.Remote && alpnErr.ErrorCode == 0x178,
+		"1: a handshake without ALPN edgereg/1 fails with CRYPTO_ERROR 0x178 (no_application_protocol), got %v", err)
+	for _, protos := range [][]string{{"edgereg/2"}, {"EDGEREG/1"}, {"edgereg/1 "}} {
+		other := o.tlsFor(pki.RoleClient, "other-alpn")
+		other.NextProtos = protos
+		_, err = o.dialTLS(other)
+		check(t, errors.As(err, &alpnErr) && alpnErr.Remote && alpnErr.ErrorCode == 0x178,
+			"1: a handshake offering only %q fails with CRYPTO_ERROR 0x178, got %v", protos, err)
+	}
+	both := o.tlsFor(pki.RoleClient, "two-alpn")
+	both.NextProtos = []string{"edgereg/2", "h3", "edgereg/1"}
+	if qc, err := o.dialTLS(both); check(t, err == nil, "1/13: a client offering edgereg/1 among others is served, got %v", err) {
+		check(t, qc.ConnectionState().TLS.NegotiatedProtocol == "edgereg/1", "1/13: the handshake picks edgereg/1")
+		qc.CloseWithError(0, "")
+	}
 	// 1.1: without anonymous clients allowed, a handshake without a client
 	// certificate fails. Under TLS 1.3 the client's side of the handshake
 	// completes first, so the dial may succeed: the failure is the
@@ -1465,6 +1479,10 @@ func (o *outside) names(t *testing.T) {
 		{"wipe-write-perm of an empty group", tWipeWritePerm, map[uint64]any{}},
 		{"add-write-perm of a group of 256 bytes", tAddWritePerm, map[uint64]any{1: long}},
 		{"wipe-write-perm of a group with a control character", tWipeWritePerm, map[uint64]any{1: "g\x01"}},
+		{"wipe-write-perm of a group with DEL", tWipeWritePerm, map[uint64]any{1: "g\x7f"}},
+		{"add-write-perm of a group with a C1 control character (NEL)", tAddWritePerm, map[uint64]any{1: "g\u0085"}},
+		{"delete-topic in a cluster with a C1 control character", tDeleteTopic, map[uint64]any{1: "T", 2: []any{"c\u009f"}}},
+		{"broker-member-group of a group with a C1 control character", tMemberGroup, map[uint64]any{1: "c", 2: "g\u0080"}},
 		{"broker-member-group of an empty group", tMemberGroup, map[uint64]any{1: "c"}},
 		{"broker-member-group of an empty cluster", tMemberGroup, map[uint64]any{2: "g"}},
 		{"broker-member-group of a group of 256 bytes", tMemberGroup, map[uint64]any{1: "c", 2: long}},
@@ -1815,6 +1833,13 @@ func TestOutsideIdentity(t *testing.T) {
 		"an empty group":             {"edgereg://role/broker", "edgereg://broker-group/"},
 		"another edgereg host":       {"edgereg://role/client", "edgereg://group/x"},
 		"an edgereg URI with a port": {"edgereg://role:1/client"},
+		"the same role twice":        {"edgereg://role/client", "edgereg://role/client"},
+		"a role with a query":        {"edgereg://role/operator?scope=read"},
+		"a role with a fragment":     {"edgereg://role/operator#x"},
+		"a role with user info":      {"edgereg://admin@role/operator"},
+		"a group with a query":       {"edgereg://role/broker", "edgereg://broker-group/g?x"},
+		"a group with a fragment":    {"edgereg://role/broker", "edgereg://broker-group/g#x"},
+		"a group with user info":     {"edgereg://role/broker", "edgereg://u:p@broker-group/g"},
 	} {
 		err := failedConn(t, o, issue(uris...))
 		code, ok := connCode(err)
@@ -2267,4 +2292,235 @@ func TestOutsideSameDataVersion(t *testing.T) {
 	cs := open(t, o.dial(pki.RoleClient, "same-dv-reader"))
 	rr := routeResults(t, cs.ok(tGetRoutes, topicVersions("DvA", "DvB")))
 	check(t, len(rr) == 2 && rr[0].status == 0 && rr[1].status == 2, "10: a register of the data version held is not re-applied, got %+v", rr)
+}
+
+// TestOutsideAddresses is section 8's "addresses are host:port": a broker
+// address is what clients dial, so one without a host, or whose port is
+// not a number a client can dial (1-65535), is refused with code 1 in a
+// register (Addr and HAAddr) and in every request naming a lease, and
+// never reaches a route.
+func TestOutsideAddresses(t *testing.T) {
+	o := newOutside(t, nil)
+	bs := open(t, o.dial(pki.RoleBroker, "addr-broker"))
+	for _, addr := range []string{":10911", "10.16.0.1:", "10.16.0.1:abc", "10.16.0.1:0", "10.16.0.1:65536",
+		"10.16.0.1:-1", "10.16.0.1:+1", "10.16.0.1:1 ", "[]:10911"} {
+		bs.refused(fmt.Sprintf("8: register of address %q", addr), tRegister, registerBody("ad", "ad-a", 0, addr, 1, "AdTopic"), eBadRequest)
+		ha := registerBody("ad", "ad-a", 0, "10.16.0.9:10911", 1, "AdTopic")
+		ha[5] = addr
+		bs.refused(fmt.Sprintf("8: register of HA address %q", addr), tRegister, ha, eBadRequest)
+		bs.refused(fmt.Sprintf("8: heartbeat of address %q", addr), tHeartbeat, map[uint64]any{1: "ad", 2: addr, 3: uint64(1), 4: map[uint64]any{}}, eBadRequest)
+		bs.refused(fmt.Sprintf("8: update-topics of address %q", addr), tUpdateTopics, map[uint64]any{1: "ad", 2: addr, 3: uint64(1), 4: map[uint64]any{}}, eBadRequest)
+		bs.refused(fmt.Sprintf("8: unregister of address %q", addr), tUnregister, map[uint64]any{1: "ad", 2: addr, 3: uint64(1)}, eBadRequest)
+	}
+	for i, addr := range []string{"10.16.0.2:1", "10.16.0.3:65535", "[::1]:10911", "broker-1.example:10911"} {
+		bs.ok(tRegister, registerBody("ad", fmt.Sprintf("ad-ok-%d", i), 0, addr, 1, "AdTopic"))
+	}
+	cs := open(t, o.dial(pki.RoleClient, "addr-reader"))
+	rr := routeResults(t, cs.ok(tGetRoutes, topicVersions("AdTopic")))
+	var route map[uint64][]map[uint64]any
+	if len(rr) == 1 {
+		strict.Unmarshal(rr[0].route, &route)
+	}
+	check(t, len(route[2]) == 4, "8: only the four valid addresses reached the route, got %v", route[2])
+}
+
+// TestOutsideControlCharacters is section 8's "without control
+// characters" for the names a register stores: the C1 controls
+// (U+0080-U+009F, NEL among them) are control characters as much as the
+// C0 ones and DEL, and a broker that named its group or cluster with one
+// would put it in every log line and route that names the group.
+func TestOutsideControlCharacters(t *testing.T) {
+	o := newOutside(t, nil)
+	bs := open(t, o.dial(pki.RoleBroker, "ctl-broker"))
+	for name, c := range map[string]struct{ cluster, group, zone string }{
+		"a C0 control in the group": {"ctl", "g\x1b", ""},
+		"DEL in the cluster":        {"ctl\x7f", "g", ""},
+		"NEL in the group":          {"ctl", "g\u0085", ""},
+		"U+009F in the cluster":     {"ctl\u009f", "g", ""},
+		"U+0080 in the zone":        {"ctl", "g", "z\u0080"},
+	} {
+		b := registerBody(c.cluster, c.group, 0, "10.17.0.1:10911", 1, "CtlTopic")
+		if c.zone != "" {
+			b[6] = c.zone
+		}
+		bs.refused("8: a register with "+name, tRegister, b, eBadRequest)
+	}
+	// Other characters beyond ASCII are names' own business.
+	bs.ok(tRegister, registerBody("ctl", "gruppe-ä-\u00a0-\u200b", 0, "10.17.0.2:10911", 1, "CtlTopic"))
+}
+
+// TestOutsideTransportParameters is what sections 1, 1.2 and 4.3 say a
+// node's QUIC transport parameters grant, read from the parameters it
+// sends in its handshake: no unidirectional streams, 100 bidirectional
+// streams (or --max-streams-per-conn), a 60 s idle timeout, 64 KiB per
+// stream and 128 KiB per connection at first, for readers and brokers.
+func TestOutsideTransportParameters(t *testing.T) {
+	def := newOutside(t, nil)
+	small := newOutside(t, func(c *node.Config) { c.MaxStreamsPerConn = 7 })
+	for _, c := range []struct {
+		o       *outside
+		role    pki.Role
+		streams int64
+	}{{def, pki.RoleClient, 100}, {def, pki.RoleBroker, 100}, {small, pki.RoleClient, 7}} {
+		tr := &paramsTrace{}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		qc, err := quic.DialAddr(ctx, c.o.tn.Addr(), c.o.tlsFor(c.role, "params-"+string(c.role)), &quic.Config{
+			Tracer: func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace { return tr },
+		})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		open(t, qc).ok(tPing, nil)
+		qc.CloseWithError(0, "")
+		p, ok := tr.node()
+		if !check(t, ok, "1: the node sent its transport parameters") {
+			continue
+		}
+		check(t, p.InitialMaxStreamsUni == 0, "1: a node allows no unidirectional streams, got %d", p.InitialMaxStreamsUni)
+		check(t, p.InitialMaxStreamsBidi == c.streams, "1.2/4.3: %d concurrent streams, got %d", c.streams, p.InitialMaxStreamsBidi)
+		check(t, p.MaxIdleTimeout == time.Minute, "1.2: the QUIC idle timeout is 60 s, got %v", p.MaxIdleTimeout)
+		check(t, p.InitialMaxStreamDataBidiRemote == 64<<10 && p.InitialMaxData == 128<<10,
+			"4.3: %s: receive windows of 64 KiB per stream and 128 KiB per connection at first, got %d and %d",
+			c.role, p.InitialMaxStreamDataBidiRemote, p.InitialMaxData)
+	}
+}
+
+// paramsTrace keeps the transport parameters a QUIC peer sent.
+type paramsTrace struct {
+	mu     sync.Mutex
+	remote []qlog.ParametersSet
+}
+
+func (tr *paramsTrace) AddProducer() qlogwriter.Recorder { return tr }
+func (tr *paramsTrace) Close() error                     { return nil }
+func (tr *paramsTrace) RecordEvent(ev qlogwriter.Event) {
+	if p, ok := ev.(qlog.ParametersSet); ok && p.Initiator == qlog.InitiatorRemote {
+		tr.mu.Lock()
+		tr.remote = append(tr.remote, p)
+		tr.mu.Unlock()
+	}
+}
+
+func (tr *paramsTrace) node() (qlog.ParametersSet, bool) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.remote) != 1 {
+		return qlog.ParametersSet{}, false
+	}
+	return tr.remote[0], true
+}
+
+// TestOutsideWatchSendSideFinished is section 11's last rule: a client
+// that finishes its send side ends its watch. The node answers the watch,
+// finishes the stream (pushes it had not written are dropped, so a
+// client must keep its send side open for as long as it watches) and
+// gives the stream's topics back to the connection's cap.
+func TestOutsideWatchSendSideFinished(t *testing.T) {
+	o := newOutside(t, func(c *node.Config) { c.MaxWatchesPerConn = 1 })
+	bs := open(t, o.dial(pki.RoleBroker, "fin-broker"))
+	bs.ok(tRegister, registerBody("fw", "fw-a", 0, "10.18.0.1:10911", 1, "FinTopic"))
+	qc := o.dial(pki.RoleClient, "fin-watcher")
+	ws := open(t, qc)
+	id := ws.send(tWatch, topicVersions("FinTopic"))
+	ws.s.Close()
+	var acked bool
+	for {
+		f, err := ws.next(10 * time.Second)
+		if err != nil {
+			check(t, errors.Is(err, io.EOF), "11: a watch whose client finished its send side ends with the node's FIN, got %v", err)
+			break
+		}
+		switch {
+		case f.typ == tWatch:
+			acked = check(t, f.id == id && !f.hasErr, "11: the watch is answered, got %v", f)
+		case f.typ == tRouteEvent:
+			ev := eventResult(t, f)
+			check(t, ev.topic == "FinTopic" && ev.status == 0, "11: a push written before the end is the topic's route, got %+v", ev)
+		default:
+			check(t, false, "11: only the WatchAck and pushes, got %v", f)
+		}
+	}
+	check(t, acked, "11: the WatchAck came before the node's FIN")
+	// The ended watch gave its topic back: another stream may watch one.
+	var f frame
+	for range 200 {
+		if f = open(t, qc).call(tWatch, topicVersions("FinTopic")); !f.hasErr {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	check(t, !f.hasErr, "11: a watch ended by the client's FIN gives its topics back, got %v", f)
+}
+
+// TestOutsideReplacedByLastRequest is 1.2's replacement rule beyond the
+// per-certificate limit: a certificate on a full source IP where it has
+// connections replaces its own least recently active one (by last
+// request, not by age) with 0x13, and never another certificate's.
+func TestOutsideReplacedByLastRequest(t *testing.T) {
+	o := newOutside(t, func(c *node.Config) { c.MaxConnsPerHost = 3 })
+	cert := o.tlsFor(pki.RoleClient, "lru")
+	dial := func() (*quic.Conn, *rawStream) {
+		qc, err := o.dialTLS(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { qc.CloseWithError(0, "") })
+		rs := open(t, qc)
+		rs.ok(tPing, nil)
+		return qc, rs
+	}
+	older, olderStream := dial()
+	newer, _ := dial()
+	other := o.dial(pki.RoleClient, "lru-other")
+	open(t, other).ok(tPing, nil)
+	olderStream.ok(tPing, nil) // the older connection is now the more recently active
+	third, _ := dial()
+	select {
+	case <-newer.Context().Done():
+	case <-time.After(10 * time.Second):
+	}
+	code, ok := connCode(context.Cause(newer.Context()))
+	check(t, ok && code == 0x13, "1.2: on a full source IP, the certificate's least recently active connection is replaced with 0x13, got %v", context.Cause(newer.Context()))
+	check(t, older.Context().Err() == nil && third.Context().Err() == nil && other.Context().Err() == nil,
+		"1.2: the connection used last, the newcomer and another certificate's connection stay")
+}
+
+// TestOutsideWatchEvents is more of 11: what the initial events say of
+// topics not held and of versions already current, and that an unwatched
+// topic is pushed no more.
+func TestOutsideWatchEvents(t *testing.T) {
+	o := newOutside(t, nil)
+	bs := open(t, o.dial(pki.RoleBroker, "we-broker"))
+	epoch := asU(asMap(t, bs.ok(tRegister, registerBody("we", "we-a", 0, "10.19.0.1:10911", 1, "WeCur", "WeOld", "WeDrop")).m(t)[1])[1])
+	cs := open(t, o.dial(pki.RoleClient, "we-reader"))
+	cur := routeResults(t, cs.ok(tGetRoutes, topicVersions("WeCur")))[0].version
+	ws := open(t, o.dial(pki.RoleClient, "we-watcher"))
+	ws.ok(tWatch, map[uint64]any{1: []any{
+		map[uint64]any{1: "WeCur", 2: cur},        // current: no event
+		map[uint64]any{1: "WeOld", 2: uint64(5)},  // another version: the route
+		map[uint64]any{1: "WeGone", 2: uint64(7)}, // not held, a version named: not-found
+		map[uint64]any{1: "WeNever"},              // not held, 0 named: no event
+		map[uint64]any{1: "WeDrop"},               // held, 0 named: the route
+	}})
+	got := map[string]result{}
+	for range 3 {
+		ev := nextEvent(t, ws)
+		got[ev.topic] = ev
+	}
+	check(t, got["WeOld"].status == 0 && got["WeOld"].version == routeVersion(got["WeOld"].route), "11: a topic named with another version gets its route, got %+v", got["WeOld"])
+	check(t, got["WeGone"].status == 2 && got["WeGone"].route == nil, "11: a topic not held, named with a version, gets a not-found event, got %+v", got["WeGone"])
+	check(t, got["WeDrop"].status == 0, "11: a held topic named with 0 gets its route, got %+v", got["WeDrop"])
+	ws.ok(tUnwatch, map[uint64]any{1: []any{"WeDrop"}})
+	// Change the unwatched topic, then a watched one: the next push is the
+	// watched one's (the unwatched is pushed no more, the current one was
+	// never pushed).
+	up := func(counter uint64, topic string) {
+		bs.ok(tUpdateTopics, map[uint64]any{1: "we", 2: "10.19.0.1:10911", 3: epoch, 4: map[uint64]any{3: counter},
+			5: []any{map[uint64]any{1: topic, 2: uint64(2), 3: uint64(2), 4: uint64(6)}}})
+	}
+	up(2, "WeDrop")
+	up(3, "WeCur")
+	ev := nextEvent(t, ws)
+	check(t, ev.topic == "WeCur" && ev.status == 0 && ev.version != cur, "11: after an unwatch the next push is of a watched topic, got %+v", ev)
 }

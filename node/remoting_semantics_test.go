@@ -3,7 +3,9 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,14 @@ import (
 // These tests drive a node over remoting as a RocketMQ 5.x broker, client
 // or mqadmin would, and hold its answers to a NameServer's
 // (RouteInfoManager), and to what the same node says over QUIC.
+
+// haListenAddr is the HA address a RocketMQ broker at addr announces: its
+// host with the listen port plus one (haListenPort's default).
+func haListenAddr(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	return net.JoinHostPort(host, strconv.Itoa(p+1))
+}
 
 // rmqBroker is one broker as it registers over remoting.
 type rmqBroker struct {
@@ -37,7 +47,7 @@ func (b rmqBroker) register(t testing.TB, c *rmqConn, opaque int32, counter int6
 	}
 	raw := body.EncodeJSON()
 	h := remoting.RegisterBrokerHeader{BrokerName: b.group, BrokerAddr: b.addr, ClusterName: b.cluster,
-		HAServerAddr: b.addr + "2", BrokerID: b.id, BodyCRC32: remoting.BodyCRC32(raw),
+		HAServerAddr: haListenAddr(b.addr), BrokerID: b.id, BodyCRC32: remoting.BodyCRC32(raw),
 		EnableActingMaster: b.acting, ZoneName: b.zone, HeartbeatTimeout: b.timeout}
 	resp := c.call(remoting.NewRequest(remoting.RegisterBroker, opaque, h.Ext(), raw))
 	if resp.Code != remoting.Success {

@@ -3,7 +3,9 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -48,8 +50,19 @@ func topics(names ...string) []wire.TopicConfig {
 func reg(cluster, name string, id int64, addr string, ts ...string) Registration {
 	return Registration{
 		Cluster: cluster, BrokerName: name, BrokerID: id, Addr: addr,
-		HAAddr: addr + "0", DataVersion: wire.DataVersion{Counter: 1}, Topics: topics(ts...),
+		HAAddr: haAddr(addr), DataVersion: wire.DataVersion{Counter: 1}, Topics: topics(ts...),
 	}
+}
+
+// haAddr is an HA address for a broker at addr: a 0 appended to its port
+// ("h:1" has "h:10"), or its port plus one where that would pass 65535.
+func haAddr(addr string) string {
+	if wire.CheckHostPort(addr+"0") == nil {
+		return addr + "0"
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	return net.JoinHostPort(host, strconv.Itoa(p+1))
 }
 
 func mustRegister(t testing.TB, r *Registry, rg Registration) RegisterResult {

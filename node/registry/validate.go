@@ -2,7 +2,6 @@ package registry
 
 import (
 	"fmt"
-	"net"
 	"unicode/utf8"
 
 	"github.com/edgereg/edgereg/wire"
@@ -25,12 +24,13 @@ func ValidTopicName(name string) error {
 
 // ValidName reports why a required name (cluster, broker group) is
 // invalid: empty, over MaxNameLen bytes, not UTF-8 or holding a control
-// character. The error wraps ErrInvalid, so a peer gets code 1: a lookup
-// by such a name is a bad request, never "not found" (PROTOCOL.md 8).
+// character (C0, DEL or C1: U+0000-U+001F, U+007F-U+009F). The error wraps
+// ErrInvalid, so a peer gets code 1: a lookup by such a name is a bad
+// request, never "not found" (PROTOCOL.md 8).
 func ValidName(what, s string) error { return validName(what, s, true) }
 
 // ValidAddr is ValidName for a required broker address, which must also be
-// host:port.
+// host:port with a host and a port of 1-65535 (wire.CheckHostPort).
 func ValidAddr(what, addr string) error { return validAddr(what, addr, true) }
 
 func validName(what, s string, required bool) error {
@@ -43,7 +43,7 @@ func validName(what, s string, required bool) error {
 		return wrapf(ErrInvalid, "%s is not valid UTF-8", what)
 	}
 	for _, c := range s {
-		if c < 0x20 || c == 0x7f {
+		if c < 0x20 || c >= 0x7f && c <= 0x9f { // unicode.IsControl: C0, DEL and C1
 			return wrapf(ErrInvalid, "%s %q contains a control character", what, s)
 		}
 	}
@@ -54,8 +54,8 @@ func validAddr(what, addr string, required bool) error {
 	if err := validName(what, addr, required); err != nil || addr == "" {
 		return err
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return wrapf(ErrInvalid, "%s %q is not host:port", what, addr)
+	if err := wire.CheckHostPort(addr); err != nil {
+		return wrapf(ErrInvalid, "%s %v", what, err)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -211,7 +210,7 @@ func validName(what, s string) error {
 		return fmt.Errorf("%w: %s of %d bytes exceeds %d", ErrInvalidConfig, what, len(s), maxNameLen)
 	case !utf8.ValidString(s):
 		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidConfig, what, s)
-	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f }):
 		return fmt.Errorf("%w: %s %q contains a control character", ErrInvalidConfig, what, s)
 	}
 	return nil
@@ -227,8 +226,8 @@ func validAddr(what, addr string, required bool) error {
 	if err := validName(what, addr); err != nil {
 		return err
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return fmt.Errorf("%w: %s %q is not host:port", ErrInvalidConfig, what, addr)
+	if err := wire.CheckHostPort(addr); err != nil {
+		return fmt.Errorf("%w: %s %v", ErrInvalidConfig, what, err)
 	}
 	return nil
 }

@@ -96,7 +96,13 @@ func IdentityFromCert(cert *x509.Certificate) (Identity, error) {
 		// is refused: skipping a broker-group SAN spelt otherwise (a port,
 		// a typo, an opaque URI) would leave a certificate meant for one
 		// group allowed every group. Hosts are case-insensitive (RFC 3986).
-		switch strings.ToLower(u.Host) {
+		// User info, a query or a fragment make another form too: what a
+		// CA meant by them is not known, so they are refused, not dropped.
+		host := strings.ToLower(u.Host)
+		if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.RawFragment != "" {
+			host = ""
+		}
+		switch host {
 		case uriRoleHost:
 			r, err := ParseRole(value)
 			if err != nil {

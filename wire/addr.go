@@ -1,0 +1,34 @@
+package wire
+
+import (
+	"fmt"
+	"net"
+)
+
+// CheckHostPort reports why addr is not a broker address a client can
+// dial, or nil: host:port (an IPv6 host in brackets) with a non-empty
+// host and a port of 1 to 65535 in decimal digits. Nodes refuse broker
+// addresses (Register.Addr and HAAddr, and the address naming a lease)
+// that are not, so brokers can check theirs first (PROTOCOL.md 8).
+func CheckHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host", addr)
+	}
+	n := 0
+	for i := 0; i < len(port); i++ {
+		c := port[i]
+		if c < '0' || c > '9' || n > 65535 {
+			n = -1
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	if port == "" || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number from 1 to 65535", addr, port)
+	}
+	return nil
+}
