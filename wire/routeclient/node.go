@@ -45,6 +45,10 @@ type node struct {
 	// dials counts dials that ended; dialErr is the last one's error.
 	dials   uint64
 	dialErr error
+	// id is the NodeID the node gave in its last answer (PROTOCOL.md
+	// 7.13, 8.11): a list may name one node under two names, and two
+	// answers of one node are one witness, not two.
+	id string
 }
 
 func newNode(c *Client, addr string) *node {
@@ -179,3 +183,41 @@ func (n *node) close() {
 
 func (n *node) lock()   { n.slot <- struct{}{} }
 func (n *node) unlock() { <-n.slot }
+
+// identity returns the NodeID the node last gave; empty before it answered
+// or from an older node.
+func (n *node) identity() string {
+	n.health.Lock()
+	defer n.health.Unlock()
+	return n.id
+}
+
+// identified records the NodeID the node gave in an answer.
+func (n *node) identified(id string) {
+	if id == "" {
+		return
+	}
+	n.health.Lock()
+	n.id = id
+	n.health.Unlock()
+}
+
+// sameNodes moves every node that gave the NodeID of a node before it in
+// ns to the end, keeping the order otherwise: a list naming one node under
+// two names (its address and a DNS name) must not have a read ask it twice
+// as two witnesses while a distinct node waits.
+func sameNodes(ns []*node) []*node {
+	seen := make(map[string]bool, len(ns))
+	out := make([]*node, 0, len(ns))
+	var dups []*node
+	for _, n := range ns {
+		id := n.identity()
+		if id != "" && seen[id] {
+			dups = append(dups, n)
+			continue
+		}
+		seen[id] = true
+		out = append(out, n)
+	}
+	return append(out, dups...)
+}
