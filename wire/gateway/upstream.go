@@ -24,6 +24,11 @@ type NodeState struct {
 	LastOK time.Time `json:"last_ok,omitzero"`
 	// LastError is why the last probe or read failed; empty while up.
 	LastError string `json:"last_error,omitempty"`
+	// WarmingUp: the last probe's answer said the node is within its
+	// warm-up window (it started recently, and brokers may not have
+	// registered with it yet). Reads go to such a node only when no node
+	// past its warm-up answers.
+	WarmingUp bool `json:"warming_up,omitempty"`
 }
 
 // upstream keeps one QUIC connection per listed node for the reads the route
@@ -132,8 +137,14 @@ func (u *upstream) probe() {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(n.ctx, u.cfg.RequestTimeout)
 			defer cancel()
-			err := n.do(ctx, u.cfg, func(c *client.Conn) error { _, err := c.Ping(ctx); return err })
+			var pong wire.Pong
+			err := n.do(ctx, u.cfg, func(c *client.Conn) (err error) { pong, err = c.Ping(ctx); return err })
 			if n.ctx.Err() == nil {
+				if err == nil { // before Up is recorded, so no read sees it up and not warming
+					u.mu.Lock()
+					n.st.WarmingUp = pong.WarmingUp
+					u.mu.Unlock()
+				}
 				u.record(n, err)
 			}
 		})
@@ -141,21 +152,28 @@ func (u *upstream) probe() {
 	wg.Wait()
 }
 
-// read runs fn against one node after another, nodes that answered their
-// last probe first, until one answers. An answer that is an error another
-// node could not improve on (not found, bad request) is returned as is.
+// read runs fn against one node after another, until one answers: nodes
+// that answered their last probe past their warm-up first, then those
+// warming up, then the others. Cluster info, topic lists and member groups
+// have no warming-up status: a node that restarted answers them, empty,
+// from what it holds, and the answer would be cached and served for a
+// poll interval. An answer that is an error another node could not improve
+// on (not found, bad request) is returned as is.
 func (u *upstream) read(ctx context.Context, fn func(context.Context, *client.Conn) error) error {
 	u.mu.Lock()
-	var list, down []*upNode // nodes that answered their last probe first
+	var list, warming, down []*upNode
 	for _, n := range u.nodes {
-		if n.st.Up {
+		switch {
+		case n.st.Up && !n.st.WarmingUp:
 			list = append(list, n)
-		} else {
+		case n.st.Up:
+			warming = append(warming, n)
+		default:
 			down = append(down, n)
 		}
 	}
 	u.mu.Unlock()
-	list = append(list, down...)
+	list = append(append(list, warming...), down...)
 	if len(list) == 0 {
 		return errNoNodes
 	}
