@@ -531,6 +531,15 @@ func (r *Registrar) broadcastLocked() {
 	r.changed = make(chan struct{})
 }
 
+// HasTopic reports whether the broker's topic configuration holds topic,
+// without copying it.
+func (r *Registrar) HasTopic(topic string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.topics[topic]
+	return ok
+}
+
 // Topics returns the broker's topic configuration, sorted by name.
 func (r *Registrar) Topics() []wire.TopicConfig {
 	r.mu.Lock()

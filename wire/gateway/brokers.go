@@ -590,16 +590,11 @@ func (t *brokerTable) vouches(topic string) bool {
 	}
 	t.mu.Unlock()
 	for _, reg := range regs {
-		if !slices.ContainsFunc(reg.Nodes(), func(s broker.NodeState) bool {
+		if reg.HasTopic(topic) && slices.ContainsFunc(reg.Nodes(), func(s broker.NodeState) bool {
 			return !s.Registered && s.SameNodeAs == "" && s.Refused == nil
 		}) {
-			continue // registered everywhere: the nodes' word stands
-		}
-		if _, ok := slices.BinarySearchFunc(reg.Topics(), topic, func(c wire.TopicConfig, name string) int {
-			return strings.Compare(c.Name, name)
-		}); ok {
 			return true
 		}
 	}
-	return false
+	return false // held by no broker here, or each is registered everywhere: the nodes' word stands
 }
