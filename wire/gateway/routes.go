@@ -263,9 +263,8 @@ func (rc *routeCache) revalidate(ctx context.Context) {
 		case err == nil && rc.g.routes.Stats().StaleServed != stale:
 			return // served stale: no node answered
 		case err == nil:
-			if version == h.version {
-				continue
-			}
+			// Changed or not, a node confirmed it within two of the
+			// route client's refresh intervals: recorded as checked.
 		case errors.Is(err, wire.ErrNotFound):
 			if rc.vouched(h.topic) {
 				continue
@@ -281,4 +280,19 @@ func (rc *routeCache) revalidate(ctx context.Context) {
 		}
 		rc.mu.Unlock()
 	}
+}
+
+// oldest returns when a node last confirmed the least recently confirmed
+// cached route (zero with none cached): how old a route the gateway serves
+// may be while the WAN is cut.
+func (rc *routeCache) oldest() time.Time {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var t time.Time
+	for _, e := range rc.topics {
+		if e.outcome == routeFound && (t.IsZero() || e.checked.Before(t)) {
+			t = e.checked
+		}
+	}
+	return t
 }
