@@ -138,7 +138,7 @@ func (u *upstream) probe() {
 			ctx, cancel := context.WithTimeout(n.ctx, u.cfg.RequestTimeout)
 			defer cancel()
 			var pong wire.Pong
-			err := n.do(ctx, u.cfg, func(c *client.Conn) (err error) { pong, err = c.Ping(ctx); return err })
+			err := n.do(ctx, u.cfg, func(c *client.Conn, _ bool) (err error) { pong, err = c.Ping(ctx); return err })
 			if n.ctx.Err() == nil {
 				if err == nil { // before Up is recorded, so no read sees it up and not warming
 					u.mu.Lock()
@@ -157,8 +157,11 @@ func (u *upstream) probe() {
 // warming up, then the others. Cluster info, topic lists and member groups
 // have no warming-up status: a node that restarted answers them, empty,
 // from what it holds, and the answer would be cached and served for a
-// poll interval. An answer that is an error another node could not improve
-// on (not found, bad request) is returned as is.
+// poll interval. So a read that has to dial a node (its connection failed,
+// as a restart makes it) pings it first, and one found warming up is asked
+// only after every other; a read that fails on a node marks it down until
+// its next probe. An answer that is an error another node could not
+// improve on (not found, bad request) is returned as is.
 func (u *upstream) read(ctx context.Context, fn func(context.Context, *client.Conn) error) error {
 	u.mu.Lock()
 	var list, warming, down []*upNode
@@ -178,29 +181,76 @@ func (u *upstream) read(ctx context.Context, fn func(context.Context, *client.Co
 		return errNoNodes
 	}
 	var errs []error
+	var later []*upNode // found warming up on a new connection: asked last
+	try := func(n *upNode, check bool) (done bool, err error) {
+		rctx, cancel := context.WithTimeout(ctx, u.cfg.RequestTimeout)
+		defer cancel()
+		warm := false
+		err = n.do(rctx, u.cfg, func(c *client.Conn, dialled bool) error {
+			if dialled && check {
+				// A new connection may reach a node that restarted since
+				// its last probe: ask it first whether it is warming up.
+				p, err := c.Ping(rctx)
+				if err != nil {
+					return err
+				}
+				u.mu.Lock()
+				n.st.WarmingUp = p.WarmingUp
+				u.mu.Unlock()
+				if warm = p.WarmingUp; warm {
+					return nil
+				}
+			}
+			return fn(rctx, c)
+		})
+		if warm && err == nil {
+			return false, nil
+		}
+		if err == nil || !tryNext(err) {
+			if err == nil || isAnswer(err) {
+				u.record(n, nil)
+			}
+			return true, err
+		}
+		if !isAnswer(err) && ctx.Err() == nil && n.ctx.Err() == nil {
+			// Not up any more, until a probe says otherwise: a node that
+			// restarted fails its old connection, and the next read would
+			// dial it anew as the node that answered, empty and warming
+			// up, before the next probe tells.
+			u.record(n, err)
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", n.addr, err))
+		return false, err
+	}
 	for _, n := range list {
 		if ctx.Err() != nil {
 			errs = append(errs, ctx.Err())
 			break
 		}
-		rctx, cancel := context.WithTimeout(ctx, u.cfg.RequestTimeout)
-		err := n.do(rctx, u.cfg, func(c *client.Conn) error { return fn(rctx, c) })
-		cancel()
-		if err == nil || !tryNext(err) {
-			if err == nil || isAnswer(err) {
-				u.record(n, nil)
-			}
+		done, err := try(n, true)
+		switch {
+		case done:
+			return err
+		case err == nil:
+			later = append(later, n)
+		}
+	}
+	for _, n := range later {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		if done, err := try(n, false); done {
 			return err
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", n.addr, err))
 	}
 	return fmt.Errorf("%w: %w", errUnreachable, errors.Join(errs...))
 }
 
-// do runs fn on the node's connection, dialling it first if needed. A
-// connection whose request failed below the protocol is dropped, so the
-// next use dials afresh.
-func (n *upNode) do(ctx context.Context, cfg *Config, fn func(*client.Conn) error) error {
+// do runs fn on the node's connection, dialling it first if needed (fn is
+// told whether it did). A connection whose request failed below the
+// protocol is dropped, so the next use dials afresh.
+func (n *upNode) do(ctx context.Context, cfg *Config, fn func(c *client.Conn, dialled bool) error) error {
 	select {
 	case n.slot <- struct{}{}:
 	case <-ctx.Done():
@@ -214,6 +264,7 @@ func (n *upNode) do(ctx context.Context, cfg *Config, fn func(*client.Conn) erro
 		n.conn.Close()
 		n.conn = nil
 	}
+	dialled := false
 	if n.conn == nil {
 		dctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 		stop := context.AfterFunc(n.ctx, cancel)
@@ -225,10 +276,11 @@ func (n *upNode) do(ctx context.Context, cfg *Config, fn func(*client.Conn) erro
 			return err
 		}
 		n.conn = c
+		dialled = true
 	}
 	conn := n.conn
 	<-n.slot // requests share the connection; only dialling is exclusive
-	err := fn(conn)
+	err := fn(conn, dialled)
 	switch {
 	case err == nil || isAnswer(err):
 		n.failures.Store(0)
