@@ -117,7 +117,9 @@ type NodeState struct {
 	// 8.11), learnt on every connection; empty until it answered one.
 	NodeID string
 	// SameNodeAs is the address of another listed session that reaches
-	// the same node (the same NodeID): a source that lists one node under
+	// the same node (the same NodeID, started at the same time: nodes
+	// cloned from one data directory share a NodeID and are still two
+	// nodes): a source that lists one node under
 	// two names. This session then stands by, connected and pinging,
 	// while that one keeps the lease (two sessions holding one lease
 	// would replace each other's registration at every heartbeat, each

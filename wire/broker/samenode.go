@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -18,7 +19,10 @@ import (
 // register in full again, for ever: a full registration per heartbeat
 // over the WAN. Sessions learn their node's identity from a ping on
 // every connection (PROTOCOL.md 8.11); of those that reach one node, one
-// keeps the lease and the others stand by (NodeState.SameNodeAs).
+// keeps the lease and the others stand by (NodeState.SameNodeAs). A node
+// is its NodeID and its start time together: nodes whose data directories
+// were copied from one another share a NodeID, but not the millisecond
+// they started in.
 
 // identify pings the node beside whatever else the session sends on a new
 // connection, and records the NodeID it answers. The returned func stops
@@ -32,7 +36,7 @@ func (s *session) identify(conn *client.Conn) (stop func()) {
 		// On a stream of its own, so it does not queue behind a
 		// registration on the shared pipe.
 		if err := conn.CallOnce(ctx, wire.TypePing, probeBody, &pong); err == nil {
-			s.learnt(pong.NodeID)
+			s.learnt(pong)
 		}
 	}()
 	return func() { cancel(); <-done }
@@ -40,14 +44,15 @@ func (s *session) identify(conn *client.Conn) (stop func()) {
 
 // learnt records the node's identity and, when it changed, wakes the
 // session to look for another session with the same node.
-func (s *session) learnt(id string) {
-	if id == "" {
+func (s *session) learnt(p wire.Pong) {
+	if p.NodeID == "" {
 		return
 	}
+	key := fmt.Sprintf("%s@%d", p.NodeID, p.StartedMs)
 	r := s.r
 	r.mu.Lock()
-	changed := s.st.NodeID != id
-	s.st.NodeID = id
+	changed := s.nodeKey != key
+	s.nodeKey, s.st.NodeID = key, p.NodeID
 	r.mu.Unlock()
 	if changed {
 		s.signal()
@@ -55,16 +60,16 @@ func (s *session) learnt(id string) {
 }
 
 // sameNodeLocked returns the session that keeps the lease on s's node for
-// it: another listed session with the same NodeID, connected, not
-// standing by itself and not refused. With r.mu held.
+// it: another listed session with the same node (NodeID and start time),
+// connected, not standing by itself and not refused. With r.mu held.
 func (r *Registrar) sameNodeLocked(s *session) *session {
-	id := s.st.NodeID
+	id := s.nodeKey
 	if id == "" {
 		return nil
 	}
 	for _, addr := range slices.Sorted(maps.Keys(r.sessions)) {
 		o := r.sessions[addr]
-		if o != s && o.st.NodeID == id && o.st.Connected && o.st.SameNodeAs == "" && o.st.Refused == nil {
+		if o != s && o.nodeKey == id && o.st.Connected && o.st.SameNodeAs == "" && o.st.Refused == nil {
 			return o
 		}
 	}
@@ -128,7 +133,7 @@ func (s *session) takeOver() bool {
 		st.SameNodeAs = ""
 		var from *session
 		for _, o := range r.sessions {
-			if o != s && o.st.NodeID == st.NodeID && o.st.Epoch != 0 && (from == nil || o.st.LastAck.After(from.st.LastAck)) {
+			if o != s && o.nodeKey == s.nodeKey && o.st.Epoch != 0 && (from == nil || o.st.LastAck.After(from.st.LastAck)) {
 				from = o
 			}
 		}

@@ -41,6 +41,7 @@ type session struct {
 	st         NodeState
 	pending    map[string]*wire.TopicConfig // nil value: remove
 	unregister bool
+	nodeKey    string // the node's NodeID and start time, from its last Pong: see samenode.go
 
 	// unregErr is set by run before it returns; read after Registrar.wg.Wait.
 	unregErr error
@@ -324,7 +325,7 @@ func (s *session) probe(conn *client.Conn) error {
 		return conn.Call(ctx, wire.TypePing, probeBody, &pong)
 	})
 	if err == nil {
-		s.learnt(pong.NodeID)
+		s.learnt(pong)
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -45,9 +46,10 @@ type node struct {
 	// dials counts dials that ended; dialErr is the last one's error.
 	dials   uint64
 	dialErr error
-	// id is the NodeID the node gave in its last answer (PROTOCOL.md
-	// 7.13, 8.11): a list may name one node under two names, and two
-	// answers of one node are one witness, not two.
+	// id is the node's identity from its last answer (PROTOCOL.md 7.13,
+	// 8.11): its NodeID and start time (nodeKey). A list may name one node
+	// under two names, and two answers of one node are one witness, not
+	// two.
 	id string
 }
 
@@ -184,15 +186,15 @@ func (n *node) close() {
 func (n *node) lock()   { n.slot <- struct{}{} }
 func (n *node) unlock() { <-n.slot }
 
-// identity returns the NodeID the node last gave; empty before it answered
-// or from an older node.
+// identity returns the node's identity (nodeKey) from its last answer;
+// empty before it answered or from an older node.
 func (n *node) identity() string {
 	n.health.Lock()
 	defer n.health.Unlock()
 	return n.id
 }
 
-// identified records the NodeID the node gave in an answer.
+// identified records the node's identity from an answer (nodeKey).
 func (n *node) identified(id string) {
 	if id == "" {
 		return
@@ -220,4 +222,15 @@ func sameNodes(ns []*node) []*node {
 		out = append(out, n)
 	}
 	return append(out, dups...)
+}
+
+// nodeKey is what tells nodes apart: the NodeID and the start time. Nodes
+// whose data directories were copied from one another share a NodeID but
+// not the millisecond they started in; one node under two names shares
+// both. Empty from an older node, which says neither.
+func nodeKey(id string, startedMs int64) string {
+	if id == "" {
+		return ""
+	}
+	return id + "@" + strconv.FormatInt(startedMs, 10)
 }

@@ -296,7 +296,9 @@ wait:
 				}
 				break
 			}
-			if id := r.rs.Node.NodeID; id != "" && slices.ContainsFunc(got, func(g reply) bool { return g.rs.Node.NodeID == id }) {
+			if id := nodeKey(r.rs.Node.NodeID, r.rs.Node.StartedMs); id != "" && slices.ContainsFunc(got, func(g reply) bool {
+				return nodeKey(g.rs.Node.NodeID, g.rs.Node.StartedMs) == id
+			}) {
 				// One node under a second name: its answer again is no
 				// second witness. Ask the next node instead, and give it
 				// the merge wait from now.
@@ -548,7 +550,7 @@ func (c *Client) ask(ctx context.Context, n *node, req []wire.TopicVersion, sent
 	switch {
 	case err == nil:
 		n.succeeded()
-		n.identified(rs.Node.NodeID)
+		n.identified(nodeKey(rs.Node.NodeID, rs.Node.StartedMs))
 		n.report(nil)
 		return rs, nil
 	case ctx.Err() != nil:

@@ -3,6 +3,8 @@ package routeclient_test
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -61,4 +63,31 @@ func TestOneNodeListedUnderTwoNames(t *testing.T) {
 		}
 	}
 	t.Fatal("the watch never merged b2, held by the node listed once")
+}
+
+// TestNodesClonedFromOneDataDirectory: two distinct nodes give the same
+// NodeID (one's data directory was copied from the other's). They are two
+// witnesses: a group only the second holds is merged in.
+func TestNodesClonedFromOneDataDirectory(t *testing.T) {
+	ca := newTestCA(t)
+	tns := sortedNodes(t, ca, 2, nil)
+	id, err := os.ReadFile(filepath.Join(tns[0].Dir(), "node-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tns[1].Stop()
+	if err := os.WriteFile(filepath.Join(tns[1].Dir(), "node-id"), id, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // another start millisecond than the first node's
+	tns[1].Start()
+	for _, tn := range tns {
+		register(t, tn, "b1", "10.0.0.1:10911", 4, "t1")
+	}
+	register(t, tns[1], "b2", "10.0.0.2:10911", 4, "t1")
+	c := newClient(t, ca, nodes.Static(addrsOf(tns)...), func(cfg *routeclient.Config) { cfg.MergeWait = time.Minute })
+	route, _, err := c.Route(ctxT(t), "t1")
+	if err != nil || len(route.Brokers) != 2 {
+		t.Fatalf("route: %d groups, %v; want both", len(route.Brokers), err)
+	}
 }
