@@ -113,3 +113,47 @@ func TestNodesClonedFromOneDataDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeUnderTwoNamesRestarts: the node listed under two names restarts
+// empty. Both sessions lose their connections; the one that stood by
+// waits to learn the node's identity on its new connection before acting,
+// so the restart costs about one full registration, as with one name.
+func TestNodeUnderTwoNamesRestarts(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	_, port, _ := net.SplitHostPort(tn.Addr())
+	cfg := testConfig(t, ca, nodes.Static(tn.Addr(), net.JoinHostPort("localhost", port)))
+	r := startRegistrar(t, cfg)
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	standing := func() bool {
+		for _, s := range r.Nodes() {
+			if s.SameNodeAs != "" {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor(t, "one session standing by", standing)
+	total := func() (n uint64) {
+		for _, s := range r.Nodes() {
+			n += s.Registrations
+		}
+		return n
+	}
+	for round := range 3 {
+		before := total()
+		tn.Restart()
+		waitFor(t, "the lease on the restarted node", func() bool { _, ok := lease(tn, brokerAddr); return ok })
+		waitFor(t, "one session standing by again", standing)
+		time.Sleep(300 * time.Millisecond) // 6 heartbeat intervals
+		if _, ok := lease(tn, brokerAddr); !ok {
+			t.Fatalf("round %d: the restarted node lost the lease again", round)
+		}
+		if n := total() - before; n > 3 {
+			t.Errorf("round %d: %d full registrations for one restart, want at most 3", round, n)
+		}
+		t.Logf("round %d: %d full registrations", round, total()-before)
+	}
+}
