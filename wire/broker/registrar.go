@@ -113,6 +113,19 @@ const (
 type NodeState struct {
 	// Addr is the node's address as the node source lists it.
 	Addr string
+	// NodeID is the identity the node gave in its last Pong (PROTOCOL.md
+	// 8.11), learnt on every connection; empty until it answered one.
+	NodeID string
+	// SameNodeAs is the address of another listed session that reaches
+	// the same node (the same NodeID, started at the same time: nodes
+	// cloned from one data directory share a NodeID and are still two
+	// nodes): a source that lists one node under
+	// two names. This session then stands by, connected and pinging,
+	// while that one keeps the lease (two sessions holding one lease
+	// would replace each other's registration at every heartbeat, each
+	// answered stale-epoch); it takes over, resuming the lease, if that
+	// session loses its connection. Empty otherwise.
+	SameNodeAs string
 	// Connected reports whether a QUIC connection to the node is up.
 	Connected bool
 	// Registered reports whether the node acknowledged the registration,
@@ -504,6 +517,9 @@ func (r *Registrar) syncedLocked() bool {
 		return false
 	}
 	for _, s := range r.sessions {
+		if s.st.SameNodeAs != "" {
+			continue // the session it stands by for counts
+		}
 		if !s.st.Registered || s.st.DataVersion != r.version {
 			return false
 		}
@@ -515,6 +531,15 @@ func (r *Registrar) syncedLocked() bool {
 func (r *Registrar) broadcastLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
+}
+
+// HasTopic reports whether the broker's topic configuration holds topic,
+// without copying it.
+func (r *Registrar) HasTopic(topic string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.topics[topic]
+	return ok
 }
 
 // Topics returns the broker's topic configuration, sorted by name.

@@ -41,6 +41,7 @@ type session struct {
 	st         NodeState
 	pending    map[string]*wire.TopicConfig // nil value: remove
 	unregister bool
+	nodeKey    string // the node's NodeID and start time, from its last Pong: see samenode.go
 
 	// unregErr is set by run before it returns; read after Registrar.wg.Wait.
 	unregErr error
@@ -148,11 +149,20 @@ func (s *session) serve(conn *client.Conn, failures *int) *RefusedError {
 	needFull := !resuming
 	transportFails := 0
 	var nextBeat, nextProbe time.Time
+	defer s.identify(conn)()
 	for s.runCtx.Err() == nil {
 		var (
 			op  string
 			err error
 		)
+		if s.standingBy() {
+			if !s.standBy(conn) {
+				return nil
+			}
+			resuming = s.heldEpoch() != 0
+			needFull, nextBeat = !resuming, time.Time{}
+			continue
+		}
 		nextBeat = s.tighten(nextBeat)
 		switch {
 		case resuming:
@@ -310,9 +320,14 @@ var probeBody = &wire.Ping{Padding: make([]byte, wire.PingPadding)}
 // probe pings the node with a packet large enough to draw a stateless
 // reset from a node that restarted and no longer knows the connection.
 func (s *session) probe(conn *client.Conn) error {
-	return s.do(conn, func(ctx context.Context) error {
-		return conn.Call(ctx, wire.TypePing, probeBody, nil)
+	var pong wire.Pong
+	err := s.do(conn, func(ctx context.Context) error {
+		return conn.Call(ctx, wire.TypePing, probeBody, &pong)
 	})
+	if err == nil {
+		s.learnt(pong)
+	}
+	return err
 }
 
 // nextBeat is when the next heartbeat is due: one interval from now, less
@@ -653,6 +668,9 @@ func (s *session) update(fn func(*NodeState)) {
 	before := s.st
 	fn(&s.st)
 	after := s.st
+	if before.Connected && !after.Connected {
+		r.wakeSameNodeLocked(s)
+	}
 	r.broadcastLocked()
 	r.mu.Unlock()
 	if cb := r.cfg.OnStateChange; cb != nil && (before.Connected != after.Connected ||

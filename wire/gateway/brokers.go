@@ -575,3 +575,28 @@ func (t *brokerTable) closeAll() {
 		e.reg.Close()
 	}
 }
+
+// vouches reports whether a broker registered through the gateway, alive on
+// its LAN, holds topic while its registrar is not registered with every
+// node it can register with: the nodes' word that the topic is gone may
+// predate the broker's registration (every node expired it while the WAN
+// was cut for longer than its lease, and the registrar is registering it
+// again). The route cache then keeps the route it holds rather than tell
+// the LAN's clients TOPIC_NOT_EXIST for a broker they can reach; the
+// registration, once through, makes the nodes push the route.
+func (t *brokerTable) vouches(topic string) bool {
+	t.mu.Lock()
+	regs := make([]*broker.Registrar, 0, len(t.brokers))
+	for _, e := range t.brokers {
+		regs = append(regs, e.reg)
+	}
+	t.mu.Unlock()
+	for _, reg := range regs {
+		if reg.HasTopic(topic) && slices.ContainsFunc(reg.Nodes(), func(s broker.NodeState) bool {
+			return !s.Registered && s.SameNodeAs == "" && s.Refused == nil
+		}) {
+			return true
+		}
+	}
+	return false // held by no broker here, or each is registered everywhere: the nodes' word stands
+}

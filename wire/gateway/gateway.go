@@ -24,7 +24,9 @@
 // RefreshInterval the cached routes are also re-read from the route client's
 // own refreshed cache, so a route whose watch failed still converges. While
 // the WAN is lossy or cut the last known routes are served. A topic is reported
-// missing (TOPIC_NOT_EXIST) only when a node says so; when no node answers
+// missing (TOPIC_NOT_EXIST) only when a node says so, and not while a broker
+// behind the gateway that holds it is being registered again (the nodes
+// expired it during a cut longer than its lease); when no node answers
 // and nothing is cached the answer is withheld, so the client's request
 // times out and it keeps its own cached route (a SYSTEM_ERROR or a 17 would
 // send a Go producer to the TBW102 fallback). Cluster info, topic lists and

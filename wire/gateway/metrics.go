@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -64,14 +65,16 @@ func newMetrics(g *Gateway) *metrics {
 			"Nodes that hold the registration of each broker.", []string{"cluster", "addr"}, nil),
 		topics: prometheus.NewDesc("edgereg_gateway_cached_topics",
 			"Topics whose routes the gateway caches and watches.", nil, nil),
+		routeAge: prometheus.NewDesc("edgereg_gateway_route_age_seconds",
+			"Seconds since a node last confirmed the least recently confirmed cached route (0 with none): how old a route served may be. While nodes answer it stays within two refresh intervals; while the WAN is cut it grows.", nil, nil),
 	})
 	return m
 }
 
 // stateCollector reads gauges from the gateway's state at scrape time.
 type stateCollector struct {
-	g                                *Gateway
-	up, brokers, brokerNodes, topics *prometheus.Desc
+	g                                          *Gateway
+	up, brokers, brokerNodes, topics, routeAge *prometheus.Desc
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -79,6 +82,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.brokers
 	ch <- c.brokerNodes
 	ch <- c.topics
+	ch <- c.routeAge
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -108,6 +112,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		labelled(c.brokerNodes, float64(n), b.Cluster, b.Addr)
 	}
 	ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(c.g.cache.len()))
+	age := 0.0
+	if t := c.g.cache.oldest(); !t.IsZero() {
+		age = time.Since(t).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(c.routeAge, prometheus.GaugeValue, age)
 }
 
 func (m *metrics) request(code, response int16) {

@@ -86,7 +86,9 @@ func (rc *routeCache) get(ctx context.Context, topic string, standard bool) rout
 		rc.store(topic, routeFound, route, version)
 		return routeAnswer{outcome: routeFound, route: route, version: version}
 	case errors.Is(err, wire.ErrNotFound):
-		rc.gone(topic)
+		if !rc.gone(topic) {
+			return rc.get(ctx, topic, standard) // the cached route stands
+		}
 		return routeAnswer{outcome: routeNotExist, err: err}
 	}
 	return routeAnswer{outcome: routeUnavailable, err: err}
@@ -107,12 +109,38 @@ func (rc *routeCache) keepBody(topic string, version uint64, standard bool, body
 // gone records that a node knows no broker holding topic. Only a topic
 // already cached keeps an entry (and its watch, which pushes the topic's
 // return): made-up names take no room.
-func (rc *routeCache) gone(topic string) {
+//
+// A cached route of a topic a broker behind the gateway holds while its
+// registrar is registering it again (brokerTable.vouches) stays: gone
+// reports whether the topic is gone.
+func (rc *routeCache) gone(topic string) bool {
+	vouched := rc.vouched(topic)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if e := rc.topics[topic]; e != nil {
-		rc.setLocked(e, routeNotExist, wire.Route{}, 0, time.Now())
+	e := rc.topics[topic]
+	switch {
+	case e == nil:
+		return true
+	case vouched && e.outcome == routeFound:
+		return false
 	}
+	rc.setLocked(e, routeNotExist, wire.Route{}, 0, time.Now())
+	return true
+}
+
+// vouched reports, for a cached route, whether a broker behind the gateway
+// vouches for topic (brokerTable.vouches), logging that the nodes' word is
+// not taken.
+func (rc *routeCache) vouched(topic string) bool {
+	rc.mu.Lock()
+	e := rc.topics[topic]
+	found := e != nil && e.outcome == routeFound
+	rc.mu.Unlock()
+	if !found || !rc.g.brokers.vouches(topic) {
+		return false
+	}
+	rc.g.peerLog.Info("the nodes say a topic is gone that a broker on this site holds, while it registers with them again: keeping its route", "topic", topic)
+	return true
 }
 
 // store records a route a node gave for topic, and subscribes a watch for it
@@ -167,6 +195,10 @@ func (rc *routeCache) setLocked(e *topicEntry, outcome routeOutcome, route wire.
 // ends.
 func (rc *routeCache) follow(topic string, e *topicEntry, updates <-chan routeclient.Update) {
 	for u := range updates {
+		if u.Gone && rc.vouched(topic) {
+			rc.g.metrics.routeEvents.Inc()
+			continue
+		}
 		rc.mu.Lock()
 		if rc.topics[topic] == e {
 			if u.Gone {
@@ -231,10 +263,12 @@ func (rc *routeCache) revalidate(ctx context.Context) {
 		case err == nil && rc.g.routes.Stats().StaleServed != stale:
 			return // served stale: no node answered
 		case err == nil:
-			if version == h.version {
+			// Changed or not, a node confirmed it within two of the
+			// route client's refresh intervals: recorded as checked.
+		case errors.Is(err, wire.ErrNotFound):
+			if rc.vouched(h.topic) {
 				continue
 			}
-		case errors.Is(err, wire.ErrNotFound):
 			outcome, route, version = routeNotExist, wire.Route{}, 0
 		default:
 			return
@@ -246,4 +280,19 @@ func (rc *routeCache) revalidate(ctx context.Context) {
 		}
 		rc.mu.Unlock()
 	}
+}
+
+// oldest returns when a node last confirmed the least recently confirmed
+// cached route (zero with none cached): how old a route the gateway serves
+// may be while the WAN is cut.
+func (rc *routeCache) oldest() time.Time {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var t time.Time
+	for _, e := range rc.topics {
+		if e.outcome == routeFound && (t.IsZero() || e.checked.Before(t)) {
+			t = e.checked
+		}
+	}
+	return t
 }

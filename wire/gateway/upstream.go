@@ -24,6 +24,11 @@ type NodeState struct {
 	LastOK time.Time `json:"last_ok,omitzero"`
 	// LastError is why the last probe or read failed; empty while up.
 	LastError string `json:"last_error,omitempty"`
+	// WarmingUp: the last probe's answer said the node is within its
+	// warm-up window (it started recently, and brokers may not have
+	// registered with it yet). Reads go to such a node only when no node
+	// past its warm-up answers.
+	WarmingUp bool `json:"warming_up,omitempty"`
 }
 
 // upstream keeps one QUIC connection per listed node for the reads the route
@@ -132,8 +137,14 @@ func (u *upstream) probe() {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(n.ctx, u.cfg.RequestTimeout)
 			defer cancel()
-			err := n.do(ctx, u.cfg, func(c *client.Conn) error { _, err := c.Ping(ctx); return err })
+			var pong wire.Pong
+			err := n.do(ctx, u.cfg, func(c *client.Conn, _ bool) (err error) { pong, err = c.Ping(ctx); return err })
 			if n.ctx.Err() == nil {
+				if err == nil { // before Up is recorded, so no read sees it up and not warming
+					u.mu.Lock()
+					n.st.WarmingUp = pong.WarmingUp
+					u.mu.Unlock()
+				}
 				u.record(n, err)
 			}
 		})
@@ -141,48 +152,105 @@ func (u *upstream) probe() {
 	wg.Wait()
 }
 
-// read runs fn against one node after another, nodes that answered their
-// last probe first, until one answers. An answer that is an error another
-// node could not improve on (not found, bad request) is returned as is.
+// read runs fn against one node after another, until one answers: nodes
+// that answered their last probe past their warm-up first, then those
+// warming up, then the others. Cluster info, topic lists and member groups
+// have no warming-up status: a node that restarted answers them, empty,
+// from what it holds, and the answer would be cached and served for a
+// poll interval. So a read that has to dial a node (its connection failed,
+// as a restart makes it) pings it first, and one found warming up is asked
+// only after every other; a read that fails on a node marks it down until
+// its next probe. An answer that is an error another node could not
+// improve on (not found, bad request) is returned as is.
 func (u *upstream) read(ctx context.Context, fn func(context.Context, *client.Conn) error) error {
 	u.mu.Lock()
-	var list, down []*upNode // nodes that answered their last probe first
+	var list, warming, down []*upNode
 	for _, n := range u.nodes {
-		if n.st.Up {
+		switch {
+		case n.st.Up && !n.st.WarmingUp:
 			list = append(list, n)
-		} else {
+		case n.st.Up:
+			warming = append(warming, n)
+		default:
 			down = append(down, n)
 		}
 	}
 	u.mu.Unlock()
-	list = append(list, down...)
+	list = append(append(list, warming...), down...)
 	if len(list) == 0 {
 		return errNoNodes
 	}
 	var errs []error
+	var later []*upNode // found warming up on a new connection: asked last
+	try := func(n *upNode, check bool) (done bool, err error) {
+		rctx, cancel := context.WithTimeout(ctx, u.cfg.RequestTimeout)
+		defer cancel()
+		warm := false
+		err = n.do(rctx, u.cfg, func(c *client.Conn, dialled bool) error {
+			if dialled && check {
+				// A new connection may reach a node that restarted since
+				// its last probe: ask it first whether it is warming up.
+				p, err := c.Ping(rctx)
+				if err != nil {
+					return err
+				}
+				u.mu.Lock()
+				n.st.WarmingUp = p.WarmingUp
+				u.mu.Unlock()
+				if warm = p.WarmingUp; warm {
+					return nil
+				}
+			}
+			return fn(rctx, c)
+		})
+		if warm && err == nil {
+			return false, nil
+		}
+		if err == nil || !tryNext(err) {
+			if err == nil || isAnswer(err) {
+				u.record(n, nil)
+			}
+			return true, err
+		}
+		if !isAnswer(err) && ctx.Err() == nil && n.ctx.Err() == nil {
+			// Not up any more, until a probe says otherwise: a node that
+			// restarted fails its old connection, and the next read would
+			// dial it anew as the node that answered, empty and warming
+			// up, before the next probe tells.
+			u.record(n, err)
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", n.addr, err))
+		return false, err
+	}
 	for _, n := range list {
 		if ctx.Err() != nil {
 			errs = append(errs, ctx.Err())
 			break
 		}
-		rctx, cancel := context.WithTimeout(ctx, u.cfg.RequestTimeout)
-		err := n.do(rctx, u.cfg, func(c *client.Conn) error { return fn(rctx, c) })
-		cancel()
-		if err == nil || !tryNext(err) {
-			if err == nil || isAnswer(err) {
-				u.record(n, nil)
-			}
+		done, err := try(n, true)
+		switch {
+		case done:
+			return err
+		case err == nil:
+			later = append(later, n)
+		}
+	}
+	for _, n := range later {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		if done, err := try(n, false); done {
 			return err
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", n.addr, err))
 	}
 	return fmt.Errorf("%w: %w", errUnreachable, errors.Join(errs...))
 }
 
-// do runs fn on the node's connection, dialling it first if needed. A
-// connection whose request failed below the protocol is dropped, so the
-// next use dials afresh.
-func (n *upNode) do(ctx context.Context, cfg *Config, fn func(*client.Conn) error) error {
+// do runs fn on the node's connection, dialling it first if needed (fn is
+// told whether it did). A connection whose request failed below the
+// protocol is dropped, so the next use dials afresh.
+func (n *upNode) do(ctx context.Context, cfg *Config, fn func(c *client.Conn, dialled bool) error) error {
 	select {
 	case n.slot <- struct{}{}:
 	case <-ctx.Done():
@@ -196,6 +264,7 @@ func (n *upNode) do(ctx context.Context, cfg *Config, fn func(*client.Conn) erro
 		n.conn.Close()
 		n.conn = nil
 	}
+	dialled := false
 	if n.conn == nil {
 		dctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 		stop := context.AfterFunc(n.ctx, cancel)
@@ -207,10 +276,11 @@ func (n *upNode) do(ctx context.Context, cfg *Config, fn func(*client.Conn) erro
 			return err
 		}
 		n.conn = c
+		dialled = true
 	}
 	conn := n.conn
 	<-n.slot // requests share the connection; only dialling is exclusive
-	err := fn(conn)
+	err := fn(conn, dialled)
 	switch {
 	case err == nil || isAnswer(err):
 		n.failures.Store(0)

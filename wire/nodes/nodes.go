@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,10 @@ type Notifier interface {
 
 // Normalize checks that every address is host:port with a numeric port,
 // trims spaces, drops empty entries and duplicates, and sorts the result.
+// Addresses are written one way, so one node written two ways is one entry:
+// the port in decimal without leading zeros, an IP address in its canonical
+// form (RFC 5952 for IPv6), a host name in lower case (DNS names are
+// case-insensitive).
 func Normalize(addrs []string) ([]string, error) {
 	out := make([]string, 0, len(addrs))
 	for _, a := range addrs {
@@ -53,10 +58,16 @@ func Normalize(addrs []string) ([]string, error) {
 		if host == "" {
 			return nil, fmt.Errorf("node address %q: no host", a)
 		}
-		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || p == 0 {
 			return nil, fmt.Errorf("node address %q: port must be 1 to 65535", a)
 		}
-		out = append(out, net.JoinHostPort(host, port))
+		if ip, err := netip.ParseAddr(host); err == nil {
+			host = ip.String()
+		} else {
+			host = strings.ToLower(host)
+		}
+		out = append(out, net.JoinHostPort(host, strconv.FormatUint(p, 10)))
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil

@@ -33,6 +33,11 @@ func TestNormalize(t *testing.T) {
 		{in: []string{"a:70000"}, wantErr: true},
 		{in: []string{"a:http"}, wantErr: true},
 		{in: nil, want: []string{}},
+		// One node written two ways is one entry: a leading zero in the
+		// port, a host name's case, an IPv6 address's spelling.
+		{in: []string{"node1:9876", "Node1:09876", "NODE1:9876"}, want: []string{"node1:9876"}},
+		{in: []string{"[0:0::1]:9876", "[::1]:9876", "[::0001]:9876"}, want: []string{"[::1]:9876"}},
+		{in: []string{"[2001:DB8::1]:1", "[2001:db8::1]:1"}, want: []string{"[2001:db8::1]:1"}},
 	}
 	for _, tt := range tests {
 		got, err := nodes.Normalize(tt.in)

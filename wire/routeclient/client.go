@@ -400,7 +400,8 @@ func (c *Client) setNodes(addrs []string) {
 
 // candidates returns the nodes to ask, in order: the node that answered
 // last, then the others in list order after it; nodes that failed recently
-// go last. It waits for the first node list, bounded by ctx.
+// go last, and so do nodes known to be one listed before them under
+// another name. It waits for the first node list, bounded by ctx.
 func (c *Client) candidates(ctx context.Context) ([]*node, error) {
 	select {
 	case <-c.listed:
@@ -428,7 +429,7 @@ func (c *Client) candidates(ctx context.Context) ([]*node, error) {
 			healthy = append(healthy, n)
 		}
 	}
-	return append(healthy, sick...), nil
+	return sameNodes(append(healthy, sick...)), nil
 }
 
 func (c *Client) setPreferred(n *node) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -45,6 +46,11 @@ type node struct {
 	// dials counts dials that ended; dialErr is the last one's error.
 	dials   uint64
 	dialErr error
+	// id is the node's identity from its last answer (PROTOCOL.md 7.13,
+	// 8.11): its NodeID and start time (nodeKey). A list may name one node
+	// under two names, and two answers of one node are one witness, not
+	// two.
+	id string
 }
 
 func newNode(c *Client, addr string) *node {
@@ -179,3 +185,52 @@ func (n *node) close() {
 
 func (n *node) lock()   { n.slot <- struct{}{} }
 func (n *node) unlock() { <-n.slot }
+
+// identity returns the node's identity (nodeKey) from its last answer;
+// empty before it answered or from an older node.
+func (n *node) identity() string {
+	n.health.Lock()
+	defer n.health.Unlock()
+	return n.id
+}
+
+// identified records the node's identity from an answer (nodeKey).
+func (n *node) identified(id string) {
+	if id == "" {
+		return
+	}
+	n.health.Lock()
+	n.id = id
+	n.health.Unlock()
+}
+
+// sameNodes moves every node that gave the NodeID of a node before it in
+// ns to the end, keeping the order otherwise: a list naming one node under
+// two names (its address and a DNS name) must not have a read ask it twice
+// as two witnesses while a distinct node waits.
+func sameNodes(ns []*node) []*node {
+	seen := make(map[string]bool, len(ns))
+	out := make([]*node, 0, len(ns))
+	var dups []*node
+	for _, n := range ns {
+		id := n.identity()
+		if id != "" && seen[id] {
+			dups = append(dups, n)
+			continue
+		}
+		seen[id] = true
+		out = append(out, n)
+	}
+	return append(out, dups...)
+}
+
+// nodeKey is what tells nodes apart: the NodeID and the start time. Nodes
+// whose data directories were copied from one another share a NodeID but
+// not the millisecond they started in; one node under two names shares
+// both. Empty from an older node, which says neither.
+func nodeKey(id string, startedMs int64) string {
+	if id == "" {
+		return ""
+	}
+	return id + "@" + strconv.FormatInt(startedMs, 10)
+}

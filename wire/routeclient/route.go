@@ -281,6 +281,8 @@ func (c *Client) query(ctx context.Context, held []heldRoute, at asOf, sent *ato
 	var got []reply
 	var errs []error
 	var grace <-chan time.Time
+	var graceT *time.Timer
+	var graceFor time.Duration
 wait:
 	for inflight > 0 {
 		select {
@@ -294,15 +296,30 @@ wait:
 				}
 				break
 			}
-			got = append(got, r)
-			if grace == nil && len(got) == 1 {
-				wait := c.cfg.MergeWait
-				if wait <= 0 {
-					wait = max(time.Since(start), MinMergeWait)
+			if id := nodeKey(r.rs.Node.NodeID, r.rs.Node.StartedMs); id != "" && slices.ContainsFunc(got, func(g reply) bool {
+				return nodeKey(g.rs.Node.NodeID, g.rs.Node.StartedMs) == id
+			}) {
+				// One node under a second name: its answer again is no
+				// second witness. Ask the next node instead, and give it
+				// the merge wait from now.
+				c.log.Debug("node answered under another name too: asking the next", "node", r.node.addr, "node_id", id)
+				if next < len(cands) && ctx.Err() == nil {
+					launch(r.idx)
+					if grace != nil {
+						graceT.Reset(graceFor)
+					}
 				}
-				t := time.NewTimer(wait)
-				defer t.Stop()
-				grace = t.C
+				break
+			}
+			got = append(got, r)
+			if graceT == nil {
+				graceFor = c.cfg.MergeWait
+				if graceFor <= 0 {
+					graceFor = max(time.Since(start), MinMergeWait)
+				}
+				graceT = time.NewTimer(graceFor)
+				defer graceT.Stop()
+				grace = graceT.C
 			}
 		case <-grace:
 			grace = nil
@@ -533,6 +550,7 @@ func (c *Client) ask(ctx context.Context, n *node, req []wire.TopicVersion, sent
 	switch {
 	case err == nil:
 		n.succeeded()
+		n.identified(nodeKey(rs.Node.NodeID, rs.Node.StartedMs))
 		n.report(nil)
 		return rs, nil
 	case ctx.Err() != nil:

@@ -432,6 +432,23 @@ func (h *watchHub) refuse(err error) {
 	}
 }
 
+// sameAsOther reports whether another slot's stream is on a node that
+// gave n's identity (nodeKey): the list names one node under two names.
+func (h *watchHub) sameAsOther(n *node, slot int) bool {
+	id := n.identity()
+	if id == "" {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for o, s := range h.inUse {
+		if o != n && s != slot && o.identity() == id {
+			return true
+		}
+	}
+	return false
+}
+
 // claim reserves n for slot unless another slot's stream is on it.
 func (h *watchHub) claim(n *node, slot int) bool {
 	h.mu.Lock()
@@ -468,6 +485,14 @@ func (h *watchHub) connect(slot int) (*stream, error) {
 		}
 		tried++
 		st, warm, err := h.open(n)
+		if err == nil && h.sameAsOther(n, slot) {
+			// One node under a second name: a second stream to it is no
+			// second witness.
+			st.pipe.Close()
+			h.release(n)
+			tried--
+			continue
+		}
 		if err != nil {
 			h.release(n)
 			if permanent(err) {
@@ -526,6 +551,7 @@ func (h *watchHub) open(n *node) (*stream, bool, error) {
 		n.report(err)
 		return nil, false, err
 	}
+	n.identified(nodeKey(pong.NodeID, pong.StartedMs))
 	return st, pong.WarmingUp, nil
 }
 
