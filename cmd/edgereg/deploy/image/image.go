@@ -91,14 +91,16 @@ func Build(opts Options) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// Config is the image's run configuration.
+// Config is the image's run configuration. EDGEREG_DATA is set so that
+// client commands run in the container (`docker exec ... edgereg status`)
+// use the local CA of the node its command starts.
 func Config(version, commit string) v1.Config {
 	return v1.Config{
 		Entrypoint:   []string{BinaryPath},
 		Cmd:          Cmd,
 		User:         User,
 		WorkingDir:   DataDir,
-		Env:          []string{"PATH=/usr/local/bin"},
+		Env:          []string{"PATH=/usr/local/bin", "EDGEREG_DATA=" + DataDir},
 		ExposedPorts: map[string]struct{}{QUICPort: {}, AdminPort: {}},
 		Volumes:      map[string]struct{}{DataDir: {}},
 		Labels: map[string]string{

@@ -169,6 +169,24 @@ func TestImageArchive(t *testing.T) {
 		t.Errorf("the image's command %v is refused: %v\n%s", c.Cmd, err, out)
 	}
 
+	// An operator's `docker exec CONTAINER edgereg status` (or kubectl
+	// exec) runs a client command with the image's environment in its
+	// working directory: it must look for the local CA where the default
+	// command's node keeps it, not in ./edgereg-data.
+	wd := t.TempDir()
+	cl := exec.Command(exe, "status", "--timeout", "2s", "--nodes", "127.0.0.1:1")
+	cl.Dir, cl.Env = wd, c.Env
+	out, _ = cl.CombinedOutput()
+	nodeData := ""
+	for _, a := range c.Cmd {
+		if v, ok := strings.CutPrefix(a, "--data="); ok {
+			nodeData = v
+		}
+	}
+	if want := "no local CA in " + filepath.Join(nodeData, "tls"); nodeData == "" || !strings.Contains(string(out), want) {
+		t.Errorf("a client command run with the image's environment (%v) does not look where the node keeps its CA (%q): %s", c.Env, want, out)
+	}
+
 	// Building again from the same binary gives the same image.
 	again, err := Build(Options{Binary: bin, Version: version, Commit: commit, Arch: runtime.GOARCH})
 	if err != nil {
@@ -281,7 +299,7 @@ func TestDockerfileMatchesImage(t *testing.T) {
 	}
 	jsonList := func(s []string) string { b, _ := json.Marshal(s); return strings.ReplaceAll(string(b), ",", ", ") }
 	checks := map[string]string{
-		"USER": want.User, "WORKDIR": want.WorkingDir, "VOLUME": DataDir, "ENV": want.Env[0],
+		"USER": want.User, "WORKDIR": want.WorkingDir, "VOLUME": DataDir, "ENV": strings.Join(want.Env, " "),
 		"EXPOSE":     QUICPort + " " + AdminPort,
 		"ENTRYPOINT": jsonList(want.Entrypoint), "CMD": jsonList(want.Cmd),
 	}
