@@ -349,3 +349,24 @@ func TestNodeStopPastDeadlineExitsFailure(t *testing.T) {
 		t.Errorf("node stopped past its 1ns deadline: %v (want exit %d)\n%s", err, exitFailure, logs.String())
 	}
 }
+
+// TestNoAgreementClaimedWhenNoNodeAnswered: status and the --all-nodes
+// reads ended their tables with "no drift between the nodes that answered"
+// and "every node that answered agrees" when no node had answered, which
+// reads as a healthy fleet to an operator glancing at the last line.
+func TestNoAgreementClaimedWhenNoNodeAnswered(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := run(t, nil, "--data", dir, "cert", "init"); code != 0 {
+		t.Fatalf("cert init: exit %d: %s", code, stderr)
+	}
+	dead := freeUDPAddr(t)
+	for _, args := range [][]string{{"status"}, {"leases", "--all-nodes"}, {"topics", "--all-nodes"}} {
+		out, _, code := run(t, []string{"EDGEREG_TIMEOUT=1s"}, append([]string{"--data", dir, "--nodes", dead}, args...)...)
+		if code != exitUnreachable {
+			t.Errorf("%v: exit %d, want %d", args, code, exitUnreachable)
+		}
+		if strings.Contains(out, "no drift") || strings.Contains(out, "agrees") {
+			t.Errorf("%v with no node answering claims agreement:\n%s", args, out)
+		}
+	}
+}

@@ -193,6 +193,9 @@ func runStatus(cmd *cobra.Command, g *globals, src *nodeSourceFlags, tolerance i
 			tablef(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", n.Node, n.NodeID, n.Version,
 				(time.Duration(n.UptimeSeconds) * time.Second).String(), state, n.Leases, n.Topics, n.Connections, hookHashes(n.hashes))
 		}
+		if failed == len(out.Nodes) {
+			return // no node answered: nothing to compare
+		}
 		if len(out.Drift) == 0 {
 			fmt.Fprintln(tw, "\nno drift between the nodes that answered")
 			return
@@ -363,6 +366,9 @@ func (g *globals) readOneOrAll(cmd *cobra.Command, all bool, fn func(*client.Con
 				continue
 			}
 			table(tw, n.Value)
+		}
+		if len(answered) == 0 {
+			return // no node answered: nothing to compare
 		}
 		if len(out.Differences) == 0 {
 			fmt.Fprintln(tw, "== every node that answered agrees")
