@@ -90,7 +90,7 @@ func newBrokerCmd(g *globals) *cobra.Command {
 		Long: `Run a broker agent until interrupted. It registers the broker and its topics with
 every node in parallel, heartbeats, re-registers with a node that restarts or asks
 for it, follows changes of the node list, and unregisters from every node on
-SIGINT or SIGTERM. It is a simulator for demos and tests, and a reference for
+SIGINT, SIGTERM or SIGHUP. It is a simulator for demos and tests, and a reference for
 broker authors (see the wire/broker package).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBroker(cmd, g, bf) },

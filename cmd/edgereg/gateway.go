@@ -55,7 +55,7 @@ current, and keep being answered from it while the WAN is lossy or cut. Metrics
 and health are on --admin-addr (/metrics, /healthz).
 
 Remoting has no authentication: keep --listen on loopback or a trusted LAN.
-SIGINT or SIGTERM stops the gateway without unregistering its brokers (their
+SIGINT, SIGTERM or SIGHUP stops the gateway without unregistering its brokers (their
 leases run on, and they register with the next gateway at their next period).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runGateway(cmd, g, gf) },

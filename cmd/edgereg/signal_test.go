@@ -137,3 +137,22 @@ func TestBrokerAgentThatNeverRegisteredSaysSo(t *testing.T) {
 		t.Errorf("an agent no node ever registered says at its stop:\n%s", logs)
 	}
 }
+
+// TestHelpNamesEveryStopSignal: node, broker and gateway stop on SIGINT,
+// SIGTERM and SIGHUP; the gateway's and the broker agent's help named only
+// the first two, so an operator could not tell that closing the terminal
+// (SIGHUP) stops them.
+func TestHelpNamesEveryStopSignal(t *testing.T) {
+	root := newRootCmd()
+	for _, name := range []string{"node", "broker", "gateway"} {
+		cmd := findCommand(t, root, []string{name})
+		if cmd == nil {
+			continue
+		}
+		for _, sig := range []string{"SIGINT", "SIGTERM", "SIGHUP"} {
+			if !strings.Contains(strings.Join(strings.Fields(cmd.Long), " "), sig) {
+				t.Errorf("`edgereg %s --help` does not name %s, which stops it", name, sig)
+			}
+		}
+	}
+}
