@@ -188,6 +188,20 @@ func (a *adminServer) logPlacement() {
 	}
 }
 
+// EffectiveStatusAddr returns where a node of this configuration serves
+// the status page: the status address, else the admin address when that
+// is loopback, else AdminOff.
+func (c Config) EffectiveStatusAddr() string { return statusAddr(c) }
+
+// EffectiveRemotingAddr returns the TCP address the remoting listener
+// binds (an empty host is loopback), or AdminOff when there is none.
+func (c Config) EffectiveRemotingAddr() string {
+	if c.RemotingAddr == "" {
+		return AdminOff
+	}
+	return remotingListenAddr(c.RemotingAddr)
+}
+
 // statusAddr decides where the status page is served: the configured
 // status address, else the admin address when that is loopback, else off.
 func statusAddr(c Config) string {

@@ -236,7 +236,8 @@ type Config struct {
 	// RemotingAddr, when set, is a TCP address where the node also speaks
 	// RocketMQ's remoting protocol, so unmodified RocketMQ brokers and
 	// clients can use it as their NameServer (README, "RocketMQ"). An empty
-	// host binds loopback: the protocol has no TLS and no identity.
+	// host binds loopback: the protocol has no TLS and no identity. Empty
+	// or "off" (AdminOff) means no remoting listener.
 	RemotingAddr string
 	// RemotingAllowBrokers accepts broker registrations, renewals and
 	// unregistrations over remoting; anyone who reaches the port can then
@@ -267,6 +268,9 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.Addr, DefaultAddr)
 	setDefault(&c.AdminAddr, DefaultAdminAddr)
 	setDefault(&c.DataDir, DefaultDataDir)
+	if c.RemotingAddr == AdminOff {
+		c.RemotingAddr = "" // README's default, as --admin-addr and --status-addr take it
+	}
 	setDefault(&c.HeartbeatInterval, DefaultHeartbeatInterval)
 	setDefault(&c.WarmUp, c.HeartbeatInterval)
 	setDefault(&c.ExpiryThreshold, DefaultExpiryThreshold)

@@ -274,3 +274,29 @@ func TestValidateMessagesAllNameAFlag(t *testing.T) {
 		t.Fatal("found no error in Validate")
 	}
 }
+
+// TestPrintConfigResolvesStatusAndRemotingAddr: --print-config showed an
+// empty status-addr (the page is served on the admin address when that is
+// loopback, else off) and an empty remoting-addr (off), so an operator
+// checking where the topology is exposed read nothing; and --remoting-addr
+// off, the README's default, was refused ("missing port in address").
+func TestPrintConfigResolvesStatusAndRemotingAddr(t *testing.T) {
+	for _, c := range []struct {
+		args                 []string
+		status, remotingAddr string
+	}{
+		{nil, node.DefaultAdminAddr, "off"},
+		{[]string{"--admin-addr", "0.0.0.0:9877"}, "off", "off"},
+		{[]string{"--admin-addr", "off"}, "off", "off"},
+		{[]string{"--status-addr", "127.0.0.1:9878", "--remoting-addr", ":9876"}, "127.0.0.1:9878", "127.0.0.1:9876"},
+		{[]string{"--remoting-addr", "off"}, node.DefaultAdminAddr, "off"}, // the README's default, as an env file may say it
+	} {
+		m := printConfigJSON(t, nil, c.args...)
+		if got := m["status-addr"].Value; got != c.status {
+			t.Errorf("%v: status-addr %q, want %q", c.args, got, c.status)
+		}
+		if got := m["remoting-addr"].Value; got != c.remotingAddr {
+			t.Errorf("%v: remoting-addr %q, want %q", c.args, got, c.remotingAddr)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.DurationVar(&c.PolicyReadBudget, "policy-read-budget", wasm.DefaultReadBudget, "route policy time one get-routes request may spend; later topics get --policy-route-failure")
 	fs.TextVar(&c.PolicyRouteFailure, "policy-route-failure", wasm.FailOpen, "when the route policy cannot answer: open (unfiltered route) or closed (status policy-failed)")
 	fs.TextVar(&c.PolicyConfirmFailure, "policy-confirm-failure", wasm.FailClosed, "when the confirm policy cannot answer: closed (hold due leases back) or open (remove them all)")
-	fs.StringVar(&c.RemotingAddr, "remoting-addr", "", `TCP address for RocketMQ remoting (brokers' and clients' namesrvAddr), e.g. ":9876" (an empty host is loopback); off by default`)
+	fs.StringVar(&c.RemotingAddr, "remoting-addr", "", `TCP address for RocketMQ remoting (brokers' and clients' namesrvAddr), e.g. ":9876" (an empty host is loopback); "off" (the default) disables`)
 	fs.BoolVar(&c.RemotingAllowBrokers, "remoting-allow-brokers", false, "accept broker registration over remoting (unauthenticated: anyone who reaches the port can register or remove brokers)")
 	fs.BoolVar(&c.RemotingAllowAdmin, "remoting-allow-admin", false, "accept remoting's write and admin codes: KV put/delete, write permission, topic deletion (unauthenticated)")
 	fs.VarPF(invertedBool{&c.RemotingKeepBrokersOnClose}, "remoting-unregister-on-close", "",
@@ -316,6 +316,8 @@ func effectiveConfig(cmd *cobra.Command, cfg node.Config) []configEntry {
 		"max-handshakes": strconv.Itoa(cfg.MaxHandshakes),
 		"broker-workers": strconv.Itoa(cfg.BrokerWorkers),
 		"data":           cfg.DataDir,
+		"status-addr":    cfg.EffectiveStatusAddr(),
+		"remoting-addr":  cfg.EffectiveRemotingAddr(),
 	}
 	if cfg.WarmUp < 0 {
 		resolved["warm-up"] = "disabled"
