@@ -169,15 +169,21 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 	// Run returns the nodes' refusals when every node refused the broker
 	// for good (not authorized for its group, invalid, conflict): the
 	// agent then exits non-zero with the nodes' messages.
-	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		if errors.Is(err, broker.ErrRefused) {
-			return fmt.Errorf("broker %s refused by every node: %w", bf.id.BrokerName, err)
-		}
-		return err
+	err = r.Run(ctx)
+	if errors.Is(err, broker.ErrRefused) {
+		return fmt.Errorf("broker %s refused by every node: %w", bf.id.BrokerName, err)
 	}
 	if !slices.ContainsFunc(r.Nodes(), func(n broker.NodeState) bool { return n.Epoch != 0 }) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
 		logger.Warn("broker agent stopped: no node had registered the broker")
 		return nil
+	}
+	if err != nil {
+		// Whatever the cause (a node down, a deadline, a canceled dial),
+		// some node still holds the broker until its lease runs out.
+		return fmt.Errorf("broker %s stopped but not unregistered from every node (a node that missed it routes to it until its lease runs out): %w", bf.id.BrokerName, err)
 	}
 	logger.Info("broker agent stopped: unregistered")
 	return nil

@@ -156,3 +156,45 @@ func TestHelpNamesEveryStopSignal(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerAgentSaysWhenItCouldNotUnregister: an agent stopped while its
+// node was down logged "broker agent stopped: unregistered" and exited 0,
+// so a script (or an operator following the Quick start's `kill %1`) took
+// the broker for gone from the routes, where the node that missed the
+// unregistration keeps it for its whole lease.
+func TestBrokerAgentSaysWhenItCouldNotUnregister(t *testing.T) {
+	for _, nodeStop := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(nodeStop.String(), func(t *testing.T) {
+			dir, nodeAddr := t.TempDir(), freeUDPAddr(t)
+			n := startProcess(t, "node", "--data", dir, "--addr", nodeAddr, "--admin-addr", "off", "--warm-up", "-1s", "--log-format", "json")
+			deadline := time.Now().Add(15 * time.Second)
+			for !strings.Contains(n.logs.String(), `"msg":"node started"`) {
+				if time.Now().After(deadline) {
+					t.Fatalf("node did not start: %s", n.logs)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			agent := startProcess(t, "broker", "--data", dir, "--nodes", nodeAddr, "--cluster", "C",
+				"--name", "broker-u", "--id", "0", "--addr", "10.0.0.7:10911", "--topics", "gone", "--log-format", "json")
+			deadline = time.Now().Add(15 * time.Second)
+			for !strings.Contains(agent.logs.String(), `"msg":"registered with node"`) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the broker agent did not register: %s\nnode: %s", agent.logs, n.logs)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			n.cmd.Process.Signal(nodeStop)
+			<-n.done
+			agent.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-agent.done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the agent did not stop after SIGTERM")
+			}
+			logs := agent.logs.String()
+			if agent.err == nil || strings.Contains(logs, "broker agent stopped: unregistered") || !strings.Contains(logs, "not unregistered") {
+				t.Errorf("an agent whose node was down at its stop: exit %v, stderr:\n%s", agent.err, logs)
+			}
+		})
+	}
+}
