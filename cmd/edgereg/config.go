@@ -63,7 +63,10 @@ func applyConfigFile(fs *pflag.FlagSet, path string) error {
 		at := fmt.Sprintf("%s:%d", path, k.Line)
 		key := k.Value
 		fl := fs.Lookup(key)
-		if fl == nil || key == "config" || key == "help" || key == "print-config" {
+		if key == "config" || key == "help" || key == "print-config" {
+			return fmt.Errorf("%s: %s is a command-line flag, not a setting of the config file", at, key)
+		}
+		if fl == nil {
 			return fmt.Errorf("%s: unknown setting %q%s (settings are the flag names of `edgereg node --help`)", at, key, suggest(key, flagNames(fs)))
 		}
 		if mine, isClient := clientSettings[key]; isClient {
@@ -78,6 +81,9 @@ func applyConfigFile(fs *pflag.FlagSet, path string) error {
 		}
 		seen[key] = k.Line
 		value, err := scalarOrList(v)
+		if errors.Is(err, errNull) {
+			return fmt.Errorf("%s: %s has no value (YAML null: remove the line for the default, or quote the text)", at, key)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", at, key, err)
 		}
@@ -100,13 +106,25 @@ var clientSettings = map[string]string{
 	"cert": "tls-cert", "key": "tls-key", "ca": "tls-client-ca", "nodes": "", "timeout": "",
 }
 
+// errNull is a YAML null (`~`, `null`, nothing) where a value belongs:
+// taken as its text, `host: ~` named a host "~".
+var errNull = errors.New("null value")
+
+func isNull(v *yaml.Node) bool { return v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" }
+
 func scalarOrList(v *yaml.Node) (string, error) {
 	switch v.Kind {
 	case yaml.ScalarNode:
+		if isNull(v) {
+			return "", errNull
+		}
 		return v.Value, nil
 	case yaml.SequenceNode:
 		var items []string
 		for _, it := range v.Content {
+			if isNull(it) {
+				return "", errNull
+			}
 			if it.Kind != yaml.ScalarNode {
 				return "", errors.New("want a list of values")
 			}

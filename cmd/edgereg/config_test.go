@@ -300,3 +300,28 @@ func TestPrintConfigResolvesStatusAndRemotingAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFileNullsAndCommandLineOnlyKeys: a YAML null (`host: ~`,
+// `tls-cert: null`) was taken as the text "~" or "null" — `host: ~` put a
+// host named "~" in the node certificate without a word — and `config:`
+// in a config file was refused as 'unknown setting "config" (did you mean
+// "config"?)'.
+func TestConfigFileNullsAndCommandLineOnlyKeys(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ body, want string }{
+		{"host: ~\n", "host has no value"},
+		{"max-conns: 100\ntls-cert: null\n", ":2: tls-cert has no value"},
+		{"host: [a.example, ~]\n", "host has no value"},
+		{"config: other.yaml\n", "config is a command-line flag"},
+		{"print-config: true\n", "print-config is a command-line flag"},
+	} {
+		file := filepath.Join(dir, "edgereg.yaml")
+		if err := os.WriteFile(file, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := run(t, nil, "node", "--config", file, "--print-config")
+		if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "did you mean") {
+			t.Errorf("config file %q: exit %d, stderr %q; want exit %d naming %q", c.body, code, stderr, exitUsage, c.want)
+		}
+	}
+}
