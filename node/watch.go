@@ -41,7 +41,9 @@ import (
 // that does not take its event in that time (its reader stopped, or its
 // flow-control window is full) is handed to a catch-up goroutine of its
 // own, which writes with the full write timeout while the pusher goes on
-// with the others, and hands the watcher back once nothing is pending. It
+// with the others, and hands the watcher back once nothing is pending; so
+// is one whose stream is busy writing something else (an answer of its
+// request loop): the pusher never waits for a stream's lock. It
 // loses nothing either: a topic marked while a write is in progress stays
 // pending, so the watcher's flusher comes back to it and pushes the route
 // current then (etcd keeps its slow "victim" watchers the same way; here
@@ -926,8 +928,15 @@ func (wt *watcher) close() {
 // only part of the frame, w.mu stays locked: nothing else may be written
 // before the rest, which the caller writes with finishLocked. A write
 // that merely waited too long leaves the stream usable.
+//
+// A stream whose writer is busy (its request loop writing an answer, which
+// waits up to the write timeout for a peer that does not read) takes
+// nothing: writeSoon does not wait for w.mu, or the connection's pusher
+// would wait with it, and every other watcher of the connection too.
 func (w *streamWriter) writeSoon(buf []byte, wait time.Duration) (int, error) {
-	w.mu.Lock()
+	if !w.mu.TryLock() {
+		return 0, nil
+	}
 	if w.failed != nil {
 		w.mu.Unlock()
 		return 0, w.failed

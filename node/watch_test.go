@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -847,5 +848,131 @@ func TestChangeWithNoWatchersNotesNothing(t *testing.T) {
 	h.changed([]string{"watched"})
 	if on, n := fanning(); on || n != 0 {
 		t.Fatalf("after the last watcher went: fanning %v with %d topics noted, want nothing", on, n)
+	}
+}
+
+// TestWatchStreamBusyAnsweringHoldsUpNobody: a watch stream may carry
+// other requests, and its request loop writes their answers with the full
+// write timeout. A client with a tiny stream window that asks, on its watch
+// stream, for more routes than the window holds, and reads nothing, keeps
+// that write waiting; the connection's pusher must not wait behind it
+// (for the stream's lock) while the other watchers of the connection go
+// without their events. The write timeout is far longer than the test may
+// take, so only a pusher that does not wait lets it pass.
+func TestWatchStreamBusyAnsweringHoldsUpNobody(t *testing.T) {
+	const topics, groups = 100, 32
+	tn := startNode(t, func(c *Config) { c.WriteTimeout = 10 * time.Minute })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("busy-%03d", i)
+	}
+	register := routeRounds(t, tn, "busy-group-%02d", "10.3.0.%d:10911", groups, names)
+	register()
+
+	qcfg := &quic.Config{InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10}
+	qc, err := quic.DialAddr(ctx, tn.Addr().String(), tn.tlsFor(pki.RoleClient, "busy"), qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	send := func(s *quic.Stream, typ wire.Type, id uint64, body any) {
+		t.Helper()
+		f, err := wire.NewRequest(typ, id, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.WriteFrame(s, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	current := func() map[string]uint64 {
+		want := make(map[string]uint64)
+		for _, tp := range names {
+			e, err := tn.reg.Route(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[tp] = e.Version
+		}
+		return want
+	}
+
+	// The busy stream watches every topic at the version it has (nothing
+	// to push), then asks for every route (some 200 kB) and reads only the
+	// watch's answer and the first bytes of the routes: from then on its
+	// request loop is inside that write, which cannot end.
+	busy, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := current()
+	q := &wire.Watch{}
+	gr := &wire.GetRoutes{}
+	for _, tp := range names {
+		q.Topics = append(q.Topics, wire.TopicVersion{Topic: tp, Version: have[tp]})
+		gr.Topics = append(gr.Topics, wire.TopicVersion{Topic: tp})
+	}
+	send(busy, wire.TypeWatch, 1, q)
+	send(busy, wire.TypeGetRoutes, 2, gr)
+	busy.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if f, err := wire.ReadFrame(busy, wire.MaxFrameLen); err != nil || f.Type != wire.TypeWatch {
+		t.Fatalf("busy stream: %v, %v, want the watch's answer", f.Type, err)
+	}
+	if _, err := io.ReadFull(busy, make([]byte, 16)); err != nil {
+		t.Fatalf("busy stream: the routes' answer did not begin: %v", err)
+	}
+
+	// The healthy watcher, on another stream of the same connection.
+	healthy, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := make(map[string]uint64)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		for {
+			f, err := wire.ReadFrame(healthy, wire.MaxFrameLen)
+			if err != nil {
+				return
+			}
+			var ev wire.RouteEvent
+			if f.Type != wire.TypeRouteEvent || f.DecodeBody(&ev) != nil {
+				continue
+			}
+			mu.Lock()
+			got[ev.Result.Topic] = ev.Result.Version
+			mu.Unlock()
+		}
+	}()
+	defer func() { healthy.CancelRead(0); <-readDone }()
+	hq := &wire.Watch{}
+	for _, tp := range names {
+		hq.Topics = append(hq.Topics, wire.TopicVersion{Topic: tp})
+	}
+	send(healthy, wire.TypeWatch, 1, hq)
+	for round := range 3 {
+		register()
+		want := current()
+		for {
+			mu.Lock()
+			behind := 0
+			for _, tp := range names {
+				if got[tp] != want[tp] {
+					behind++
+				}
+			}
+			mu.Unlock()
+			if behind == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("round %d: the healthy watcher is behind on %d topics: held up by a stream of its connection busy writing an answer", round+1, behind)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
