@@ -65,6 +65,11 @@ import (
 //	watcher.mu  →  watcher.pendMu, watcher.mu  →  connPusher.mu   (mark, from watch)
 //	watcher.flushMu  →  connPusher.mu   (a flush ending its turn queues the watcher again)
 //	watcher.mu  →  connState.watchMu
+//	watcher.flushMu  →  the registry's locks (registry.mu, then its
+//	leaseMu) and the route policy's, for the route a push reads (event,
+//	and the freshness of routeEvent): the registry calls changed with no
+//	lock of its own held and never calls into the hub otherwise, so none
+//	of its locks is ever held around one of these.
 //	watchHub.fanMu is a leaf: changed and fanOut take nothing under it.
 //	watchHub.mu  →  connPusher.mu is never taken: the hub only counts a
 //	pusher's users under its mu, and mark tells the pushers after
