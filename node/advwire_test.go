@@ -553,3 +553,55 @@ func TestOverlongUnwatchRefusedBeforeDecoding(t *testing.T) {
 		t.Fatalf("ping after the refusal: %+v, %v", f.Error, err)
 	}
 }
+
+// TestOneSourceIPCannotHoldTheAnswerBudget: the readers' budget of answer
+// bytes being written is shared by every reader of the node, and one
+// answer wider than it takes all of it. One client on 127.0.0.2 that asks
+// for such an answer and reads nothing held the whole budget for the write
+// timeout, and a client on 127.0.0.1 whose answer needs budget waited for
+// it until its own call gave up. A source IP now holds at most a quarter of
+// the budget.
+func TestOneSourceIPCannotHoldTheAnswerBudget(t *testing.T) {
+	const budget = 16 << 20
+	tn := startNode(t, func(c *Config) {
+		c.MaxBytesInFlight = budget
+		c.WriteTimeout = 10 * time.Minute // nothing is reset while the test looks
+	})
+	// 32 groups: about 2.5 kB a route, so 10,000 of them are wider than
+	// the budget.
+	routeRounds(t, tn, "hoard-group-%02d", "10.1.0.%d:10911", 32, []string{"big"})()
+	q := &wire.GetRoutes{}
+	for range 10_000 {
+		q.Topics = append(q.Topics, wire.TopicVersion{Topic: "big"})
+	}
+	f, err := wire.NewRequest(wire.TypeGetRoutes, 1, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	qc, err := dialFrom(tn, transportFrom(t, "127.0.0.2"), tn.tlsFor(pki.RoleClient, "hoarder"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	s, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.WriteFrame(s, f); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the unread answer to take budget", func() bool { return tn.answers.used.Load() > 0 })
+
+	// A client elsewhere reads 40 routes: about 100 kB, an answer that
+	// needs budget.
+	c := tn.dial(pki.RoleClient)
+	gr := &wire.GetRoutes{}
+	for range 40 {
+		gr.Topics = append(gr.Topics, wire.TopicVersion{Topic: "big"})
+	}
+	if _, err := c.GetRoutes(ctx, gr); err != nil {
+		t.Fatalf("a client on another IP while 127.0.0.2 holds %d of the %d bytes of answer budget: %v",
+			tn.answers.used.Load(), budget, err)
+	}
+}

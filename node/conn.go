@@ -52,6 +52,9 @@ type connState struct {
 
 	budget  *byteBudget // the bytes in flight its class shares (readFrame)
 	answers *byteBudget // the bytes of large answers its class shares (writeAnswer)
+	// hostAnswers is the share of answers its source IP may hold; nil for
+	// brokers and operators (a gateway's 1,000 brokers share one IP).
+	hostAnswers *byteBudget
 	// lists is a token a stream holds while the connection's one list
 	// answer (topics, cluster-info) is made and written (listTurn).
 	lists chan struct{}
@@ -97,6 +100,9 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		answers: n.answers, adm: adm, lists: make(chan struct{}, 1)}
 	if classOf(p) == brokerClass {
 		cs.frameLimit, cs.budget, cs.answers = n.cfg.MaxBrokerFrameLen, n.brokerInFlight, n.brokerAnswers
+	} else {
+		cs.hostAnswers = n.answerShares.take(p.ip)
+		defer n.answerShares.give(p.ip)
 	}
 	ctx := qc.Context()
 	for {
@@ -221,8 +227,9 @@ type streamWriter struct {
 	onTimeout func()
 	failed    error
 	// answers is the budget a large answer takes before it is written
-	// (writeAnswer); nil for none.
-	answers *byteBudget
+	// (writeAnswer); nil for none. hostAnswers, when set, is the share of
+	// it the connection's source IP may hold, taken first.
+	answers, hostAnswers *byteBudget
 	// buf is reused to encode each frame (quic-go holds no reference to
 	// what Write was given once it returns); one that grew past
 	// maxKeptWriteBuf for a large response is let go.
@@ -345,9 +352,12 @@ func (w *streamWriter) writeAnswer(a *answer) error {
 // once it has the budget: the same bytes.
 func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
 	k := min(size, w.answers.size)
-	if !w.answers.tryAcquire(k) {
+	if w.hostAnswers != nil {
+		k = min(k, w.hostAnswers.size)
+	}
+	if !w.tryAnswerBudget(k) {
 		buf = nil
-		if err := w.answers.acquire(w.s.Context(), k, time.Now().Add(w.timeout)); err != nil {
+		if err := w.acquireAnswerBudget(k); err != nil {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			switch {
@@ -360,7 +370,7 @@ func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
 			return w.failed
 		}
 	}
-	defer w.answers.release(k)
+	defer w.releaseAnswerBudget(k)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if buf == nil {
@@ -373,6 +383,48 @@ func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
 		}
 	}
 	return w.writeLocked(buf)
+}
+
+// tryAnswerBudget takes k bytes of the answer budget, and of the host's
+// share of it, if both are free now.
+func (w *streamWriter) tryAnswerBudget(k int64) bool {
+	if w.hostAnswers != nil && !w.hostAnswers.tryAcquire(k) {
+		return false
+	}
+	if !w.answers.tryAcquire(k) {
+		if w.hostAnswers != nil {
+			w.hostAnswers.release(k)
+		}
+		return false
+	}
+	return true
+}
+
+// acquireAnswerBudget waits, until the write timeout, for k bytes of the
+// host's share and then of the answer budget: the host's share first, so
+// that a stream waiting behind others of its own IP holds nothing of what
+// other IPs wait for.
+func (w *streamWriter) acquireAnswerBudget(k int64) error {
+	deadline := time.Now().Add(w.timeout)
+	if w.hostAnswers != nil {
+		if err := w.hostAnswers.acquire(w.s.Context(), k, deadline); err != nil {
+			return err
+		}
+	}
+	if err := w.answers.acquire(w.s.Context(), k, deadline); err != nil {
+		if w.hostAnswers != nil {
+			w.hostAnswers.release(k)
+		}
+		return err
+	}
+	return nil
+}
+
+func (w *streamWriter) releaseAnswerBudget(k int64) {
+	w.answers.release(k)
+	if w.hostAnswers != nil {
+		w.hostAnswers.release(k)
+	}
 }
 
 // tooLarge is the answer to a request whose answer would be a frame over
@@ -464,7 +516,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 	kept.rd.reset(s)
 	defer kept.rd.reset(nil)
 	w := kept.writer(s, n.cfg.WriteTimeout)
-	w.answers = cs.answers
+	w.answers, w.hostAnswers = cs.answers, cs.hostAnswers
 	if w.onTimeout == nil {
 		w.onTimeout = n.stats.timeouts.Inc // a method value: allocated once per writer
 	}
@@ -692,6 +744,56 @@ func (b *byteBudget) release(k int64) {
 	if k > 0 {
 		b.used.Add(-k)
 		b.sem.Release(k)
+	}
+}
+
+// answerShareOfHost is the part of the readers' answer budget one source
+// IP may hold: a quarter, so that it takes four IPs, not one, to keep
+// every reader's large answers waiting. (Peers behind one NAT share their
+// IP's quarter, as they share its connections.)
+const answerShareOfHost = 4
+
+// hostShares gives each source IP with reader connections a budget of its
+// own, of size bytes, for as long as it has connections.
+type hostShares struct {
+	size  int64
+	mu    sync.Mutex
+	hosts map[string]*hostShare
+}
+
+type hostShare struct {
+	budget *byteBudget
+	conns  int
+}
+
+func newHostShares(size int64) *hostShares {
+	return &hostShares{size: size, hosts: make(map[string]*hostShare)}
+}
+
+// take returns host's budget for one more of its connections; give it
+// back with give once the connection ends.
+func (h *hostShares) take(host string) *byteBudget {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.hosts[host]
+	if s == nil {
+		s = &hostShare{budget: newByteBudget(h.size)}
+		h.hosts[host] = s
+	}
+	s.conns++
+	return s.budget
+}
+
+// give ends one connection's use of host's budget; the budget goes with
+// the host's last connection (a stream of it still writing gives its bytes
+// back to that budget, which nobody takes from any more).
+func (h *hostShares) give(host string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.hosts[host]; s != nil {
+		if s.conns--; s.conns <= 0 {
+			delete(h.hosts, host)
+		}
 	}
 }
 

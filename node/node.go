@@ -83,6 +83,10 @@ type Node struct {
 	// (streamWriter.writeAnswer): a peer that does not read cannot make the
 	// node hold an answer per stream.
 	brokerInFlight, answers, brokerAnswers *byteBudget
+	// answerShares is each source IP's share of answers (a quarter): one
+	// IP whose readers ask for large answers and read none cannot hold
+	// every reader's answer budget.
+	answerShares *hostShares
 
 	// brokerWorkers is the pool of brokers' and operators' requests.
 	brokerWorkers chan struct{}
@@ -135,6 +139,7 @@ func New(cfg Config) (*Node, error) {
 	n.brokerInFlight = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.answers = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.brokerAnswers = newByteBudget(int64(cfg.MaxBytesInFlight))
+	n.answerShares = newHostShares(max(int64(cfg.MaxBytesInFlight)/answerShareOfHost, 1))
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
 	n.policyWorkers = make(chan struct{}, maxPolicyUploadsAtOnce)
 	n.warn = newWarnings(cfg.Logger)
