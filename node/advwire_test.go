@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -603,5 +604,46 @@ func TestOneSourceIPCannotHoldTheAnswerBudget(t *testing.T) {
 	if _, err := c.GetRoutes(ctx, gr); err != nil {
 		t.Fatalf("a client on another IP while 127.0.0.2 holds %d of the %d bytes of answer budget: %v",
 			tn.answers.used.Load(), budget, err)
+	}
+}
+
+// TestOneSourceIPCannotHoldTheRequestBudget: the readers' budget of bytes
+// in flight is shared by every reader of the node. One client on
+// 127.0.0.2 that sent most of a few 1 MiB frames on streams of its own and
+// never finished them held all of it until its read timeout, and every
+// other reader's request, a ping from 127.0.0.1 too, waited for budget.
+// A source IP now holds at most a quarter of the budget (at least a
+// frame).
+func TestOneSourceIPCannotHoldTheRequestBudget(t *testing.T) {
+	const budget, frame = 4 << 20, 1 << 20
+	tn := startNode(t, func(c *Config) {
+		c.MaxBytesInFlight, c.MaxRequestLen, c.MaxBrokerFrameLen = budget, frame, frame
+		c.ReadTimeout = time.Minute // the hog holds what it took for the whole test
+	})
+	ctx := ctxT(t)
+	hog, err := dialFrom(tn, transportFrom(t, "127.0.0.2"), tn.tlsFor(pki.RoleClient, "hog"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes sync.WaitGroup
+	defer writes.Wait()
+	defer hog.CloseWithError(0, "")
+	for range budget / frame {
+		s, err := hog.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := make([]byte, wire.FrameHeaderLen+frame-1) // all but the last byte
+		binary.BigEndian.PutUint32(msg, frame)
+		writes.Go(func() { s.Write(msg) }) // ends with the connection
+	}
+	// Until the hog holds every byte, or at most a few seconds (the node
+	// takes no more than the hog's share).
+	for end := time.Now().Add(3 * time.Second); tn.inFlight.used.Load() < budget && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := tn.dial(pki.RoleClient).Ping(ctx); err != nil {
+		t.Fatalf("a ping from another IP while 127.0.0.2 holds %d of the readers' %d bytes in flight: %v",
+			tn.inFlight.used.Load(), budget, err)
 	}
 }

@@ -165,8 +165,9 @@ type Config struct {
 	// A frame's buffer grows only as its bytes arrive and only within its
 	// class's budget, so memory follows bytes received, never lengths
 	// peers declare. A frame that cannot get budget within the read
-	// timeout is cut off as a slow sender. At least the largest frame size
-	// limit. Default 128 MiB (256 MiB for both classes). Each class has as
+	// timeout is cut off as a slow sender. The readers of one source IP
+	// hold at most a quarter of their class's budget (at least
+	// MaxRequestLen). At least the largest frame size limit. Default 128 MiB (256 MiB for both classes). Each class has as
 	// much again for its answers larger than 16 KiB being written, so a
 	// peer that reads nothing cannot make the node hold an answer per
 	// stream (the readers of one source IP hold at most a quarter of

@@ -52,9 +52,10 @@ type connState struct {
 
 	budget  *byteBudget // the bytes in flight its class shares (readFrame)
 	answers *byteBudget // the bytes of large answers its class shares (writeAnswer)
-	// hostAnswers is the share of answers its source IP may hold; nil for
-	// brokers and operators (a gateway's 1,000 brokers share one IP).
-	hostAnswers *byteBudget
+	// hostBudget and hostAnswers are the shares of budget and answers its
+	// source IP may hold; nil for brokers and operators (a gateway's 1,000
+	// brokers share one IP).
+	hostBudget, hostAnswers *byteBudget
 	// lists is a token a stream holds while the connection's one list
 	// answer (topics, cluster-info) is made and written (listTurn).
 	lists chan struct{}
@@ -101,7 +102,8 @@ func (n *Node) serveConn(qc *quic.Conn) {
 	if classOf(p) == brokerClass {
 		cs.frameLimit, cs.budget, cs.answers = n.cfg.MaxBrokerFrameLen, n.brokerInFlight, n.brokerAnswers
 	} else {
-		cs.hostAnswers = n.answerShares.take(p.ip)
+		cs.hostBudget, cs.hostAnswers = n.requestShares.take(p.ip), n.answerShares.take(p.ip)
+		defer n.requestShares.give(p.ip)
 		defer n.answerShares.give(p.ip)
 	}
 	ctx := qc.Context()
@@ -633,14 +635,39 @@ func (n *Node) readFrame(cs *connState, rd *frameBuffer, wd *readWatchdog, idle 
 	deadline := time.Now().Add(n.cfg.ReadTimeout)
 	wd.set(deadline)
 	var held int64
-	defer func() { cs.budget.release(held) }()
+	defer func() { cs.unreserve(held) }()
 	return wire.ReadBodyInto(buf, rd, size, func(k int) error {
-		if err := cs.budget.acquire(cs.ctx, int64(k), deadline); err != nil {
+		if err := cs.reserve(int64(k), deadline); err != nil {
 			return err
 		}
 		held += int64(k)
 		return nil
 	})
+}
+
+// reserve takes k bytes of the budget of bytes in flight by the deadline:
+// of the source IP's share first, so that a frame waiting behind others
+// of its own IP holds nothing of what other IPs wait for.
+func (cs *connState) reserve(k int64, deadline time.Time) error {
+	if cs.hostBudget != nil {
+		if err := cs.hostBudget.acquire(cs.ctx, k, deadline); err != nil {
+			return err
+		}
+	}
+	if err := cs.budget.acquire(cs.ctx, k, deadline); err != nil {
+		if cs.hostBudget != nil {
+			cs.hostBudget.release(k)
+		}
+		return err
+	}
+	return nil
+}
+
+func (cs *connState) unreserve(k int64) {
+	cs.budget.release(k)
+	if cs.hostBudget != nil {
+		cs.hostBudget.release(k)
+	}
 }
 
 // frameBuffer reads a stream's frames for its stream server, reading
@@ -747,11 +774,12 @@ func (b *byteBudget) release(k int64) {
 	}
 }
 
-// answerShareOfHost is the part of the readers' answer budget one source
-// IP may hold: a quarter, so that it takes four IPs, not one, to keep
-// every reader's large answers waiting. (Peers behind one NAT share their
-// IP's quarter, as they share its connections.)
-const answerShareOfHost = 4
+// budgetShareOfHost is the part of the readers' budgets of bytes in
+// flight and of answers one source IP may hold: a quarter (of bytes in
+// flight at least a frame, MaxRequestLen), so that it takes four IPs, not
+// one, to keep every reader's requests or large answers waiting. (Peers
+// behind one NAT share their IP's quarter, as they share its connections.)
+const budgetShareOfHost = 4
 
 // hostShares gives each source IP with reader connections a budget of its
 // own, of size bytes, for as long as it has connections.

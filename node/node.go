@@ -83,10 +83,11 @@ type Node struct {
 	// (streamWriter.writeAnswer): a peer that does not read cannot make the
 	// node hold an answer per stream.
 	brokerInFlight, answers, brokerAnswers *byteBudget
-	// answerShares is each source IP's share of answers (a quarter): one
-	// IP whose readers ask for large answers and read none cannot hold
-	// every reader's answer budget.
-	answerShares *hostShares
+	// requestShares and answerShares are each source IP's share of
+	// inFlight and answers (a quarter; of inFlight at least a frame): one
+	// IP whose readers trickle large frames, or ask for large answers and
+	// read none, cannot hold every reader's budget.
+	requestShares, answerShares *hostShares
 
 	// brokerWorkers is the pool of brokers' and operators' requests.
 	brokerWorkers chan struct{}
@@ -139,7 +140,8 @@ func New(cfg Config) (*Node, error) {
 	n.brokerInFlight = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.answers = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.brokerAnswers = newByteBudget(int64(cfg.MaxBytesInFlight))
-	n.answerShares = newHostShares(max(int64(cfg.MaxBytesInFlight)/answerShareOfHost, 1))
+	n.requestShares = newHostShares(max(int64(cfg.MaxBytesInFlight)/budgetShareOfHost, int64(cfg.MaxRequestLen)))
+	n.answerShares = newHostShares(max(int64(cfg.MaxBytesInFlight)/budgetShareOfHost, 1))
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
 	n.policyWorkers = make(chan struct{}, maxPolicyUploadsAtOnce)
 	n.warn = newWarnings(cfg.Logger)
