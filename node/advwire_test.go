@@ -3,8 +3,8 @@ package node
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
