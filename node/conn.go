@@ -49,6 +49,9 @@ type connState struct {
 	adm        *admitted // the connection's admission slot (admission.go)
 	watchMu    sync.Mutex
 	watches    int // topics watched over all streams of the connection
+	// remembered counts the topics its streams remember having pushed
+	// but no longer watch (watcher.idle), bounded by the watch cap.
+	remembered int
 
 	budget  *byteBudget // the bytes in flight its class shares (readFrame)
 	answers *byteBudget // the bytes of large answers its class shares (writeAnswer)

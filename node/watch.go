@@ -64,7 +64,7 @@ import (
 //	watcher.flushMu  →  streamWriter.mu
 //	watcher.mu  →  watcher.pendMu, watcher.mu  →  connPusher.mu   (mark, from watch)
 //	watcher.flushMu  →  connPusher.mu   (a flush ending its turn queues the watcher again)
-//	watcher.mu  →  connState.watchMu
+//	watcher.mu  →  connState.watchMu   (watch limits, remember)
 //	watcher.flushMu  →  the registry's locks (registry.mu, then its
 //	leaseMu) and the route policy's, for the route a push reads (event,
 //	and the freshness of routeEvent): the registry calls changed with no
@@ -398,6 +398,10 @@ type watcher struct {
 	// named it: their current route is pushed whatever its version.
 	pushed map[string]uint64
 	unsure map[string]struct{}
+	// idle counts the topics of pushed the stream no longer watches; the
+	// connection's streams together remember at most its watch cap of
+	// them (connState.remembered), however often they watch and unwatch.
+	idle int
 
 	pendMu  sync.Mutex
 	pending map[string]struct{} // topics to look at again
@@ -587,6 +591,13 @@ func (n *Node) watch(cs *connState, w *streamWriter, wp **watcher, q *wire.Watch
 		return nil, err
 	}
 	n.watches.add(wt, added)
+	recalled := 0 // topics pushed before an unwatch, watched again
+	for _, t := range added {
+		if _, ok := wt.pushed[t]; ok {
+			recalled++
+		}
+	}
+	wt.remember(-recalled)
 	topics := make([]string, len(q.Topics))
 	for i, tv := range q.Topics {
 		// A push the node wrote before this watch arrived may still be on
@@ -627,10 +638,14 @@ func (n *Node) unwatch(cs *connState, wt *watcher, q *wire.Unwatch) (any, error)
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
 	var removed []string
+	kept := 0
 	for _, t := range q.Topics {
 		if _, ok := wt.versions[t]; ok {
 			delete(wt.versions, t)
 			removed = append(removed, t)
+			if _, ok := wt.pushed[t]; ok {
+				kept++
+			}
 		}
 	}
 	n.watches.remove(wt, removed)
@@ -638,15 +653,31 @@ func (n *Node) unwatch(cs *connState, wt *watcher, q *wire.Unwatch) (any, error)
 	// What was pushed for unwatched topics is remembered so a re-watch
 	// can tell a crossing push (see watch), within a bound: past it the
 	// unwatched ones are forgotten and a re-watch trusts the version named.
-	if len(wt.pushed) > len(wt.versions)+MaxTopicsPerQuery {
+	// The bound is the connection's watch cap, over all its streams: each
+	// stream bounding only its own let a client that watched and unwatched
+	// on stream after stream have the node keep every name it named.
+	if wt.remember(kept) > n.cfg.MaxWatchesPerConn || len(wt.pushed) > len(wt.versions)+MaxTopicsPerQuery {
 		for t := range wt.pushed {
 			if _, ok := wt.versions[t]; !ok {
 				delete(wt.pushed, t)
 				delete(wt.unsure, t)
 			}
 		}
+		wt.remember(-wt.idle)
 	}
 	return wire.WatchAck{Watching: len(wt.versions)}, nil
+}
+
+// remember counts delta more (or fewer) remembered topics the stream no
+// longer watches, on the watcher and its connection, and returns the
+// connection's count. With wt.mu held.
+func (wt *watcher) remember(delta int) int {
+	wt.idle += delta
+	cs := wt.cs
+	cs.watchMu.Lock()
+	defer cs.watchMu.Unlock()
+	cs.remembered += delta
+	return cs.remembered
 }
 
 func (cs *connState) addWatches(delta, limit int) error {
@@ -857,6 +888,11 @@ func (wt *watcher) delivered(topic string, version uint64) {
 	if _, ok := wt.versions[topic]; ok {
 		wt.versions[topic] = version
 	}
+	if _, ok := wt.versions[topic]; !ok {
+		if _, had := wt.pushed[topic]; !had {
+			wt.remember(1) // a push that crossed the topic's unwatch
+		}
+	}
 	wt.pushed[topic] = version
 	delete(wt.unsure, topic)
 	wt.mu.Unlock()
@@ -922,6 +958,7 @@ func (wt *watcher) close() {
 	}
 	wt.n.watches.remove(wt, topics)
 	wt.cs.addWatches(-len(topics), 0)
+	wt.remember(-wt.idle)
 	wt.n.watches.mu.Lock()
 	wt.n.watches.count--
 	wt.n.watches.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -974,5 +975,71 @@ func TestWatchStreamBusyAnsweringHoldsUpNobody(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestWatchChurnMemoryBoundedByTheCap: a stream remembers what it pushed
+// for topics it no longer watches, so that a re-watch can tell a push that
+// crossed it, but only within the connection's cap on watched topics.
+// Each stream used to keep up to 10,000 of them beyond what it watched, so
+// a client cycling watch and unwatch on stream after stream, of topics it
+// named at version 1 (each is answered with a not-found push), made the
+// node keep every name it ever named while the connection watched none.
+func TestWatchChurnMemoryBoundedByTheCap(t *testing.T) {
+	const limit, streams, cycles = 1000, 20, 10
+	tn := startNode(t, func(c *Config) { c.MaxWatchesPerConn = limit })
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	conn := tn.dial(pki.RoleClient)
+	pad := strings.Repeat("m", 112)
+	names := make([]string, limit)
+	before := liveHeap()
+	for s := range streams {
+		wc := newWatchClient(t, conn)
+		for c := range cycles {
+			wc.mu.Lock()
+			for i := range names {
+				names[i] = fmt.Sprintf("%s-%02d-%02d-%04d", pad, s, c, i)
+				wc.have[names[i]] = 1
+			}
+			wc.mu.Unlock()
+			if err := wc.watch(ctx, names); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				wc.mu.Lock()
+				left := 0
+				for _, n := range names {
+					if wc.have[n] != 0 {
+						left++
+					}
+				}
+				wc.mu.Unlock()
+				if left == 0 {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("stream %d cycle %d: %d not-found pushes never came", s, c, left)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := wc.unwatch(ctx, names); err != nil {
+				t.Fatal(err)
+			}
+			wc.mu.Lock()
+			for _, n := range names {
+				delete(wc.have, n) // the test keeps none of them
+			}
+			wc.mu.Unlock()
+		}
+	}
+	grown := int64(liveHeap()) - int64(before)
+	const named = streams * cycles * limit
+	t.Logf("%d topic names of %d bytes watched and unwatched: live heap grew by %.1f MiB", named, len(names[0]), float64(grown)/(1<<20))
+	// The names alone are 25 MiB; what the node may remember of them (about
+	// twice its cap) and its emptied maps are a few.
+	if grown > 12<<20 {
+		t.Fatalf("the node kept %.1f MiB after %d topics were watched and unwatched, want what its cap of %d bounds",
+			float64(grown)/(1<<20), named, limit)
 	}
 }
