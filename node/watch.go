@@ -62,7 +62,7 @@ import (
 //	watcher.flushMu  →  watcher.mu  →  watchHub.mu
 //	watcher.flushMu  →  watcher.pendMu
 //	watcher.flushMu  →  streamWriter.mu
-//	watcher.mu  →  watcher.pendMu, watcher.mu  →  connPusher.mu   (mark, from watch)
+//	watcher.mu  →  watcher.pendMu, watcher.mu  →  connPusher.mu   (mark, from watch and unwatch)
 //	watcher.flushMu  →  connPusher.mu   (a flush ending its turn queues the watcher again)
 //	watcher.mu  →  connState.watchMu   (watch limits, remember)
 //	watcher.flushMu  →  the registry's locks (registry.mu, then its
@@ -402,9 +402,16 @@ type watcher struct {
 	// connection's streams together remember at most its watch cap of
 	// them (connState.remembered), however often they watch and unwatch.
 	idle int
+	// peak is the most topics versions held since its maps were last made
+	// anew (unwatch, shrinkMaps): Go's maps keep the memory of their
+	// largest size.
+	peak int
 
 	pendMu  sync.Mutex
 	pending map[string]struct{} // topics to look at again
+	// shrink asks the flusher to make pending and taking anew, once an
+	// unwatch left the watcher with far fewer topics than they grew for.
+	shrink bool
 	// slow is set while the catch-up goroutine, not the connection's
 	// pusher, flushes the watcher (and for good once its stream failed).
 	slow bool
@@ -611,6 +618,7 @@ func (n *Node) watch(cs *connState, w *streamWriter, wp **watcher, q *wire.Watch
 		wt.versions[tv.Topic] = tv.Version
 		topics[i] = tv.Topic
 	}
+	wt.peak = max(wt.peak, len(wt.versions))
 	wt.mark(topics)
 	return wire.WatchAck{Watching: len(wt.versions)}, nil
 }
@@ -665,7 +673,44 @@ func (n *Node) unwatch(cs *connState, wt *watcher, q *wire.Unwatch) (any, error)
 		}
 		wt.remember(-wt.idle)
 	}
+	wt.shrinkMaps()
 	return wire.WatchAck{Watching: len(wt.versions)}, nil
+}
+
+// shrinkFrom is the size from which a watcher's maps are made anew once
+// it watches a quarter of what they grew for (shrinkMaps).
+const shrinkFrom = 256
+
+// shrinkMaps makes the watcher's maps anew, sized for what they hold,
+// when it watches no more than a quarter of the most it watched and that
+// was shrinkFrom or more: Go's maps keep the memory of their largest size,
+// so a stream that watched 10,000 topics and unwatched them would keep
+// about a megabyte, and a client could have every stream of its
+// connections do so, each within the watch cap. versions, pushed and
+// unsure are made anew here; pending and taking by the flusher, which owns
+// them, asked to by a look at nothing. With wt.mu held.
+func (wt *watcher) shrinkMaps() {
+	if wt.peak < shrinkFrom || len(wt.versions) > wt.peak/4 {
+		return
+	}
+	wt.versions = shrunk(wt.versions)
+	wt.pushed = shrunk(wt.pushed)
+	wt.unsure = shrunk(wt.unsure)
+	wt.peak = len(wt.versions)
+	wt.pendMu.Lock()
+	wt.shrink = true
+	wt.pendMu.Unlock()
+	wt.mark(nil)
+}
+
+// shrunk returns a new map with m's entries, sized for them (maps.Clone
+// may keep the size m grew to).
+func shrunk[V any](m map[string]V) map[string]V {
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // remember counts delta more (or fewer) remembered topics the stream no
@@ -804,7 +849,7 @@ func (wt *watcher) flush(patient bool) bool {
 	wt.pendMu.Lock()
 	wt.pending, wt.taking = wt.taking, wt.pending
 	wt.pendMu.Unlock()
-	defer clear(wt.taking)
+	defer wt.endFlush()
 	looked := 0
 	for topic := range wt.taking {
 		if !patient && looked == pushTurn && len(wt.taking) > 0 {
@@ -854,6 +899,19 @@ func (wt *watcher) flush(patient bool) bool {
 		wt.delivered(topic, version)
 	}
 	return true
+}
+
+// endFlush empties taking at the end of a flush, and makes it and pending
+// anew when shrinkMaps asked for it. With flushMu held.
+func (wt *watcher) endFlush() {
+	clear(wt.taking)
+	wt.pendMu.Lock()
+	defer wt.pendMu.Unlock()
+	if wt.shrink {
+		wt.shrink = false
+		wt.taking = make(map[string]struct{})
+		wt.pending = shrunk(wt.pending)
+	}
 }
 
 // testHookFlush, when set, runs before each topic a flush looks at, with

@@ -1043,3 +1043,50 @@ func TestWatchChurnMemoryBoundedByTheCap(t *testing.T) {
 			float64(grown)/(1<<20), named, limit)
 	}
 }
+
+// TestWatchedMapsShrinkAfterUnwatch: Go's maps keep the memory of their
+// largest size. A stream that watched the connection's cap of topics and
+// unwatched them kept maps sized for all of them (the versions it holds,
+// its pending sets), so a client that did that on stream after stream,
+// each within the cap, had the node keep about a megabyte per stream while
+// it watched nothing.
+func TestWatchedMapsShrinkAfterUnwatch(t *testing.T) {
+	const limit, streams = 10_000, 20
+	tn := startNode(t, func(c *Config) { c.MaxWatchesPerConn = limit })
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	conn := tn.dial(pki.RoleClient)
+	before := liveHeap()
+	for s := range streams {
+		p, err := conn.OpenPipe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		q := &wire.Watch{}
+		u := &wire.Unwatch{}
+		for i := range limit {
+			name := fmt.Sprintf("shrink-%02d-%05d", s, i)
+			q.Topics = append(q.Topics, wire.TopicVersion{Topic: name})
+			u.Topics = append(u.Topics, name)
+		}
+		if err := p.Call(ctx, wire.TypeWatch, q, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Let the stream's pusher look at every topic it was told of.
+		for metricValue(t, tn, "edgereg_route_reads_total") < float64((s+1)*limit) {
+			if ctx.Err() != nil {
+				t.Fatalf("stream %d: the pusher never looked at its topics", s)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := p.Call(ctx, wire.TypeUnwatch, u, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grown := int64(liveHeap()) - int64(before)
+	t.Logf("%d streams each watched and unwatched %d topics: live heap grew by %.1f MiB", streams, limit, float64(grown)/(1<<20))
+	if grown > 8<<20 {
+		t.Fatalf("the node kept %.1f MiB for %d open streams that watch nothing", float64(grown)/(1<<20), streams)
+	}
+}
