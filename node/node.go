@@ -151,7 +151,7 @@ func New(cfg Config) (*Node, error) {
 	if n.id, err = loadNodeID(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if n.policies, err = newPolicies(cfg); err != nil {
+	if n.policies, err = newPolicies(cfg, n.watches); err != nil {
 		return nil, err
 	}
 	n.reg = registry.New(registry.Config{

@@ -1090,3 +1090,51 @@ func TestWatchedMapsShrinkAfterUnwatch(t *testing.T) {
 		t.Fatalf("the node kept %.1f MiB for %d open streams that watch nothing", float64(grown)/(1<<20), streams)
 	}
 }
+
+// TestWatchFollowsRoutePolicyChanges: a route policy decides what route a
+// watcher sees, so activating or removing one changes what a watcher
+// should hold although no route changed. Watchers used to keep the view
+// they had until the topic's route next changed, for good if it never
+// did: a zone-1 watcher kept the whole route after a zone policy was
+// pushed, where a poll got its zone's.
+func TestWatchFollowsRoutePolicyChanges(t *testing.T) {
+	tn := startNode(t, func(c *Config) {
+		c.PolicyCallTimeout = 5 * time.Second // fail open only when broken, not when slow under -race
+		c.PolicyReadBudget = 10 * time.Second
+	})
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	_, whole := groupsOf(t, reader, "zone-1")
+	wc := newWatchClient(t, tn.dial(pki.RoleClient))
+	if err := wc.watchAs(ctx, []string{"t"}, wire.ClientAttrs{Zone: "zone-1"}); err != nil {
+		t.Fatal(err)
+	}
+	await := func(want uint64, what string) {
+		t.Helper()
+		for len(wc.behind(map[string]uint64{"t": want})) > 0 {
+			if ctx.Err() != nil {
+				wc.mu.Lock()
+				defer wc.mu.Unlock()
+				t.Fatalf("%s: the zone-1 watcher holds %016x, want %016x (what a poll gets)", what, wc.have["t"], want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	await(whole, "without a policy")
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	_, zoned := groupsOf(t, reader, "zone-1")
+	if zoned == whole {
+		t.Fatal("the policy did not filter zone-1's route")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	await(zoned, "after the policy was pushed")
+	if _, err := op.PolicyRemove(ctx, "route"); err != nil {
+		t.Fatal(err)
+	}
+	await(whole, "after the policy was removed")
+}
