@@ -46,7 +46,10 @@ type policies struct {
 	dirSig  string // what the policy directory held when last loaded
 }
 
-func newPolicies(cfg Config) (*policies, error) {
+// newPolicies starts the policy host and set; watches is told when the
+// route policy changes, so that every watcher is pushed the route the new
+// policy gives it.
+func newPolicies(cfg Config, watches *watchHub) (*policies, error) {
 	ctx := context.Background()
 	host, err := wasm.NewHost(ctx, wasm.HostConfig{
 		CacheDir:    cfg.PolicyCacheDir,
@@ -72,6 +75,11 @@ func newPolicies(cfg Config) (*policies, error) {
 		RestoreInBackground: true,
 		Now:                 cfg.Clock.Now,
 		Logger:              cfg.Logger,
+		OnChange: func(h wasm.Hook) {
+			if h == wasm.HookRouteFilter {
+				watches.markAll()
+			}
+		},
 	})
 	if err != nil {
 		host.Close(ctx)
