@@ -51,6 +51,12 @@ import (
 // changes). A watcher that cannot write for the write timeout loses its
 // stream, and with it the watch.
 //
+// A push the route policy failed closed for (its instances busy, a call
+// past its deadline) is tried again: the watcher's retry timer marks the
+// topic again after 100 ms, doubling while it keeps failing, up to 30 s
+// (watcher.retryLater), since nothing else would look at it until its
+// route or the policy next changes.
+//
 // Encoding: a route event without a route policy applied is the same bytes
 // for every watcher of that (topic, version), so it is encoded once and
 // shared (watchHub.sharedFrame). A watcher whose route a policy changed
@@ -71,6 +77,8 @@ import (
 //	lock of its own held and never calls into the hub otherwise, so none
 //	of its locks is ever held around one of these.
 //	watchHub.fanMu is a leaf: changed and fanOut take nothing under it.
+//	The retry timer (retryNow) takes watcher.pendMu and releases it
+//	before it marks, which takes watcher.pendMu and connPusher.mu in turn.
 //	watchHub.mu  →  connPusher.mu is never taken: the hub only counts a
 //	pusher's users under its mu, and mark tells the pushers after
 //	releasing it; a pusher marking its watchers (markChanged) takes
@@ -415,6 +423,10 @@ type watcher struct {
 	// slow is set while the catch-up goroutine, not the connection's
 	// pusher, flushes the watcher (and for good once its stream failed).
 	slow bool
+	// retry holds the topics whose push the route policy failed closed
+	// for, to be marked again when retryTimer fires (policyRetry).
+	retry      map[string]struct{}
+	retryTimer *time.Timer
 
 	queued bool // on cp's queue; under cp.mu
 
@@ -427,6 +439,11 @@ type watcher struct {
 	rest        []byte
 	restTopic   string
 	restVersion uint64
+	// failing holds the watched topics whose last push the route policy
+	// failed closed for; retryDelay is the wait before their next retry,
+	// doubling while they keep failing, cleared once none is left.
+	failing    map[string]struct{}
+	retryDelay time.Duration
 
 	done chan struct{}
 	wg   sync.WaitGroup // catchUp
@@ -873,6 +890,7 @@ func (wt *watcher) flush(patient bool) bool {
 		attrs := wt.attrs
 		wt.mu.Unlock()
 		if !watching {
+			wt.succeeded(topic) // not retried any more
 			continue
 		}
 		if testHookFlush != nil {
@@ -938,6 +956,76 @@ func (wt *watcher) handOff(topic string, rest []byte, version uint64, partly boo
 	go wt.catchUp()
 }
 
+// The retries of a push the route policy failed closed for wait from
+// policyRetryMin, doubling while they fail, up to policyRetryMax: a
+// policy that fails for a while is tried again soon, one that keeps
+// failing for a watcher costs a guest call per topic every 30 s at most.
+// They stop when a push succeeds, the topic is unwatched (flush skips it)
+// or the stream ends.
+const (
+	policyRetryMin = 100 * time.Millisecond
+	policyRetryMax = 30 * time.Second
+)
+
+// retryLater has topic looked at again after the retry delay, under
+// flushMu (event, from flush).
+func (wt *watcher) retryLater(topic string) {
+	if wt.failing == nil {
+		wt.failing = make(map[string]struct{})
+	}
+	wt.failing[topic] = struct{}{}
+	wt.pendMu.Lock()
+	defer wt.pendMu.Unlock()
+	if wt.closed() {
+		return
+	}
+	if wt.retry == nil {
+		wt.retry = make(map[string]struct{})
+	}
+	wt.retry[topic] = struct{}{}
+	if wt.retryTimer != nil {
+		return // armed: it marks this topic too
+	}
+	wt.retryDelay = min(max(2*wt.retryDelay, policyRetryMin), policyRetryMax)
+	wt.retryTimer = time.AfterFunc(wt.retryDelay, wt.retryNow)
+}
+
+// succeeded notes that topic needs no retry, under flushMu; the retry
+// delay starts again from policyRetryMin once no topic is failing.
+func (wt *watcher) succeeded(topic string) {
+	if len(wt.failing) == 0 {
+		return
+	}
+	delete(wt.failing, topic)
+	if len(wt.failing) == 0 {
+		wt.failing, wt.retryDelay = nil, 0
+	}
+}
+
+// retryNow marks the topics retryLater noted, on the timer's goroutine.
+func (wt *watcher) retryNow() {
+	wt.pendMu.Lock()
+	topics := make([]string, 0, len(wt.retry))
+	for t := range wt.retry {
+		topics = append(topics, t)
+	}
+	wt.retry, wt.retryTimer = nil, nil
+	wt.pendMu.Unlock()
+	if !wt.closed() {
+		wt.mark(topics)
+	}
+}
+
+// stopRetries stops a retry timer armed, once the watcher is closed.
+func (wt *watcher) stopRetries() {
+	wt.pendMu.Lock()
+	if wt.retryTimer != nil {
+		wt.retryTimer.Stop()
+		wt.retry, wt.retryTimer = nil, nil
+	}
+	wt.pendMu.Unlock()
+}
+
 // delivered notes that the event of version was written for topic.
 func (wt *watcher) delivered(topic string, version uint64) {
 	// Whatever the client named meanwhile, this push reaches it after
@@ -960,6 +1048,7 @@ func (wt *watcher) delivered(topic string, version uint64) {
 // has version have, and the version it carries; ok is false when there is
 // nothing to push. With force the current route is pushed even when it is
 // version have.
+// Under flushMu (flush).
 func (wt *watcher) event(topic string, have uint64, force bool, attrs wire.ClientAttrs) (frame []byte, version uint64, ok bool) {
 	n := wt.n
 	// One registry lookup serves the read and the question whether the
@@ -973,14 +1062,24 @@ func (wt *watcher) event(topic string, have uint64, force bool, attrs wire.Clien
 		res, own = n.routeRead(context.Background(), wire.TopicVersion{Topic: topic}, e, wt.cs.peer.ip, attrs)
 	}
 	n.stats.routeReads[res.Status].Inc()
+	if res.Status != wire.StatusPolicyFailed {
+		wt.succeeded(topic)
+	}
 	switch res.Status {
 	case wire.StatusNotModified:
 		return nil, 0, false
-	case wire.StatusWarmingUp, wire.StatusPolicyFailed:
+	case wire.StatusWarmingUp:
 		// Not known yet, perhaps only because brokers have not come back
 		// since a restart: say nothing until warm-up ends, when every
-		// topic is looked at again (markAll). A route policy that failed
-		// closed: say nothing either; the client keeps what it has.
+		// topic is looked at again (markAll).
+		return nil, 0, false
+	case wire.StatusPolicyFailed:
+		// A route policy that failed closed: say nothing now (the client
+		// keeps what it has) and try again later. Its failure may pass
+		// without the route or the policy changing (its instances were
+		// busy, a call missed its deadline on a loaded node), and nothing
+		// else would look at the topic again.
+		wt.retryLater(topic)
 		return nil, 0, false
 	case wire.StatusNotFound:
 		if have == 0 && !force {
@@ -1003,6 +1102,7 @@ func (wt *watcher) event(topic string, have uint64, force bool, attrs wire.Clien
 // close stops pushing and drops every subscription of the stream.
 func (wt *watcher) close() {
 	close(wt.done)
+	wt.stopRetries()
 	// A flush in progress sees done between topics; a write of the
 	// pusher's waits pushWait at most, catchUp's the write timeout.
 	wt.flushMu.Lock()

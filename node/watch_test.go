@@ -10,11 +10,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/edgereg/edgereg/wasm"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -1137,4 +1139,48 @@ func TestWatchFollowsRoutePolicyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(whole, "after the policy was removed")
+}
+
+// TestWatchRetriesARoutePolicyThatFailedClosed: with the route hook
+// failing closed, a push whose policy call failed (its instances busy, a
+// call past its deadline on a loaded node: nothing that deactivates it, or
+// changes the route) is tried again later, so the watcher is not left
+// without the route until the route next changes, which may be never.
+func TestWatchRetriesARoutePolicyThatFailedClosed(t *testing.T) {
+	var failures atomic.Int64
+	testHookFilter = func(topic string) error {
+		if topic == "t" && failures.Add(-1) >= 0 {
+			return wasm.ErrFailedClosed
+		}
+		return nil
+	}
+	t.Cleanup(func() { testHookFilter = nil }) // after the node's shutdown
+	tn := startNode(t, func(c *Config) {
+		c.PolicyRouteFailure = wasm.FailClosed
+		c.PolicyCallTimeout = 5 * time.Second
+		c.PolicyReadBudget = 10 * time.Second
+	})
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	_, zoned := groupsOf(t, tn.dial(pki.RoleClient), "zone-1")
+	failures.Store(3) // the watch's first push and two more fail
+	wc := newWatchClient(t, tn.dial(pki.RoleClient))
+	if err := wc.watchAs(ctx, []string{"t"}, wire.ClientAttrs{Zone: "zone-1"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for len(wc.behind(map[string]uint64{"t": zoned})) > 0 {
+		if ctx.Err() != nil {
+			wc.mu.Lock()
+			defer wc.mu.Unlock()
+			t.Fatalf("the watcher holds %016x, want %016x: a push whose route policy failed closed %d times was not tried again (%d failures left)",
+				wc.have["t"], zoned, 3, failures.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
