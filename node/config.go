@@ -32,6 +32,9 @@ const (
 	DefaultIdleTimeout       = 5 * time.Minute
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultMaxWatchesPerConn = 10_000
+	// DefaultMaxWatches bounds watched topics over every connection: a
+	// million, a few hundred MB of the node's memory at most.
+	DefaultMaxWatches = 1_000_000
 	DefaultMaxBytesInFlight  = 128 << 20
 	DefaultUDPReceiveBuffer  = 32 << 20
 )
@@ -205,6 +208,11 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxWatchesPerConn bounds watched topics per connection.
 	MaxWatchesPerConn int
+	// MaxWatches bounds watched topics over every connection (each
+	// connection's count, as MaxWatchesPerConn counts them); the readers
+	// of one source IP hold at most a quarter of it, brokers and operators
+	// only the node's. Default DefaultMaxWatches.
+	MaxWatches int
 
 	// PolicyDir, when set, is a directory of policy modules (route.wasm,
 	// expiry.wasm, confirm.wasm; see wasm.ReadDir) loaded at start and
@@ -294,6 +302,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
+	setDefault(&c.MaxWatches, DefaultMaxWatches)
 	setDefault(&c.MaxBytesInFlight, DefaultMaxBytesInFlight)
 	setDefault(&c.UDPReceiveBuffer, DefaultUDPReceiveBuffer)
 	setDefault(&c.PolicyCallTimeout, 20*time.Millisecond)
@@ -391,7 +400,7 @@ func (c Config) Validate() error {
 		{"--max-handshakes-per-host", c.MaxHandshakesPerHost}, {"--broker-workers", c.BrokerWorkers},
 		{"--max-handshakes", c.MaxHandshakes},
 		{"--max-request-size", c.MaxRequestLen}, {"--max-broker-frame-size", c.MaxBrokerFrameLen},
-		{"--max-watches-per-conn", c.MaxWatchesPerConn}, {"--max-bytes-in-flight", c.MaxBytesInFlight},
+		{"--max-watches-per-conn", c.MaxWatchesPerConn}, {"--max-watches", c.MaxWatches}, {"--max-bytes-in-flight", c.MaxBytesInFlight},
 		{"--udp-receive-buffer", c.UDPReceiveBuffer},
 		{"--max-policy-uploads-per-minute", c.MaxPolicyUploadsPerMinute},
 	}

@@ -52,6 +52,10 @@ type connState struct {
 	// remembered counts the topics its streams remember having pushed
 	// but no longer watch (watcher.idle), bounded by the watch cap.
 	remembered int
+	// watchBudget is the node's budget of watched topics (--max-watches),
+	// hostWatches its source IP's share; nil for brokers and operators.
+	// The connection holds watches of both.
+	watchBudget, hostWatches *byteBudget
 
 	budget  *byteBudget // the bytes in flight its class shares (readFrame)
 	answers *byteBudget // the bytes of large answers its class shares (writeAnswer)
@@ -101,13 +105,15 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		return
 	}
 	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, budget: n.inFlight,
-		answers: n.answers, adm: adm, lists: make(chan struct{}, 1)}
+		answers: n.answers, watchBudget: n.watchBudget, adm: adm, lists: make(chan struct{}, 1)}
 	if classOf(p) == brokerClass {
 		cs.frameLimit, cs.budget, cs.answers = n.cfg.MaxBrokerFrameLen, n.brokerInFlight, n.brokerAnswers
 	} else {
 		cs.hostBudget, cs.hostAnswers = n.requestShares.take(p.ip), n.answerShares.take(p.ip)
+		cs.hostWatches = n.watchShares.take(p.ip)
 		defer n.requestShares.give(p.ip)
 		defer n.answerShares.give(p.ip)
+		defer n.watchShares.give(p.ip)
 	}
 	ctx := qc.Context()
 	for {

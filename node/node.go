@@ -88,6 +88,10 @@ type Node struct {
 	// IP whose readers trickle large frames, or ask for large answers and
 	// read none, cannot hold every reader's budget.
 	requestShares, answerShares *hostShares
+	// watchBudget bounds watched topics over every connection
+	// (--max-watches), watchShares each source IP's readers to a quarter.
+	watchBudget *byteBudget
+	watchShares *hostShares
 
 	// brokerWorkers is the pool of brokers' and operators' requests.
 	brokerWorkers chan struct{}
@@ -142,6 +146,8 @@ func New(cfg Config) (*Node, error) {
 	n.brokerAnswers = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.requestShares = newHostShares(max(int64(cfg.MaxBytesInFlight)/budgetShareOfHost, int64(cfg.MaxRequestLen)))
 	n.answerShares = newHostShares(max(int64(cfg.MaxBytesInFlight)/budgetShareOfHost, 1))
+	n.watchBudget = newByteBudget(int64(cfg.MaxWatches))
+	n.watchShares = newHostShares(max(int64(cfg.MaxWatches)/budgetShareOfHost, 1))
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
 	n.policyWorkers = make(chan struct{}, maxPolicyUploadsAtOnce)
 	n.warn = newWarnings(cfg.Logger)

@@ -1184,3 +1184,73 @@ func TestWatchRetriesARoutePolicyThatFailedClosed(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestOneSourceIPCannotHoldEveryWatch: watched topics were bounded per
+// connection only, so one source IP's 64 reader connections could watch
+// 640,000 topics (about 400 MB of the node's memory with long names), and
+// a few IPs every topic the node's memory holds. The node now bounds
+// watches node-wide (--max-watches) and the readers of one IP to a quarter
+// of that; a client elsewhere still watches.
+func TestOneSourceIPCannotHoldEveryWatch(t *testing.T) {
+	tn := startNode(t, func(c *Config) {
+		c.MaxWatches = 400 // a quarter: 100 per source IP
+		c.MaxWatchesPerConn = 60
+	})
+	ctx := ctxT(t)
+	topics := func(prefix string, n int) []wire.TopicVersion {
+		var out []wire.TopicVersion
+		for i := range n {
+			out = append(out, wire.TopicVersion{Topic: fmt.Sprintf("%s-%03d", prefix, i)})
+		}
+		return out
+	}
+	tr := transportFrom(t, "127.0.0.2")
+	watch := func(qc *quic.Conn, tvs []wire.TopicVersion) *wire.Error {
+		t.Helper()
+		s, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := wire.NewRequest(wire.TypeWatch, 1, &wire.Watch{Topics: tvs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.WriteFrame(s, f); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := wire.ReadFrame(s, wire.MaxFrameLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Error
+	}
+	dial := func(tr *quic.Transport, name string) *quic.Conn {
+		t.Helper()
+		qc, err := dialFrom(tn, tr, tn.tlsFor(pki.RoleClient, name), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { qc.CloseWithError(0, "") })
+		return qc
+	}
+	a, b := dial(tr, "hoarder-a"), dial(tr, "hoarder-b")
+	if e := watch(a, topics("a", 60)); e != nil {
+		t.Fatalf("60 watches on a connection of 127.0.0.2: %v", e)
+	}
+	if e := watch(b, topics("b", 40)); e != nil {
+		t.Fatalf("40 more on another connection of 127.0.0.2: %v", e)
+	}
+	if e := watch(b, topics("c", 1)); e == nil || e.Code != wire.CodeOverloaded {
+		t.Errorf("a 101st watch from 127.0.0.2, past its quarter of --max-watches 400: %v, want code %d", e, wire.CodeOverloaded)
+	}
+	elsewhere := dial(transportFrom(t, "127.0.0.1"), "elsewhere")
+	if e := watch(elsewhere, topics("d", 60)); e != nil {
+		t.Errorf("60 watches from 127.0.0.1 while 127.0.0.2 holds its share: %v", e)
+	}
+	// Closing a connection gives its watches back.
+	a.CloseWithError(0, "")
+	waitFor(t, "the closed connection's watches given back", func() bool { return tn.watches.subscriptions() == 100 })
+	if e := watch(b, topics("e", 20)); e != nil {
+		t.Errorf("20 watches from 127.0.0.2 once its other connection closed: %v", e)
+	}
+}

@@ -266,6 +266,7 @@ func startTarget(g *globals, bf *benchFlags, extraNodeArgs ...string) (*benchTar
 		"--max-broker-conns-per-host", strconv.Itoa(max(conns, node.DefaultMaxBrokerConnsPerHost)),
 		"--max-broker-conns-per-identity", strconv.Itoa(max(conns, node.DefaultMaxBrokerConnsPerIdentity)), // one certificate for every simulated broker
 		"--max-handshakes-per-host", strconv.Itoa(max(conns, node.DefaultMaxHandshakesPerHost)),
+		"--max-watches", strconv.Itoa(max(4*bf.perf.watchers*bf.perf.watchTopics, node.DefaultMaxWatches)), // one address's share is a quarter
 		"--max-conns", strconv.Itoa(max(2*conns, node.DefaultMaxConns)), "--log-format", "json", "--log-level", "warn"}, extraNodeArgs...)
 	child := exec.Command(self, args...)
 	child.Stderr = os.Stderr

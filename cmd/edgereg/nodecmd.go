@@ -95,6 +95,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", node.DefaultReadTimeout, "how long a started frame may take to arrive")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", node.DefaultIdleTimeout, "a stream that sends nothing for this long is closed")
 	fs.IntVar(&c.MaxWatchesPerConn, "max-watches-per-conn", node.DefaultMaxWatchesPerConn, "topics one connection may watch")
+	fs.IntVar(&c.MaxWatches, "max-watches", node.DefaultMaxWatches, "topics all connections together may watch; the readers of one source IP a quarter of it")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", node.DefaultWriteTimeout, "a frame the node writes must be taken by the peer within this, or its stream is reset")
 	fs.IntVar(&c.MaxBytesInFlight, "max-bytes-in-flight", node.DefaultMaxBytesInFlight, "bytes of request frames being received at once, node-wide, per class (readers; brokers and operators)")
 	fs.IntVar(&c.UDPReceiveBuffer, "udp-receive-buffer", node.DefaultUDPReceiveBuffer, "bytes of UDP receive buffer asked for the node's socket (forced past net.core.rmem_max with CAP_NET_ADMIN), where a connection storm's packets wait")
