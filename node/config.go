@@ -34,9 +34,9 @@ const (
 	DefaultMaxWatchesPerConn = 10_000
 	// DefaultMaxWatches bounds watched topics over every connection: a
 	// million, a few hundred MB of the node's memory at most.
-	DefaultMaxWatches = 1_000_000
-	DefaultMaxBytesInFlight  = 128 << 20
-	DefaultUDPReceiveBuffer  = 32 << 20
+	DefaultMaxWatches       = 1_000_000
+	DefaultMaxBytesInFlight = 128 << 20
+	DefaultUDPReceiveBuffer = 32 << 20
 )
 
 // Default admission limits (see Config).
