@@ -33,7 +33,8 @@ const (
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultMaxWatchesPerConn = 10_000
 	// DefaultMaxWatches bounds watched topics over every connection: a
-	// million, a few hundred MB of the node's memory at most.
+	// million, at most about 700 MB of the node's memory (some 670 bytes
+	// a watched topic with names of 127 bytes).
 	DefaultMaxWatches       = 1_000_000
 	DefaultMaxBytesInFlight = 128 << 20
 	DefaultUDPReceiveBuffer = 32 << 20
