@@ -71,11 +71,12 @@ func (st *Store) Load() (Manifest, error) {
 	if err != nil {
 		return man, fmt.Errorf("load policy manifest: %w", err)
 	}
+	path := filepath.Join(st.dir, manifestName)
 	if err := json.Unmarshal(b, &man); err != nil {
-		return man, fmt.Errorf("load policy manifest %s: %w", filepath.Join(st.dir, manifestName), err)
+		return man, fmt.Errorf("load policy manifest %s: %w", path, err)
 	}
 	if man.Version != 1 {
-		return man, fmt.Errorf("load policy manifest: format version %d, want 1", man.Version)
+		return man, fmt.Errorf("load policy manifest %s: format version %d, want 1", path, man.Version)
 	}
 	if man.Hooks == nil {
 		man.Hooks = map[string]ManifestEntry{}
@@ -303,6 +304,9 @@ func (s *Set) restoreModule(ctx context.Context, st *Store, h Hook, hash string)
 			_ = m.Close()
 			err = ErrHookAbsent
 		}
+	}
+	if ctx.Err() != nil {
+		return nil // the Set is closing (a start that failed): nothing was lost
 	}
 	s.log.Error("saved policy not restored", "hook", h.String(), "hash", hash, "err", err)
 	return nil

@@ -402,3 +402,32 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// A manifest that does not parse stops the start with its error: starting
+// with no policies would let the next change overwrite it and prune every
+// module it named.
+func TestCorruptManifestRefusedAtStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	st, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{Store: st})
+	activate(t, s, HookExpiryThreshold, load(t, h, "jitter-threshold.wasm"))
+	s.Close()
+	if err := os.WriteFile(filepath.Join(dir, manifestName), []byte(`{"version": 1, "hooks": {`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := NewSet(context.Background(), h, SetConfig{Store: st, RestoreInBackground: true})
+	if err == nil {
+		s2.Close()
+		t.Fatal("NewSet with a truncated manifest succeeded")
+	}
+	if !strings.Contains(err.Error(), manifestName) {
+		t.Errorf("error %q does not name the manifest", err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.wasm")); len(files) != 1 {
+		t.Errorf("saved modules %v, want the one still there", files)
+	}
+}
