@@ -431,3 +431,41 @@ func TestCorruptManifestRefusedAtStart(t *testing.T) {
 		t.Errorf("saved modules %v, want the one still there", files)
 	}
 }
+
+// TestDamagedCompilationCacheRecompiles: a compiled module's entry in the
+// compilation cache (DATA/wasm-cache) cut short or damaged (a disk fault,
+// a copy of the data directory interrupted) made the module "not valid
+// WebAssembly": the saved policy was not restored at the next start, and
+// a push of the same module was refused for as long as the node ran. The
+// cache is only a cache: the module is compiled again.
+func TestDamagedCompilationCacheRecompiles(t *testing.T) {
+	cache := t.TempDir()
+	for _, inProcess := range []bool{false, true} {
+		h := newHost(t, HostConfig{CacheDir: cache, CompileInProcess: inProcess})
+		m, err := h.Validate(context.Background(), testdata(t, "jitter-threshold.wasm"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+		h.Close(context.Background())
+		damaged := 0
+		filepath.WalkDir(cache, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if fi, _ := d.Info(); fi != nil && fi.Size() > 64 {
+					os.Truncate(p, 64)
+					damaged++
+				}
+			}
+			return nil
+		})
+		if damaged == 0 {
+			t.Fatal("no compiled code in the cache to damage")
+		}
+		h2 := newHost(t, HostConfig{CacheDir: cache, CompileInProcess: inProcess})
+		m2, err := h2.Validate(context.Background(), testdata(t, "jitter-threshold.wasm"))
+		if err != nil {
+			t.Fatalf("in process %v: a module whose cache entry is damaged: %v", inProcess, err)
+		}
+		m2.Close()
+	}
+}
