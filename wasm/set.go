@@ -143,8 +143,9 @@ type Set struct {
 	// newest last, bounded by maxRecords. Guarded by mu.
 	records [numHooks][]*moduleRecord
 	// fromDir is the hash of the module LoadDir last activated for each
-	// hook, so a reload leaves a hook alone until its file changes.
-	// Guarded by mu.
+	// hook, so a reload leaves a hook alone until its file changes; saved
+	// in the Store's manifest (FromDir), so a restart does too. Guarded
+	// by mu.
 	fromDir [numHooks]string
 	// pending holds the saved state of each hook the Store's manifest
 	// names until it is restored; guarded by mu.

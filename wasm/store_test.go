@@ -469,3 +469,97 @@ func TestDamagedCompilationCacheRecompiles(t *testing.T) {
 		m2.Close()
 	}
 }
+
+// TestPolicyDirDoesNotUndoAPushAtRestart: a module pushed over the one
+// --policy-dir gave a hook (a hotfix, on a node whose ConfigMap still
+// holds the old module) was replaced by the directory's at every restart,
+// though the directory had not changed: the push, acknowledged, did not
+// survive a restart; nor did a policy rm. The directory's file wins when
+// it changes, and a file removed and put back is a change, across
+// restarts too.
+func TestPolicyDirDoesNotUndoAPushAtRestart(t *testing.T) {
+	store, err := OpenStore(filepath.Join(t.TempDir(), "policies"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "route.wasm")
+	write := func(name string) {
+		if err := os.WriteFile(file, testdata(t, name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("fixtures/empty-route.wasm")
+	h := newHost(t, HostConfig{})
+	zone, empty, other := load(t, h, "zone-affinity.wasm"), load(t, h, "fixtures/empty-route.wasm"), load(t, h, "hostile/add-broker.wasm")
+	// start is a node's start: the saved policies restored in the
+	// background while the directory is loaded.
+	start := func() *Set {
+		t.Helper()
+		s := newSet(t, h, SetConfig{Store: store, RestoreInBackground: true})
+		if err := s.LoadDir(context.Background(), dir); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.Restored():
+		case <-time.After(time.Minute):
+			t.Fatal("restore did not finish")
+		}
+		return s
+	}
+
+	s := start()
+	activate(t, s, HookRouteFilter, zone) // the operator's push
+	s.Close()
+	for restart := range 2 {
+		s = start()
+		if got := activeHash(s, HookRouteFilter); got != zone.Hash() {
+			t.Fatalf("restart %d: route policy %.12s, want the pushed %.12s (the directory's is %.12s and has not changed)",
+				restart+1, got, zone.Hash(), empty.Hash())
+		}
+		s.Close()
+	}
+
+	// A changed file wins, at once and after a restart.
+	write("hostile/add-broker.wasm")
+	s = start()
+	if got := activeHash(s, HookRouteFilter); got != other.Hash() {
+		t.Fatalf("after the directory changed: route policy %.12s, want its new module %.12s", got, other.Hash())
+	}
+	// An rm survives a restart too.
+	if err := s.Remove(HookRouteFilter); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = start()
+	if got := activeHash(s, HookRouteFilter); got != "" {
+		t.Fatalf("after an rm and a restart: route policy %.12s, want none", got)
+	}
+	// The file removed, the node restarted, the file put back: a change.
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LoadDir(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = start()
+	s.Close()
+	write("hostile/add-broker.wasm")
+	s = start()
+	if got := activeHash(s, HookRouteFilter); got != other.Hash() {
+		t.Fatalf("route.wasm removed and put back across restarts: route policy %.12s, want %.12s", got, other.Hash())
+	}
+	// So is a directory given again to a node started without one since.
+	activate(t, s, HookRouteFilter, zone)
+	s.Close()
+	s = newSet(t, h, SetConfig{Store: store})
+	if err := s.ForgetDir(); err != nil { // as a node without --policy-dir does
+		t.Fatal(err)
+	}
+	s.Close()
+	s = start()
+	if got := activeHash(s, HookRouteFilter); got != other.Hash() {
+		t.Fatalf("--policy-dir given again after a start without it: route policy %.12s, want the directory's %.12s", got, other.Hash())
+	}
+}
