@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -551,5 +552,98 @@ func TestOverlongUnwatchRefusedBeforeDecoding(t *testing.T) {
 	}
 	if f, err := wire.ReadFrame(s, 1<<20); err != nil || f.Error != nil {
 		t.Fatalf("ping after the refusal: %+v, %v", f.Error, err)
+	}
+}
+
+// TestOneSourceIPCannotHoldTheAnswerBudget: the readers' budget of answer
+// bytes being written is shared by every reader of the node, and one
+// answer wider than it takes all of it. One client on 127.0.0.2 that asks
+// for such an answer and reads nothing held the whole budget for the write
+// timeout, and a client on 127.0.0.1 whose answer needs budget waited for
+// it until its own call gave up. A source IP now holds at most a quarter of
+// the budget.
+func TestOneSourceIPCannotHoldTheAnswerBudget(t *testing.T) {
+	const budget = 16 << 20
+	tn := startNode(t, func(c *Config) {
+		c.MaxBytesInFlight = budget
+		c.WriteTimeout = 10 * time.Minute // nothing is reset while the test looks
+	})
+	// 32 groups: about 2.5 kB a route, so 10,000 of them are wider than
+	// the budget.
+	routeRounds(t, tn, "hoard-group-%02d", "10.1.0.%d:10911", 32, []string{"big"})()
+	q := &wire.GetRoutes{}
+	for range 10_000 {
+		q.Topics = append(q.Topics, wire.TopicVersion{Topic: "big"})
+	}
+	f, err := wire.NewRequest(wire.TypeGetRoutes, 1, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	qc, err := dialFrom(tn, transportFrom(t, "127.0.0.2"), tn.tlsFor(pki.RoleClient, "hoarder"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	s, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.WriteFrame(s, f); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the unread answer to take budget", func() bool { return tn.answers.used.Load() > 0 })
+
+	// A client elsewhere reads 40 routes: about 100 kB, an answer that
+	// needs budget.
+	c := tn.dial(pki.RoleClient)
+	gr := &wire.GetRoutes{}
+	for range 40 {
+		gr.Topics = append(gr.Topics, wire.TopicVersion{Topic: "big"})
+	}
+	if _, err := c.GetRoutes(ctx, gr); err != nil {
+		t.Fatalf("a client on another IP while 127.0.0.2 holds %d of the %d bytes of answer budget: %v",
+			tn.answers.used.Load(), budget, err)
+	}
+}
+
+// TestOneSourceIPCannotHoldTheRequestBudget: the readers' budget of bytes
+// in flight is shared by every reader of the node. One client on
+// 127.0.0.2 that sent most of a few 1 MiB frames on streams of its own and
+// never finished them held all of it until its read timeout, and every
+// other reader's request, a ping from 127.0.0.1 too, waited for budget.
+// A source IP now holds at most a quarter of the budget (at least a
+// frame).
+func TestOneSourceIPCannotHoldTheRequestBudget(t *testing.T) {
+	const budget, frame = 4 << 20, 1 << 20
+	tn := startNode(t, func(c *Config) {
+		c.MaxBytesInFlight, c.MaxRequestLen, c.MaxBrokerFrameLen = budget, frame, frame
+		c.ReadTimeout = time.Minute // the hog holds what it took for the whole test
+	})
+	ctx := ctxT(t)
+	hog, err := dialFrom(tn, transportFrom(t, "127.0.0.2"), tn.tlsFor(pki.RoleClient, "hog"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes sync.WaitGroup
+	defer writes.Wait()
+	defer hog.CloseWithError(0, "")
+	for range budget / frame {
+		s, err := hog.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := make([]byte, wire.FrameHeaderLen+frame-1) // all but the last byte
+		binary.BigEndian.PutUint32(msg, frame)
+		writes.Go(func() { s.Write(msg) }) // ends with the connection
+	}
+	// Until the hog holds every byte, or at most a few seconds (the node
+	// takes no more than the hog's share).
+	for end := time.Now().Add(3 * time.Second); tn.inFlight.used.Load() < budget && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := tn.dial(pki.RoleClient).Ping(ctx); err != nil {
+		t.Fatalf("a ping from another IP while 127.0.0.2 holds %d of the readers' %d bytes in flight: %v",
+			tn.inFlight.used.Load(), budget, err)
 	}
 }

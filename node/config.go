@@ -165,11 +165,13 @@ type Config struct {
 	// A frame's buffer grows only as its bytes arrive and only within its
 	// class's budget, so memory follows bytes received, never lengths
 	// peers declare. A frame that cannot get budget within the read
-	// timeout is cut off as a slow sender. At least the largest frame size
-	// limit. Default 128 MiB (256 MiB for both classes). Each class has as
+	// timeout is cut off as a slow sender. The readers of one source IP
+	// hold at most a quarter of their class's budget (at least
+	// MaxRequestLen). At least the largest frame size limit. Default 128 MiB (256 MiB for both classes). Each class has as
 	// much again for its answers larger than 16 KiB being written, so a
 	// peer that reads nothing cannot make the node hold an answer per
-	// stream; an answer that cannot get budget within the write timeout
+	// stream (the readers of one source IP hold at most a quarter of
+	// theirs); an answer that cannot get budget within the write timeout
 	// has its stream reset as a write that timed out. It is also what
 	// brokers' and operators' QUIC connection receive windows may grow by
 	// together, past their initial 128 KiB (readers' never grow), since

@@ -49,9 +49,16 @@ type connState struct {
 	adm        *admitted // the connection's admission slot (admission.go)
 	watchMu    sync.Mutex
 	watches    int // topics watched over all streams of the connection
+	// remembered counts the topics its streams remember having pushed
+	// but no longer watch (watcher.idle), bounded by the watch cap.
+	remembered int
 
 	budget  *byteBudget // the bytes in flight its class shares (readFrame)
 	answers *byteBudget // the bytes of large answers its class shares (writeAnswer)
+	// hostBudget and hostAnswers are the shares of budget and answers its
+	// source IP may hold; nil for brokers and operators (a gateway's 1,000
+	// brokers share one IP).
+	hostBudget, hostAnswers *byteBudget
 	// lists is a token a stream holds while the connection's one list
 	// answer (topics, cluster-info) is made and written (listTurn).
 	lists chan struct{}
@@ -97,6 +104,10 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		answers: n.answers, adm: adm, lists: make(chan struct{}, 1)}
 	if classOf(p) == brokerClass {
 		cs.frameLimit, cs.budget, cs.answers = n.cfg.MaxBrokerFrameLen, n.brokerInFlight, n.brokerAnswers
+	} else {
+		cs.hostBudget, cs.hostAnswers = n.requestShares.take(p.ip), n.answerShares.take(p.ip)
+		defer n.requestShares.give(p.ip)
+		defer n.answerShares.give(p.ip)
 	}
 	ctx := qc.Context()
 	for {
@@ -221,8 +232,9 @@ type streamWriter struct {
 	onTimeout func()
 	failed    error
 	// answers is the budget a large answer takes before it is written
-	// (writeAnswer); nil for none.
-	answers *byteBudget
+	// (writeAnswer); nil for none. hostAnswers, when set, is the share of
+	// it the connection's source IP may hold, taken first.
+	answers, hostAnswers *byteBudget
 	// buf is reused to encode each frame (quic-go holds no reference to
 	// what Write was given once it returns); one that grew past
 	// maxKeptWriteBuf for a large response is let go.
@@ -345,9 +357,12 @@ func (w *streamWriter) writeAnswer(a *answer) error {
 // once it has the budget: the same bytes.
 func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
 	k := min(size, w.answers.size)
-	if !w.answers.tryAcquire(k) {
+	if w.hostAnswers != nil {
+		k = min(k, w.hostAnswers.size)
+	}
+	if !w.tryAnswerBudget(k) {
 		buf = nil
-		if err := w.answers.acquire(w.s.Context(), k, time.Now().Add(w.timeout)); err != nil {
+		if err := w.acquireAnswerBudget(k); err != nil {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			switch {
@@ -360,7 +375,7 @@ func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
 			return w.failed
 		}
 	}
-	defer w.answers.release(k)
+	defer w.releaseAnswerBudget(k)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if buf == nil {
@@ -373,6 +388,48 @@ func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
 		}
 	}
 	return w.writeLocked(buf)
+}
+
+// tryAnswerBudget takes k bytes of the answer budget, and of the host's
+// share of it, if both are free now.
+func (w *streamWriter) tryAnswerBudget(k int64) bool {
+	if w.hostAnswers != nil && !w.hostAnswers.tryAcquire(k) {
+		return false
+	}
+	if !w.answers.tryAcquire(k) {
+		if w.hostAnswers != nil {
+			w.hostAnswers.release(k)
+		}
+		return false
+	}
+	return true
+}
+
+// acquireAnswerBudget waits, until the write timeout, for k bytes of the
+// host's share and then of the answer budget: the host's share first, so
+// that a stream waiting behind others of its own IP holds nothing of what
+// other IPs wait for.
+func (w *streamWriter) acquireAnswerBudget(k int64) error {
+	deadline := time.Now().Add(w.timeout)
+	if w.hostAnswers != nil {
+		if err := w.hostAnswers.acquire(w.s.Context(), k, deadline); err != nil {
+			return err
+		}
+	}
+	if err := w.answers.acquire(w.s.Context(), k, deadline); err != nil {
+		if w.hostAnswers != nil {
+			w.hostAnswers.release(k)
+		}
+		return err
+	}
+	return nil
+}
+
+func (w *streamWriter) releaseAnswerBudget(k int64) {
+	w.answers.release(k)
+	if w.hostAnswers != nil {
+		w.hostAnswers.release(k)
+	}
 }
 
 // tooLarge is the answer to a request whose answer would be a frame over
@@ -464,7 +521,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 	kept.rd.reset(s)
 	defer kept.rd.reset(nil)
 	w := kept.writer(s, n.cfg.WriteTimeout)
-	w.answers = cs.answers
+	w.answers, w.hostAnswers = cs.answers, cs.hostAnswers
 	if w.onTimeout == nil {
 		w.onTimeout = n.stats.timeouts.Inc // a method value: allocated once per writer
 	}
@@ -581,14 +638,39 @@ func (n *Node) readFrame(cs *connState, rd *frameBuffer, wd *readWatchdog, idle 
 	deadline := time.Now().Add(n.cfg.ReadTimeout)
 	wd.set(deadline)
 	var held int64
-	defer func() { cs.budget.release(held) }()
+	defer func() { cs.unreserve(held) }()
 	return wire.ReadBodyInto(buf, rd, size, func(k int) error {
-		if err := cs.budget.acquire(cs.ctx, int64(k), deadline); err != nil {
+		if err := cs.reserve(int64(k), deadline); err != nil {
 			return err
 		}
 		held += int64(k)
 		return nil
 	})
+}
+
+// reserve takes k bytes of the budget of bytes in flight by the deadline:
+// of the source IP's share first, so that a frame waiting behind others
+// of its own IP holds nothing of what other IPs wait for.
+func (cs *connState) reserve(k int64, deadline time.Time) error {
+	if cs.hostBudget != nil {
+		if err := cs.hostBudget.acquire(cs.ctx, k, deadline); err != nil {
+			return err
+		}
+	}
+	if err := cs.budget.acquire(cs.ctx, k, deadline); err != nil {
+		if cs.hostBudget != nil {
+			cs.hostBudget.release(k)
+		}
+		return err
+	}
+	return nil
+}
+
+func (cs *connState) unreserve(k int64) {
+	cs.budget.release(k)
+	if cs.hostBudget != nil {
+		cs.hostBudget.release(k)
+	}
 }
 
 // frameBuffer reads a stream's frames for its stream server, reading
@@ -692,6 +774,57 @@ func (b *byteBudget) release(k int64) {
 	if k > 0 {
 		b.used.Add(-k)
 		b.sem.Release(k)
+	}
+}
+
+// budgetShareOfHost is the part of the readers' budgets of bytes in
+// flight and of answers one source IP may hold: a quarter (of bytes in
+// flight at least a frame, MaxRequestLen), so that it takes four IPs, not
+// one, to keep every reader's requests or large answers waiting. (Peers
+// behind one NAT share their IP's quarter, as they share its connections.)
+const budgetShareOfHost = 4
+
+// hostShares gives each source IP with reader connections a budget of its
+// own, of size bytes, for as long as it has connections.
+type hostShares struct {
+	size  int64
+	mu    sync.Mutex
+	hosts map[string]*hostShare
+}
+
+type hostShare struct {
+	budget *byteBudget
+	conns  int
+}
+
+func newHostShares(size int64) *hostShares {
+	return &hostShares{size: size, hosts: make(map[string]*hostShare)}
+}
+
+// take returns host's budget for one more of its connections; give it
+// back with give once the connection ends.
+func (h *hostShares) take(host string) *byteBudget {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.hosts[host]
+	if s == nil {
+		s = &hostShare{budget: newByteBudget(h.size)}
+		h.hosts[host] = s
+	}
+	s.conns++
+	return s.budget
+}
+
+// give ends one connection's use of host's budget; the budget goes with
+// the host's last connection (a stream of it still writing gives its bytes
+// back to that budget, which nobody takes from any more).
+func (h *hostShares) give(host string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.hosts[host]; s != nil {
+		if s.conns--; s.conns <= 0 {
+			delete(h.hosts, host)
+		}
 	}
 }
 

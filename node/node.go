@@ -83,6 +83,11 @@ type Node struct {
 	// (streamWriter.writeAnswer): a peer that does not read cannot make the
 	// node hold an answer per stream.
 	brokerInFlight, answers, brokerAnswers *byteBudget
+	// requestShares and answerShares are each source IP's share of
+	// inFlight and answers (a quarter; of inFlight at least a frame): one
+	// IP whose readers trickle large frames, or ask for large answers and
+	// read none, cannot hold every reader's budget.
+	requestShares, answerShares *hostShares
 
 	// brokerWorkers is the pool of brokers' and operators' requests.
 	brokerWorkers chan struct{}
@@ -135,6 +140,8 @@ func New(cfg Config) (*Node, error) {
 	n.brokerInFlight = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.answers = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.brokerAnswers = newByteBudget(int64(cfg.MaxBytesInFlight))
+	n.requestShares = newHostShares(max(int64(cfg.MaxBytesInFlight)/budgetShareOfHost, int64(cfg.MaxRequestLen)))
+	n.answerShares = newHostShares(max(int64(cfg.MaxBytesInFlight)/budgetShareOfHost, 1))
 	n.brokerWorkers = make(chan struct{}, cfg.BrokerWorkers)
 	n.policyWorkers = make(chan struct{}, maxPolicyUploadsAtOnce)
 	n.warn = newWarnings(cfg.Logger)
@@ -144,7 +151,7 @@ func New(cfg Config) (*Node, error) {
 	if n.id, err = loadNodeID(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if n.policies, err = newPolicies(cfg); err != nil {
+	if n.policies, err = newPolicies(cfg, n.watches); err != nil {
 		return nil, err
 	}
 	n.reg = registry.New(registry.Config{

@@ -46,7 +46,10 @@ type policies struct {
 	dirSig  string // what the policy directory held when last loaded
 }
 
-func newPolicies(cfg Config) (*policies, error) {
+// newPolicies starts the policy host and set; watches is told when the
+// route policy changes, so that every watcher is pushed the route the new
+// policy gives it.
+func newPolicies(cfg Config, watches *watchHub) (*policies, error) {
 	ctx := context.Background()
 	host, err := wasm.NewHost(ctx, wasm.HostConfig{
 		CacheDir:    cfg.PolicyCacheDir,
@@ -72,6 +75,11 @@ func newPolicies(cfg Config) (*policies, error) {
 		RestoreInBackground: true,
 		Now:                 cfg.Clock.Now,
 		Logger:              cfg.Logger,
+		OnChange: func(h wasm.Hook) {
+			if h == wasm.HookRouteFilter {
+				watches.markAll()
+			}
+		},
 	})
 	if err != nil {
 		host.Close(ctx)
@@ -99,12 +107,23 @@ func (p *policies) close() {
 // an error (wasm.ErrFailedClosed) when the policy could not answer and the
 // route hook fails closed. ctx may carry a read budget (readContext).
 func (p *policies) filter(ctx context.Context, addr string, attrs wire.ClientAttrs, topic string, version uint64, body []byte) ([]byte, uint64, error) {
+	if testHookFilter != nil {
+		if err := testHookFilter(topic); err != nil {
+			return nil, 0, err
+		}
+	}
 	out, v, err := p.set.RouteFilter(ctx, addr, attrs, topic, version, body)
 	if err != nil && !errors.Is(err, wasm.ErrFailedClosed) {
 		err = nil // fail-open: ctx ended, and the caller sends the unfiltered route
 	}
 	return out, v, err
 }
+
+// testHookFilter, when set, runs before each route policy call with its
+// topic; an error it returns is the call's. Tests use it for a policy that
+// fails closed for a while (wasm.ErrFailedClosed), as one whose instances
+// are all busy does, which no module can be made to do on cue.
+var testHookFilter func(topic string) error
 
 // readContext bounds the route policy time of one request by budget, so
 // a read of 10,000 topics cannot hold the policy pool for 10,000 guest

@@ -41,13 +41,21 @@ import (
 // that does not take its event in that time (its reader stopped, or its
 // flow-control window is full) is handed to a catch-up goroutine of its
 // own, which writes with the full write timeout while the pusher goes on
-// with the others, and hands the watcher back once nothing is pending. It
+// with the others, and hands the watcher back once nothing is pending; so
+// is one whose stream is busy writing something else (an answer of its
+// request loop): the pusher never waits for a stream's lock. It
 // loses nothing either: a topic marked while a write is in progress stays
 // pending, so the watcher's flusher comes back to it and pushes the route
 // current then (etcd keeps its slow "victim" watchers the same way; here
 // the backlog is bounded by the watched topics, not by the number of
 // changes). A watcher that cannot write for the write timeout loses its
 // stream, and with it the watch.
+//
+// A push the route policy failed closed for (its instances busy, a call
+// past its deadline) is tried again: the watcher's retry timer marks the
+// topic again after 100 ms, doubling while it keeps failing, up to 30 s
+// (watcher.retryLater), since nothing else would look at it until its
+// route or the policy next changes.
 //
 // Encoding: a route event without a route policy applied is the same bytes
 // for every watcher of that (topic, version), so it is encoded once and
@@ -60,10 +68,17 @@ import (
 //	watcher.flushMu  →  watcher.mu  →  watchHub.mu
 //	watcher.flushMu  →  watcher.pendMu
 //	watcher.flushMu  →  streamWriter.mu
-//	watcher.mu  →  watcher.pendMu, watcher.mu  →  connPusher.mu   (mark, from watch)
+//	watcher.mu  →  watcher.pendMu, watcher.mu  →  connPusher.mu   (mark, from watch and unwatch)
 //	watcher.flushMu  →  connPusher.mu   (a flush ending its turn queues the watcher again)
-//	watcher.mu  →  connState.watchMu
+//	watcher.mu  →  connState.watchMu   (watch limits, remember)
+//	watcher.flushMu  →  the registry's locks (registry.mu, then its
+//	leaseMu) and the route policy's, for the route a push reads (event,
+//	and the freshness of routeEvent): the registry calls changed with no
+//	lock of its own held and never calls into the hub otherwise, so none
+//	of its locks is ever held around one of these.
 //	watchHub.fanMu is a leaf: changed and fanOut take nothing under it.
+//	The retry timer (retryNow) takes watcher.pendMu and releases it
+//	before it marks, which takes watcher.pendMu and connPusher.mu in turn.
 //	watchHub.mu  →  connPusher.mu is never taken: the hub only counts a
 //	pusher's users under its mu, and mark tells the pushers after
 //	releasing it; a pusher marking its watchers (markChanged) takes
@@ -391,12 +406,27 @@ type watcher struct {
 	// named it: their current route is pushed whatever its version.
 	pushed map[string]uint64
 	unsure map[string]struct{}
+	// idle counts the topics of pushed the stream no longer watches; the
+	// connection's streams together remember at most its watch cap of
+	// them (connState.remembered), however often they watch and unwatch.
+	idle int
+	// peak is the most topics versions held since its maps were last made
+	// anew (unwatch, shrinkMaps): Go's maps keep the memory of their
+	// largest size.
+	peak int
 
 	pendMu  sync.Mutex
 	pending map[string]struct{} // topics to look at again
+	// shrink asks the flusher to make pending and taking anew, once an
+	// unwatch left the watcher with far fewer topics than they grew for.
+	shrink bool
 	// slow is set while the catch-up goroutine, not the connection's
 	// pusher, flushes the watcher (and for good once its stream failed).
 	slow bool
+	// retry holds the topics whose push the route policy failed closed
+	// for, to be marked again when retryTimer fires (policyRetry).
+	retry      map[string]struct{}
+	retryTimer *time.Timer
 
 	queued bool // on cp's queue; under cp.mu
 
@@ -409,6 +439,11 @@ type watcher struct {
 	rest        []byte
 	restTopic   string
 	restVersion uint64
+	// failing holds the watched topics whose last push the route policy
+	// failed closed for; retryDelay is the wait before their next retry,
+	// doubling while they keep failing, cleared once none is left.
+	failing    map[string]struct{}
+	retryDelay time.Duration
 
 	done chan struct{}
 	wg   sync.WaitGroup // catchUp
@@ -580,6 +615,13 @@ func (n *Node) watch(cs *connState, w *streamWriter, wp **watcher, q *wire.Watch
 		return nil, err
 	}
 	n.watches.add(wt, added)
+	recalled := 0 // topics pushed before an unwatch, watched again
+	for _, t := range added {
+		if _, ok := wt.pushed[t]; ok {
+			recalled++
+		}
+	}
+	wt.remember(-recalled)
 	topics := make([]string, len(q.Topics))
 	for i, tv := range q.Topics {
 		// A push the node wrote before this watch arrived may still be on
@@ -593,6 +635,7 @@ func (n *Node) watch(cs *connState, w *streamWriter, wp **watcher, q *wire.Watch
 		wt.versions[tv.Topic] = tv.Version
 		topics[i] = tv.Topic
 	}
+	wt.peak = max(wt.peak, len(wt.versions))
 	wt.mark(topics)
 	return wire.WatchAck{Watching: len(wt.versions)}, nil
 }
@@ -620,10 +663,14 @@ func (n *Node) unwatch(cs *connState, wt *watcher, q *wire.Unwatch) (any, error)
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
 	var removed []string
+	kept := 0
 	for _, t := range q.Topics {
 		if _, ok := wt.versions[t]; ok {
 			delete(wt.versions, t)
 			removed = append(removed, t)
+			if _, ok := wt.pushed[t]; ok {
+				kept++
+			}
 		}
 	}
 	n.watches.remove(wt, removed)
@@ -631,15 +678,68 @@ func (n *Node) unwatch(cs *connState, wt *watcher, q *wire.Unwatch) (any, error)
 	// What was pushed for unwatched topics is remembered so a re-watch
 	// can tell a crossing push (see watch), within a bound: past it the
 	// unwatched ones are forgotten and a re-watch trusts the version named.
-	if len(wt.pushed) > len(wt.versions)+MaxTopicsPerQuery {
+	// The bound is the connection's watch cap, over all its streams: each
+	// stream bounding only its own let a client that watched and unwatched
+	// on stream after stream have the node keep every name it named.
+	if wt.remember(kept) > n.cfg.MaxWatchesPerConn || len(wt.pushed) > len(wt.versions)+MaxTopicsPerQuery {
 		for t := range wt.pushed {
 			if _, ok := wt.versions[t]; !ok {
 				delete(wt.pushed, t)
 				delete(wt.unsure, t)
 			}
 		}
+		wt.remember(-wt.idle)
 	}
+	wt.shrinkMaps()
 	return wire.WatchAck{Watching: len(wt.versions)}, nil
+}
+
+// shrinkFrom is the size from which a watcher's maps are made anew once
+// it watches a quarter of what they grew for (shrinkMaps).
+const shrinkFrom = 256
+
+// shrinkMaps makes the watcher's maps anew, sized for what they hold,
+// when it watches no more than a quarter of the most it watched and that
+// was shrinkFrom or more: Go's maps keep the memory of their largest size,
+// so a stream that watched 10,000 topics and unwatched them would keep
+// about a megabyte, and a client could have every stream of its
+// connections do so, each within the watch cap. versions, pushed and
+// unsure are made anew here; pending and taking by the flusher, which owns
+// them, asked to by a look at nothing. With wt.mu held.
+func (wt *watcher) shrinkMaps() {
+	if wt.peak < shrinkFrom || len(wt.versions) > wt.peak/4 {
+		return
+	}
+	wt.versions = shrunk(wt.versions)
+	wt.pushed = shrunk(wt.pushed)
+	wt.unsure = shrunk(wt.unsure)
+	wt.peak = len(wt.versions)
+	wt.pendMu.Lock()
+	wt.shrink = true
+	wt.pendMu.Unlock()
+	wt.mark(nil)
+}
+
+// shrunk returns a new map with m's entries, sized for them (maps.Clone
+// may keep the size m grew to).
+func shrunk[V any](m map[string]V) map[string]V {
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// remember counts delta more (or fewer) remembered topics the stream no
+// longer watches, on the watcher and its connection, and returns the
+// connection's count. With wt.mu held.
+func (wt *watcher) remember(delta int) int {
+	wt.idle += delta
+	cs := wt.cs
+	cs.watchMu.Lock()
+	defer cs.watchMu.Unlock()
+	cs.remembered += delta
+	return cs.remembered
 }
 
 func (cs *connState) addWatches(delta, limit int) error {
@@ -766,7 +866,7 @@ func (wt *watcher) flush(patient bool) bool {
 	wt.pendMu.Lock()
 	wt.pending, wt.taking = wt.taking, wt.pending
 	wt.pendMu.Unlock()
-	defer clear(wt.taking)
+	defer wt.endFlush()
 	looked := 0
 	for topic := range wt.taking {
 		if !patient && looked == pushTurn && len(wt.taking) > 0 {
@@ -790,6 +890,7 @@ func (wt *watcher) flush(patient bool) bool {
 		attrs := wt.attrs
 		wt.mu.Unlock()
 		if !watching {
+			wt.succeeded(topic) // not retried any more
 			continue
 		}
 		if testHookFlush != nil {
@@ -818,6 +919,19 @@ func (wt *watcher) flush(patient bool) bool {
 	return true
 }
 
+// endFlush empties taking at the end of a flush, and makes it and pending
+// anew when shrinkMaps asked for it. With flushMu held.
+func (wt *watcher) endFlush() {
+	clear(wt.taking)
+	wt.pendMu.Lock()
+	defer wt.pendMu.Unlock()
+	if wt.shrink {
+		wt.shrink = false
+		wt.taking = make(map[string]struct{})
+		wt.pending = shrunk(wt.pending)
+	}
+}
+
 // testHookFlush, when set, runs before each topic a flush looks at, with
 // the watcher's client attributes; tests use it to make one watcher panic.
 var testHookFlush func(wire.ClientAttrs)
@@ -842,6 +956,76 @@ func (wt *watcher) handOff(topic string, rest []byte, version uint64, partly boo
 	go wt.catchUp()
 }
 
+// The retries of a push the route policy failed closed for wait from
+// policyRetryMin, doubling while they fail, up to policyRetryMax: a
+// policy that fails for a while is tried again soon, one that keeps
+// failing for a watcher costs a guest call per topic every 30 s at most.
+// They stop when a push succeeds, the topic is unwatched (flush skips it)
+// or the stream ends.
+const (
+	policyRetryMin = 100 * time.Millisecond
+	policyRetryMax = 30 * time.Second
+)
+
+// retryLater has topic looked at again after the retry delay, under
+// flushMu (event, from flush).
+func (wt *watcher) retryLater(topic string) {
+	if wt.failing == nil {
+		wt.failing = make(map[string]struct{})
+	}
+	wt.failing[topic] = struct{}{}
+	wt.pendMu.Lock()
+	defer wt.pendMu.Unlock()
+	if wt.closed() {
+		return
+	}
+	if wt.retry == nil {
+		wt.retry = make(map[string]struct{})
+	}
+	wt.retry[topic] = struct{}{}
+	if wt.retryTimer != nil {
+		return // armed: it marks this topic too
+	}
+	wt.retryDelay = min(max(2*wt.retryDelay, policyRetryMin), policyRetryMax)
+	wt.retryTimer = time.AfterFunc(wt.retryDelay, wt.retryNow)
+}
+
+// succeeded notes that topic needs no retry, under flushMu; the retry
+// delay starts again from policyRetryMin once no topic is failing.
+func (wt *watcher) succeeded(topic string) {
+	if len(wt.failing) == 0 {
+		return
+	}
+	delete(wt.failing, topic)
+	if len(wt.failing) == 0 {
+		wt.failing, wt.retryDelay = nil, 0
+	}
+}
+
+// retryNow marks the topics retryLater noted, on the timer's goroutine.
+func (wt *watcher) retryNow() {
+	wt.pendMu.Lock()
+	topics := make([]string, 0, len(wt.retry))
+	for t := range wt.retry {
+		topics = append(topics, t)
+	}
+	wt.retry, wt.retryTimer = nil, nil
+	wt.pendMu.Unlock()
+	if !wt.closed() {
+		wt.mark(topics)
+	}
+}
+
+// stopRetries stops a retry timer armed, once the watcher is closed.
+func (wt *watcher) stopRetries() {
+	wt.pendMu.Lock()
+	if wt.retryTimer != nil {
+		wt.retryTimer.Stop()
+		wt.retry, wt.retryTimer = nil, nil
+	}
+	wt.pendMu.Unlock()
+}
+
 // delivered notes that the event of version was written for topic.
 func (wt *watcher) delivered(topic string, version uint64) {
 	// Whatever the client named meanwhile, this push reaches it after
@@ -849,6 +1033,11 @@ func (wt *watcher) delivered(topic string, version uint64) {
 	wt.mu.Lock()
 	if _, ok := wt.versions[topic]; ok {
 		wt.versions[topic] = version
+	}
+	if _, ok := wt.versions[topic]; !ok {
+		if _, had := wt.pushed[topic]; !had {
+			wt.remember(1) // a push that crossed the topic's unwatch
+		}
 	}
 	wt.pushed[topic] = version
 	delete(wt.unsure, topic)
@@ -859,6 +1048,7 @@ func (wt *watcher) delivered(topic string, version uint64) {
 // has version have, and the version it carries; ok is false when there is
 // nothing to push. With force the current route is pushed even when it is
 // version have.
+// Under flushMu (flush).
 func (wt *watcher) event(topic string, have uint64, force bool, attrs wire.ClientAttrs) (frame []byte, version uint64, ok bool) {
 	n := wt.n
 	// One registry lookup serves the read and the question whether the
@@ -872,14 +1062,24 @@ func (wt *watcher) event(topic string, have uint64, force bool, attrs wire.Clien
 		res, own = n.routeRead(context.Background(), wire.TopicVersion{Topic: topic}, e, wt.cs.peer.ip, attrs)
 	}
 	n.stats.routeReads[res.Status].Inc()
+	if res.Status != wire.StatusPolicyFailed {
+		wt.succeeded(topic)
+	}
 	switch res.Status {
 	case wire.StatusNotModified:
 		return nil, 0, false
-	case wire.StatusWarmingUp, wire.StatusPolicyFailed:
+	case wire.StatusWarmingUp:
 		// Not known yet, perhaps only because brokers have not come back
 		// since a restart: say nothing until warm-up ends, when every
-		// topic is looked at again (markAll). A route policy that failed
-		// closed: say nothing either; the client keeps what it has.
+		// topic is looked at again (markAll).
+		return nil, 0, false
+	case wire.StatusPolicyFailed:
+		// A route policy that failed closed: say nothing now (the client
+		// keeps what it has) and try again later. Its failure may pass
+		// without the route or the policy changing (its instances were
+		// busy, a call missed its deadline on a loaded node), and nothing
+		// else would look at the topic again.
+		wt.retryLater(topic)
 		return nil, 0, false
 	case wire.StatusNotFound:
 		if have == 0 && !force {
@@ -902,6 +1102,7 @@ func (wt *watcher) event(topic string, have uint64, force bool, attrs wire.Clien
 // close stops pushing and drops every subscription of the stream.
 func (wt *watcher) close() {
 	close(wt.done)
+	wt.stopRetries()
 	// A flush in progress sees done between topics; a write of the
 	// pusher's waits pushWait at most, catchUp's the write timeout.
 	wt.flushMu.Lock()
@@ -915,6 +1116,7 @@ func (wt *watcher) close() {
 	}
 	wt.n.watches.remove(wt, topics)
 	wt.cs.addWatches(-len(topics), 0)
+	wt.remember(-wt.idle)
 	wt.n.watches.mu.Lock()
 	wt.n.watches.count--
 	wt.n.watches.mu.Unlock()
@@ -926,8 +1128,15 @@ func (wt *watcher) close() {
 // only part of the frame, w.mu stays locked: nothing else may be written
 // before the rest, which the caller writes with finishLocked. A write
 // that merely waited too long leaves the stream usable.
+//
+// A stream whose writer is busy (its request loop writing an answer, which
+// waits up to the write timeout for a peer that does not read) takes
+// nothing: writeSoon does not wait for w.mu, or the connection's pusher
+// would wait with it, and every other watcher of the connection too.
 func (w *streamWriter) writeSoon(buf []byte, wait time.Duration) (int, error) {
-	w.mu.Lock()
+	if !w.mu.TryLock() {
+		return 0, nil
+	}
 	if w.failed != nil {
 		w.mu.Unlock()
 		return 0, w.failed

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/edgereg/edgereg/wasm"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -847,5 +851,336 @@ func TestChangeWithNoWatchersNotesNothing(t *testing.T) {
 	h.changed([]string{"watched"})
 	if on, n := fanning(); on || n != 0 {
 		t.Fatalf("after the last watcher went: fanning %v with %d topics noted, want nothing", on, n)
+	}
+}
+
+// TestWatchStreamBusyAnsweringHoldsUpNobody: a watch stream may carry
+// other requests, and its request loop writes their answers with the full
+// write timeout. A client with a tiny stream window that asks, on its watch
+// stream, for more routes than the window holds, and reads nothing, keeps
+// that write waiting; the connection's pusher must not wait behind it
+// (for the stream's lock) while the other watchers of the connection go
+// without their events. The write timeout is far longer than the test may
+// take, so only a pusher that does not wait lets it pass.
+func TestWatchStreamBusyAnsweringHoldsUpNobody(t *testing.T) {
+	const topics, groups = 100, 32
+	tn := startNode(t, func(c *Config) { c.WriteTimeout = 10 * time.Minute })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("busy-%03d", i)
+	}
+	register := routeRounds(t, tn, "busy-group-%02d", "10.3.0.%d:10911", groups, names)
+	register()
+
+	qcfg := &quic.Config{InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10}
+	qc, err := quic.DialAddr(ctx, tn.Addr().String(), tn.tlsFor(pki.RoleClient, "busy"), qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	send := func(s *quic.Stream, typ wire.Type, id uint64, body any) {
+		t.Helper()
+		f, err := wire.NewRequest(typ, id, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.WriteFrame(s, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	current := func() map[string]uint64 {
+		want := make(map[string]uint64)
+		for _, tp := range names {
+			e, err := tn.reg.Route(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[tp] = e.Version
+		}
+		return want
+	}
+
+	// The busy stream watches every topic at the version it has (nothing
+	// to push), then asks for every route (some 200 kB) and reads only the
+	// watch's answer and the first bytes of the routes: from then on its
+	// request loop is inside that write, which cannot end.
+	busy, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := current()
+	q := &wire.Watch{}
+	gr := &wire.GetRoutes{}
+	for _, tp := range names {
+		q.Topics = append(q.Topics, wire.TopicVersion{Topic: tp, Version: have[tp]})
+		gr.Topics = append(gr.Topics, wire.TopicVersion{Topic: tp})
+	}
+	send(busy, wire.TypeWatch, 1, q)
+	send(busy, wire.TypeGetRoutes, 2, gr)
+	busy.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if f, err := wire.ReadFrame(busy, wire.MaxFrameLen); err != nil || f.Type != wire.TypeWatch {
+		t.Fatalf("busy stream: %v, %v, want the watch's answer", f.Type, err)
+	}
+	if _, err := io.ReadFull(busy, make([]byte, 16)); err != nil {
+		t.Fatalf("busy stream: the routes' answer did not begin: %v", err)
+	}
+
+	// The healthy watcher, on another stream of the same connection.
+	healthy, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := make(map[string]uint64)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		for {
+			f, err := wire.ReadFrame(healthy, wire.MaxFrameLen)
+			if err != nil {
+				return
+			}
+			var ev wire.RouteEvent
+			if f.Type != wire.TypeRouteEvent || f.DecodeBody(&ev) != nil {
+				continue
+			}
+			mu.Lock()
+			got[ev.Result.Topic] = ev.Result.Version
+			mu.Unlock()
+		}
+	}()
+	defer func() { healthy.CancelRead(0); <-readDone }()
+	hq := &wire.Watch{}
+	for _, tp := range names {
+		hq.Topics = append(hq.Topics, wire.TopicVersion{Topic: tp})
+	}
+	send(healthy, wire.TypeWatch, 1, hq)
+	for round := range 3 {
+		register()
+		want := current()
+		for {
+			mu.Lock()
+			behind := 0
+			for _, tp := range names {
+				if got[tp] != want[tp] {
+					behind++
+				}
+			}
+			mu.Unlock()
+			if behind == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("round %d: the healthy watcher is behind on %d topics: held up by a stream of its connection busy writing an answer", round+1, behind)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// TestWatchChurnMemoryBoundedByTheCap: a stream remembers what it pushed
+// for topics it no longer watches, so that a re-watch can tell a push that
+// crossed it, but only within the connection's cap on watched topics.
+// Each stream used to keep up to 10,000 of them beyond what it watched, so
+// a client cycling watch and unwatch on stream after stream, of topics it
+// named at version 1 (each is answered with a not-found push), made the
+// node keep every name it ever named while the connection watched none.
+func TestWatchChurnMemoryBoundedByTheCap(t *testing.T) {
+	const limit, streams, cycles = 1000, 20, 10
+	tn := startNode(t, func(c *Config) { c.MaxWatchesPerConn = limit })
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	conn := tn.dial(pki.RoleClient)
+	pad := strings.Repeat("m", 112)
+	names := make([]string, limit)
+	before := liveHeap()
+	for s := range streams {
+		wc := newWatchClient(t, conn)
+		for c := range cycles {
+			wc.mu.Lock()
+			for i := range names {
+				names[i] = fmt.Sprintf("%s-%02d-%02d-%04d", pad, s, c, i)
+				wc.have[names[i]] = 1
+			}
+			wc.mu.Unlock()
+			if err := wc.watch(ctx, names); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				wc.mu.Lock()
+				left := 0
+				for _, n := range names {
+					if wc.have[n] != 0 {
+						left++
+					}
+				}
+				wc.mu.Unlock()
+				if left == 0 {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("stream %d cycle %d: %d not-found pushes never came", s, c, left)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := wc.unwatch(ctx, names); err != nil {
+				t.Fatal(err)
+			}
+			wc.mu.Lock()
+			for _, n := range names {
+				delete(wc.have, n) // the test keeps none of them
+			}
+			wc.mu.Unlock()
+		}
+	}
+	grown := int64(liveHeap()) - int64(before)
+	const named = streams * cycles * limit
+	t.Logf("%d topic names of %d bytes watched and unwatched: live heap grew by %.1f MiB", named, len(names[0]), float64(grown)/(1<<20))
+	// The names alone are 25 MiB; what the node may remember of them (about
+	// twice its cap) and its emptied maps are a few.
+	if grown > 12<<20 {
+		t.Fatalf("the node kept %.1f MiB after %d topics were watched and unwatched, want what its cap of %d bounds",
+			float64(grown)/(1<<20), named, limit)
+	}
+}
+
+// TestWatchedMapsShrinkAfterUnwatch: Go's maps keep the memory of their
+// largest size. A stream that watched the connection's cap of topics and
+// unwatched them kept maps sized for all of them (the versions it holds,
+// its pending sets), so a client that did that on stream after stream,
+// each within the cap, had the node keep about a megabyte per stream while
+// it watched nothing.
+func TestWatchedMapsShrinkAfterUnwatch(t *testing.T) {
+	const limit, streams = 10_000, 20
+	tn := startNode(t, func(c *Config) { c.MaxWatchesPerConn = limit })
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	conn := tn.dial(pki.RoleClient)
+	before := liveHeap()
+	for s := range streams {
+		p, err := conn.OpenPipe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		q := &wire.Watch{}
+		u := &wire.Unwatch{}
+		for i := range limit {
+			name := fmt.Sprintf("shrink-%02d-%05d", s, i)
+			q.Topics = append(q.Topics, wire.TopicVersion{Topic: name})
+			u.Topics = append(u.Topics, name)
+		}
+		if err := p.Call(ctx, wire.TypeWatch, q, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Let the stream's pusher look at every topic it was told of.
+		for metricValue(t, tn, "edgereg_route_reads_total") < float64((s+1)*limit) {
+			if ctx.Err() != nil {
+				t.Fatalf("stream %d: the pusher never looked at its topics", s)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := p.Call(ctx, wire.TypeUnwatch, u, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grown := int64(liveHeap()) - int64(before)
+	t.Logf("%d streams each watched and unwatched %d topics: live heap grew by %.1f MiB", streams, limit, float64(grown)/(1<<20))
+	if grown > 8<<20 {
+		t.Fatalf("the node kept %.1f MiB for %d open streams that watch nothing", float64(grown)/(1<<20), streams)
+	}
+}
+
+// TestWatchFollowsRoutePolicyChanges: a route policy decides what route a
+// watcher sees, so activating or removing one changes what a watcher
+// should hold although no route changed. Watchers used to keep the view
+// they had until the topic's route next changed, for good if it never
+// did: a zone-1 watcher kept the whole route after a zone policy was
+// pushed, where a poll got its zone's.
+func TestWatchFollowsRoutePolicyChanges(t *testing.T) {
+	tn := startNode(t, func(c *Config) {
+		c.PolicyCallTimeout = 5 * time.Second // fail open only when broken, not when slow under -race
+		c.PolicyReadBudget = 10 * time.Second
+	})
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	_, whole := groupsOf(t, reader, "zone-1")
+	wc := newWatchClient(t, tn.dial(pki.RoleClient))
+	if err := wc.watchAs(ctx, []string{"t"}, wire.ClientAttrs{Zone: "zone-1"}); err != nil {
+		t.Fatal(err)
+	}
+	await := func(want uint64, what string) {
+		t.Helper()
+		for len(wc.behind(map[string]uint64{"t": want})) > 0 {
+			if ctx.Err() != nil {
+				wc.mu.Lock()
+				defer wc.mu.Unlock()
+				t.Fatalf("%s: the zone-1 watcher holds %016x, want %016x (what a poll gets)", what, wc.have["t"], want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	await(whole, "without a policy")
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	_, zoned := groupsOf(t, reader, "zone-1")
+	if zoned == whole {
+		t.Fatal("the policy did not filter zone-1's route")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	await(zoned, "after the policy was pushed")
+	if _, err := op.PolicyRemove(ctx, "route"); err != nil {
+		t.Fatal(err)
+	}
+	await(whole, "after the policy was removed")
+}
+
+// TestWatchRetriesARoutePolicyThatFailedClosed: with the route hook
+// failing closed, a push whose policy call failed (its instances busy, a
+// call past its deadline on a loaded node: nothing that deactivates it, or
+// changes the route) is tried again later, so the watcher is not left
+// without the route until the route next changes, which may be never.
+func TestWatchRetriesARoutePolicyThatFailedClosed(t *testing.T) {
+	var failures atomic.Int64
+	testHookFilter = func(topic string) error {
+		if topic == "t" && failures.Add(-1) >= 0 {
+			return wasm.ErrFailedClosed
+		}
+		return nil
+	}
+	t.Cleanup(func() { testHookFilter = nil }) // after the node's shutdown
+	tn := startNode(t, func(c *Config) {
+		c.PolicyRouteFailure = wasm.FailClosed
+		c.PolicyCallTimeout = 5 * time.Second
+		c.PolicyReadBudget = 10 * time.Second
+	})
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	if _, err := op.PolicyPush(ctx, "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	_, zoned := groupsOf(t, tn.dial(pki.RoleClient), "zone-1")
+	failures.Store(3) // the watch's first push and two more fail
+	wc := newWatchClient(t, tn.dial(pki.RoleClient))
+	if err := wc.watchAs(ctx, []string{"t"}, wire.ClientAttrs{Zone: "zone-1"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for len(wc.behind(map[string]uint64{"t": zoned})) > 0 {
+		if ctx.Err() != nil {
+			wc.mu.Lock()
+			defer wc.mu.Unlock()
+			t.Fatalf("the watcher holds %016x, want %016x: a push whose route policy failed closed %d times was not tried again (%d failures left)",
+				wc.have["t"], zoned, 3, failures.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -75,6 +75,12 @@ type SetConfig struct {
 	Rand func() uint64
 	// Logger defaults to the Host's.
 	Logger *slog.Logger
+	// OnChange, when set, is told of every change of a hook's active
+	// policy (an activation, a rollback, a removal, a deactivation, a
+	// restore), on a goroutine of its own, so that what depends on the
+	// policy's answers is looked at again: a node pushes watchers the
+	// route a new route policy gives them.
+	OnChange func(Hook)
 }
 
 // LinkStats is what the transport knows about a broker's connection.
@@ -491,6 +497,14 @@ func (s *Set) swap(h Hook, nb *binding, lastGood *Module) {
 		s.retire(old)
 	}
 	s.memo.clear()
+	s.changed(h)
+}
+
+// changed tells OnChange that hook h's active policy changed.
+func (s *Set) changed(h Hook) {
+	if s.cfg.OnChange != nil {
+		go s.cfg.OnChange(h)
+	}
 }
 
 // succeeded records a good call.

@@ -295,6 +295,7 @@ func (s *Set) install(h Hook, e ManifestEntry, m, lg *Module) {
 		b.record.proven = slices.Contains(e.Proven, m.hash)
 		sl.active.Store(b)
 		s.memo.clear()
+		s.changed(h)
 		s.log.Info("policy restored", "hook", h.String(), "hash", m.hash)
 	}
 }
