@@ -85,6 +85,13 @@ func newPolicies(cfg Config, watches *watchHub) (*policies, error) {
 		host.Close(ctx)
 		return nil, fmt.Errorf("restore policies: %w", err)
 	}
+	if cfg.PolicyDir == "" {
+		// No directory: one given at a later start is loaded in full,
+		// not skipped for the files it gave before.
+		if err := set.ForgetDir(); err != nil {
+			cfg.Logger.Warn("policy store: could not save that no policy directory is used", "err", err)
+		}
+	}
 	return &policies{host: host, set: set,
 		uploads: newRateLimit(cfg.MaxPolicyUploadsPerMinute, time.Minute, cfg.Clock),
 		tests:   newRateLimit(cfg.MaxPolicyUploadsPerMinute, time.Minute, cfg.Clock),

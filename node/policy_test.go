@@ -774,3 +774,43 @@ func wasmHook(t testing.TB, name string) wasm.Hook {
 	}
 	return h
 }
+
+// TestRestartRefusesCorruptPolicyManifest: a node whose saved policy
+// manifest does not parse (a disk fault, a bad copy of the data
+// directory) does not start, with an error naming the file, as with a
+// corrupt kvconfig.json. Before, it started with no policies, and the
+// next push overwrote the manifest and deleted every module it named.
+func TestRestartRefusesCorruptPolicyManifest(t *testing.T) {
+	dir := t.TempDir()
+	tn := startNodeIn(t, dir, "127.0.0.1:0", nil)
+	if _, err := tn.dial(pki.RoleOperator).PolicyPush(policyCtx(t), "expiry", readModule(t, "jitter-threshold.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	tn.stop()
+	manifest := filepath.Join(dir, "policies", "manifest.json")
+	torn := []byte(`{"version": 1, "hooks": {"expiry-thr`)
+	if err := os.WriteFile(manifest, torn, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{Addr: "127.0.0.1:0", AdminAddr: AdminOff, DataDir: dir, Logger: quietLogger(), WarmUp: -1,
+		PolicyCacheDir: sharedPolicyCache})
+	if err == nil {
+		n.Shutdown(context.Background())
+		t.Fatal("a node with a manifest that does not parse started")
+	}
+	if !strings.Contains(err.Error(), manifest) {
+		t.Errorf("start error %q does not name %s", err, manifest)
+	}
+	if b, _ := os.ReadFile(manifest); string(b) != string(torn) {
+		t.Errorf("the manifest was rewritten: %q", b)
+	}
+	if mods, _ := filepath.Glob(filepath.Join(dir, "policies", "*.wasm")); len(mods) != 1 {
+		t.Errorf("saved modules %v, want the one pushed", mods)
+	}
+	// The data directory is not left locked: once the file is fixed (here
+	// removed), the node starts.
+	if err := os.Remove(manifest); err != nil {
+		t.Fatal(err)
+	}
+	startNodeIn(t, dir, "127.0.0.1:0", nil)
+}

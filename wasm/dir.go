@@ -119,18 +119,23 @@ func readPolicyFile(path string, gz bool, maxSize int) ([]byte, error) {
 // it, at every load since, is left alone, whatever happened to the hook
 // meanwhile (an operator's push, rollback or removal, a deactivation):
 // calling LoadDir again, after the ConfigMap changed or because a file was
-// refused, only activates what changed. A bad file is reported and
-// skipped; the others are still loaded.
+// refused, only activates what changed. What LoadDir activated is saved
+// in the Store's manifest, so this holds across restarts: LoadDir at
+// start does not undo a change made since the file last changed. A bad
+// file is reported and skipped; the others are still loaded.
 func (s *Set) LoadDir(ctx context.Context, dir string) error {
 	mods, err := ReadDir(dir, s.host.cfg.MaxModuleSize)
+	if mods == nil {
+		return err // the directory itself was not read: no file is known gone
+	}
 	errs := []error{err}
 	for _, h := range Hooks {
 		b, ok := mods[h]
 		if !ok {
 			// A file put back later is a change.
-			s.mu.Lock()
-			s.fromDir[h] = ""
-			s.mu.Unlock()
+			if err := s.setFromDir(h, ""); err != nil {
+				errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
+			}
 			continue
 		}
 		sum := sha256.Sum256(b)
@@ -148,12 +153,40 @@ func (s *Set) LoadDir(ctx context.Context, dir string) error {
 		}
 		if err := s.ActivateAs(h, m, Change{Source: dir}); err != nil {
 			errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
-		} else {
-			s.mu.Lock()
-			s.fromDir[h] = hash
-			s.mu.Unlock()
+		} else if err := s.setFromDir(h, hash); err != nil {
+			errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
 		}
 		_ = m.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// ForgetDir forgets which modules a policy directory gave the hooks, as
+// LoadDir of a directory holding no file would, and saves that: a node
+// started without --policy-dir calls it, so that a directory given again
+// later is a change for every file in it.
+func (s *Set) ForgetDir() error {
+	var errs []error
+	for _, h := range Hooks {
+		errs = append(errs, s.setFromDir(h, ""))
+	}
+	return errors.Join(errs...)
+}
+
+// setFromDir records hash as the module the policy directory gave hook h
+// ("" for none) and saves it with the Store's manifest, so that a restart
+// knows it too.
+func (s *Set) setFromDir(h Hook, hash string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev := s.fromDir[h]
+	if prev == hash {
+		return nil
+	}
+	s.fromDir[h] = hash
+	if err := s.persist(numHooks, nil, nil); err != nil {
+		s.fromDir[h] = prev
+		return err
+	}
+	return nil
 }

@@ -465,8 +465,18 @@ func (h *Host) compile(ctx context.Context, hash string, module []byte) (*Module
 		return nil, err
 	}
 	cm, err := h.rt.CompileModule(ctx, code)
+	if err != nil && isCacheDamage(err) {
+		// The cache entry, not the module, is at fault (cut short by a
+		// disk fault or an interrupted copy of the data directory):
+		// compile again, replacing the entry, rather than refuse.
+		h.log.Warn("policy module's compiled code in the cache is damaged: compiling it again", "hash", hash, "err", err)
+		if err := h.recompile(ctx, hash, code); err != nil {
+			return nil, err
+		}
+		cm, err = h.rt.CompileModule(ctx, code)
+	}
 	if err != nil {
-		if isFileError(err) { // the cache, not the module: not a refusal
+		if isFileError(err) || isCacheDamage(err) { // the cache, not the module: not a refusal
 			return nil, fmt.Errorf("compile policy module %.12s: %w", hash, err)
 		}
 		return nil, refuse(hash, ErrMalformed, "%v", err)

@@ -145,9 +145,7 @@ func (h *Host) compileIsolated(ctx context.Context, hash string, module []byte) 
 	if h.cfg.CompileInProcess {
 		return nil
 	}
-	// wazero's cache is keyed by the bytes it compiles, so the marker is.
-	sum := sha256.Sum256(module)
-	marker := filepath.Join(h.cacheDir, compiledMarkerDir(), hex.EncodeToString(sum[:]))
+	marker := h.compiledMarker(module)
 	if _, err := os.Stat(marker); err == nil {
 		return nil // compiled by an earlier child; wazero's cache has it
 	}
@@ -219,6 +217,52 @@ func isFileError(err error) bool {
 	var pe *fs.PathError
 	var le *os.LinkError
 	return errors.As(err, &pe) || errors.As(err, &le)
+}
+
+// compiledMarker is the path of the marker saying that module (the bytes
+// wazero compiles) is in the host's compilation cache: wazero's cache is
+// keyed by those bytes, so the marker is.
+func (h *Host) compiledMarker(module []byte) string {
+	sum := sha256.Sum256(module)
+	return filepath.Join(h.cacheDir, compiledMarkerDir(), hex.EncodeToString(sum[:]))
+}
+
+// isCacheDamage reports whether err is wazero's complaint about an entry
+// of the compilation cache it could not read back (cut short, checksum
+// mismatch): wazero says so only in the text, as "compilationcache: ...".
+func isCacheDamage(err error) bool {
+	return strings.Contains(err.Error(), "compilationcache:")
+}
+
+// recompile compiles module (the bytes wazero gets) again into a cache
+// directory of its own and moves the result over the damaged entry in the
+// host's cache: in a child process, as compileIsolated does, or in this
+// one with CompileInProcess.
+func (h *Host) recompile(ctx context.Context, hash string, module []byte) error {
+	if !h.cfg.CompileInProcess {
+		_ = os.Remove(h.compiledMarker(module))
+		return h.compileIsolated(ctx, hash, module)
+	}
+	own, err := os.MkdirTemp(h.cacheDir, childCacheDirPrefix)
+	if err != nil {
+		return fmt.Errorf("compile policy module %.12s: %w", hash, err)
+	}
+	defer os.RemoveAll(own)
+	cache, err := wazero.NewCompilationCacheWithDir(own)
+	if err != nil {
+		return fmt.Errorf("compile policy module %.12s: %w", hash, err)
+	}
+	defer cache.Close(ctx)
+	rt := wazero.NewRuntimeWithConfig(ctx, runtimeConfig(h.cfg.MaxMemoryPages, cache))
+	_, err = rt.CompileModule(ctx, module)
+	_ = rt.Close(ctx)
+	if err != nil {
+		if isFileError(err) {
+			return fmt.Errorf("compile policy module %.12s: %w", hash, err)
+		}
+		return refuse(hash, ErrMalformed, "%v", err)
+	}
+	return h.adoptCompiled(hash, own)
 }
 
 // childCacheDirPrefix names the compile children's own cache directories

@@ -149,8 +149,9 @@ type Set struct {
 	// newest last, bounded by maxRecords. Guarded by mu.
 	records [numHooks][]*moduleRecord
 	// fromDir is the hash of the module LoadDir last activated for each
-	// hook, so a reload leaves a hook alone until its file changes.
-	// Guarded by mu.
+	// hook, so a reload leaves a hook alone until its file changes; saved
+	// in the Store's manifest (FromDir), so a restart does too. Guarded
+	// by mu.
 	fromDir [numHooks]string
 	// pending holds the saved state of each hook the Store's manifest
 	// names until it is restored; guarded by mu.
@@ -195,7 +196,8 @@ func (b *binding) finish() {
 
 // NewSet returns a Set on host with no policy active, then restores the
 // policies saved in cfg.Store, if any. A saved module that no longer
-// validates is logged and skipped rather than failing the node's start.
+// validates is logged and skipped rather than failing the node's start; a
+// manifest that cannot be read or parsed fails it, with the file's error.
 func NewSet(ctx context.Context, host *Host, cfg SetConfig) (*Set, error) {
 	cfg.setDefaults(host)
 	s := &Set{
@@ -208,14 +210,21 @@ func NewSet(ctx context.Context, host *Host, cfg SetConfig) (*Set, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.restored = make(chan struct{})
+	var man Manifest
+	if cfg.Store != nil {
+		// The manifest is read now, background or not, so that a change
+		// made while the modules are restored keeps what is not restored
+		// yet; one that cannot be read or parsed stops the start, as a
+		// corrupt kvconfig.json does: a Set started without it would
+		// overwrite it at the next change and prune the modules it names.
+		var err error
+		if man, err = s.saved(cfg.Store); err != nil {
+			s.cancel()
+			return nil, err
+		}
+	}
 	switch {
 	case cfg.Store != nil && cfg.RestoreInBackground:
-		// The manifest is read now, so that a change made while the
-		// modules are restored keeps what is not restored yet.
-		man, err := s.saved(cfg.Store)
-		if err != nil {
-			s.log.Error("saved policies not restored", "err", err)
-		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -223,15 +232,8 @@ func NewSet(ctx context.Context, host *Host, cfg SetConfig) (*Set, error) {
 			s.restore(s.ctx, cfg.Store, man)
 		}()
 	case cfg.Store != nil:
-		man, err := s.saved(cfg.Store)
-		if err == nil {
-			s.restore(ctx, cfg.Store, man)
-		}
+		s.restore(ctx, cfg.Store, man)
 		close(s.restored)
-		if err != nil {
-			s.cancel()
-			return nil, err
-		}
 	default:
 		close(s.restored)
 	}

@@ -48,6 +48,11 @@ type ManifestEntry struct {
 	// real calls well when the manifest was saved: only those are restored
 	// automatically when the active module fails.
 	Proven []string `json:"proven,omitempty"`
+	// FromDir is the module the policy directory (--policy-dir) last
+	// activated for the hook, while its file has stayed there: a file
+	// still holding it is not activated again, at a reload or a start, so
+	// a push, rollback or rm made since survives a restart.
+	FromDir string `json:"from_dir,omitempty"`
 }
 
 // OpenStore opens (creating if needed) a store in dir.
@@ -71,11 +76,12 @@ func (st *Store) Load() (Manifest, error) {
 	if err != nil {
 		return man, fmt.Errorf("load policy manifest: %w", err)
 	}
+	path := filepath.Join(st.dir, manifestName)
 	if err := json.Unmarshal(b, &man); err != nil {
-		return man, fmt.Errorf("load policy manifest %s: %w", filepath.Join(st.dir, manifestName), err)
+		return man, fmt.Errorf("load policy manifest %s: %w", path, err)
 	}
 	if man.Version != 1 {
-		return man, fmt.Errorf("load policy manifest: format version %d, want 1", man.Version)
+		return man, fmt.Errorf("load policy manifest %s: format version %d, want 1", path, man.Version)
 	}
 	if man.Hooks == nil {
 		man.Hooks = map[string]ManifestEntry{}
@@ -170,7 +176,8 @@ func validHash(h string) bool {
 }
 
 // persist saves the Set's state as it will be once slot h holds nb and
-// lastGood. With s.mu held; a no-op without a Store.
+// lastGood (h == numHooks: as it is, for a change of s.fromDir only).
+// With s.mu held; a no-op without a Store.
 func (s *Set) persist(h Hook, nb *binding, lastGood *Module) error {
 	st := s.cfg.Store
 	if st == nil {
@@ -184,7 +191,9 @@ func (s *Set) persist(h Hook, nb *binding, lastGood *Module) error {
 		case hk == h:
 			b, lg = nb, lastGood
 		case s.pending[hk] != nil: // not restored yet: saved as it was
-			man.Hooks[hk.String()] = *s.pending[hk]
+			e := *s.pending[hk]
+			e.FromDir = s.fromDir[hk]
+			man.Hooks[hk.String()] = e
 			continue
 		}
 		var e ManifestEntry
@@ -202,7 +211,8 @@ func (s *Set) persist(h Hook, nb *binding, lastGood *Module) error {
 				e.Proven = append(e.Proven, lg.hash)
 			}
 		}
-		if e.Active != "" || e.LastGood != "" {
+		e.FromDir = s.fromDir[hk]
+		if e.Active != "" || e.LastGood != "" || e.FromDir != "" {
 			man.Hooks[hk.String()] = e
 		}
 	}
@@ -212,7 +222,8 @@ func (s *Set) persist(h Hook, nb *binding, lastGood *Module) error {
 // saved reads the store's manifest and marks every hook it names as
 // pending: until a hook is restored, changes of other hooks save its
 // entry as it was. Before, such a change saved the manifest without it
-// and pruned its files (TestStoreKeepsModulesRestoredLate).
+// and pruned its files (TestStoreKeepsModulesRestoredLate). It also
+// takes back what the policy directory last gave each hook (FromDir).
 func (s *Set) saved(st *Store) (Manifest, error) {
 	man, err := st.Load()
 	if err != nil {
@@ -223,6 +234,7 @@ func (s *Set) saved(st *Store) (Manifest, error) {
 	for name, e := range man.Hooks {
 		if h, err := ParseHook(name); err == nil {
 			s.pending[h] = &e
+			s.fromDir[h] = e.FromDir
 		}
 	}
 	return man, nil
@@ -304,6 +316,9 @@ func (s *Set) restoreModule(ctx context.Context, st *Store, h Hook, hash string)
 			_ = m.Close()
 			err = ErrHookAbsent
 		}
+	}
+	if ctx.Err() != nil {
+		return nil // the Set is closing (a start that failed): nothing was lost
 	}
 	s.log.Error("saved policy not restored", "hook", h.String(), "hash", hash, "err", err)
 	return nil

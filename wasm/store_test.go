@@ -402,3 +402,164 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// A manifest that does not parse stops the start with its error: starting
+// with no policies would let the next change overwrite it and prune every
+// module it named.
+func TestCorruptManifestRefusedAtStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "policies")
+	st, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t, HostConfig{})
+	s := newSet(t, h, SetConfig{Store: st})
+	activate(t, s, HookExpiryThreshold, load(t, h, "jitter-threshold.wasm"))
+	s.Close()
+	if err := os.WriteFile(filepath.Join(dir, manifestName), []byte(`{"version": 1, "hooks": {`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := NewSet(context.Background(), h, SetConfig{Store: st, RestoreInBackground: true})
+	if err == nil {
+		s2.Close()
+		t.Fatal("NewSet with a truncated manifest succeeded")
+	}
+	if !strings.Contains(err.Error(), manifestName) {
+		t.Errorf("error %q does not name the manifest", err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.wasm")); len(files) != 1 {
+		t.Errorf("saved modules %v, want the one still there", files)
+	}
+}
+
+// TestDamagedCompilationCacheRecompiles: a compiled module's entry in the
+// compilation cache (DATA/wasm-cache) cut short or damaged (a disk fault,
+// a copy of the data directory interrupted) made the module "not valid
+// WebAssembly": the saved policy was not restored at the next start, and
+// a push of the same module was refused for as long as the node ran. The
+// cache is only a cache: the module is compiled again.
+func TestDamagedCompilationCacheRecompiles(t *testing.T) {
+	cache := t.TempDir()
+	for _, inProcess := range []bool{false, true} {
+		h := newHost(t, HostConfig{CacheDir: cache, CompileInProcess: inProcess})
+		m, err := h.Validate(context.Background(), testdata(t, "jitter-threshold.wasm"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+		h.Close(context.Background())
+		damaged := 0
+		filepath.WalkDir(cache, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if fi, _ := d.Info(); fi != nil && fi.Size() > 64 {
+					os.Truncate(p, 64)
+					damaged++
+				}
+			}
+			return nil
+		})
+		if damaged == 0 {
+			t.Fatal("no compiled code in the cache to damage")
+		}
+		h2 := newHost(t, HostConfig{CacheDir: cache, CompileInProcess: inProcess})
+		m2, err := h2.Validate(context.Background(), testdata(t, "jitter-threshold.wasm"))
+		if err != nil {
+			t.Fatalf("in process %v: a module whose cache entry is damaged: %v", inProcess, err)
+		}
+		m2.Close()
+	}
+}
+
+// TestPolicyDirDoesNotUndoAPushAtRestart: a module pushed over the one
+// --policy-dir gave a hook (a hotfix, on a node whose ConfigMap still
+// holds the old module) was replaced by the directory's at every restart,
+// though the directory had not changed: the push, acknowledged, did not
+// survive a restart; nor did a policy rm. The directory's file wins when
+// it changes, and a file removed and put back is a change, across
+// restarts too.
+func TestPolicyDirDoesNotUndoAPushAtRestart(t *testing.T) {
+	store, err := OpenStore(filepath.Join(t.TempDir(), "policies"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "route.wasm")
+	write := func(name string) {
+		if err := os.WriteFile(file, testdata(t, name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("fixtures/empty-route.wasm")
+	h := newHost(t, HostConfig{})
+	zone, empty, other := load(t, h, "zone-affinity.wasm"), load(t, h, "fixtures/empty-route.wasm"), load(t, h, "hostile/add-broker.wasm")
+	// start is a node's start: the saved policies restored in the
+	// background while the directory is loaded.
+	start := func() *Set {
+		t.Helper()
+		s := newSet(t, h, SetConfig{Store: store, RestoreInBackground: true})
+		if err := s.LoadDir(context.Background(), dir); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.Restored():
+		case <-time.After(time.Minute):
+			t.Fatal("restore did not finish")
+		}
+		return s
+	}
+
+	s := start()
+	activate(t, s, HookRouteFilter, zone) // the operator's push
+	s.Close()
+	for restart := range 2 {
+		s = start()
+		if got := activeHash(s, HookRouteFilter); got != zone.Hash() {
+			t.Fatalf("restart %d: route policy %.12s, want the pushed %.12s (the directory's is %.12s and has not changed)",
+				restart+1, got, zone.Hash(), empty.Hash())
+		}
+		s.Close()
+	}
+
+	// A changed file wins, at once and after a restart.
+	write("hostile/add-broker.wasm")
+	s = start()
+	if got := activeHash(s, HookRouteFilter); got != other.Hash() {
+		t.Fatalf("after the directory changed: route policy %.12s, want its new module %.12s", got, other.Hash())
+	}
+	// An rm survives a restart too.
+	if err := s.Remove(HookRouteFilter); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = start()
+	if got := activeHash(s, HookRouteFilter); got != "" {
+		t.Fatalf("after an rm and a restart: route policy %.12s, want none", got)
+	}
+	// The file removed, the node restarted, the file put back: a change.
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LoadDir(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = start()
+	s.Close()
+	write("hostile/add-broker.wasm")
+	s = start()
+	if got := activeHash(s, HookRouteFilter); got != other.Hash() {
+		t.Fatalf("route.wasm removed and put back across restarts: route policy %.12s, want %.12s", got, other.Hash())
+	}
+	// So is a directory given again to a node started without one since.
+	activate(t, s, HookRouteFilter, zone)
+	s.Close()
+	s = newSet(t, h, SetConfig{Store: store})
+	if err := s.ForgetDir(); err != nil { // as a node without --policy-dir does
+		t.Fatal(err)
+	}
+	s.Close()
+	s = start()
+	if got := activeHash(s, HookRouteFilter); got != other.Hash() {
+		t.Fatalf("--policy-dir given again after a start without it: route policy %.12s, want the directory's %.12s", got, other.Hash())
+	}
+}
