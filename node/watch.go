@@ -399,6 +399,9 @@ type watcher struct {
 
 	mu       sync.Mutex
 	versions map[string]uint64 // topic -> version the client has
+	// watches counts the stream's watch requests, for a flush to tell one
+	// that came while it pushed (delivered).
+	watches uint64
 	attrs    wire.ClientAttrs  // from the latest watch request
 	// pushed is the version last pushed per topic, kept for a while after
 	// an unwatch (see watch); unsure lists topics whose version the client
@@ -439,6 +442,7 @@ type watcher struct {
 	rest        []byte
 	restTopic   string
 	restVersion uint64
+	restSeen    uint64 // watches when the frame's version was read
 	// failing holds the watched topics whose last push the route policy
 	// failed closed for; retryDelay is the wait before their next retry,
 	// doubling while they keep failing, cleared once none is left.
@@ -603,6 +607,7 @@ func (n *Node) watch(cs *connState, w *streamWriter, wp **watcher, q *wire.Watch
 	wt := *wp
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
+	wt.watches++
 	wt.attrs = q.Client
 	var added []string
 	for _, tv := range q.Topics {
@@ -877,7 +882,7 @@ func (wt *watcher) catchUp() {
 		if wt.w.finishLocked(rest) != nil { // unlocks w.mu, even in a panic
 			return
 		}
-		wt.delivered(wt.restTopic, wt.restVersion)
+		wt.delivered(wt.restTopic, wt.restVersion, wt.restSeen)
 	}
 	for !wt.closed() {
 		wt.flushMu.Lock()
@@ -927,6 +932,7 @@ func (wt *watcher) flush(patient bool) bool {
 		have, watching := wt.versions[topic]
 		_, force := wt.unsure[topic]
 		attrs := wt.attrs
+		seen := wt.watches
 		wt.mu.Unlock()
 		if !watching {
 			wt.succeeded(topic) // not retried any more
@@ -949,11 +955,14 @@ func (wt *watcher) flush(patient bool) bool {
 				return false
 			}
 			if took < len(frame) {
-				wt.handOff(topic, frame[took:], version, took > 0)
+				wt.handOff(topic, frame[took:], version, seen, took > 0)
 				return true
 			}
 		}
-		wt.delivered(topic, version)
+		if testHookPushed != nil {
+			testHookPushed(topic)
+		}
+		wt.delivered(topic, version, seen)
 	}
 	return true
 }
@@ -975,16 +984,21 @@ func (wt *watcher) endFlush() {
 // the watcher's client attributes; tests use it to make one watcher panic.
 var testHookFlush func(wire.ClientAttrs)
 
+// testHookPushed, when set, runs once a flush wrote a topic's event in
+// whole, before it notes the push; tests use it to cross a push with a
+// watch.
+var testHookPushed func(topic string)
+
 // handOff gives the watcher to a new catch-up goroutine: topic's frame
 // was taken up to rest (with w.mu kept locked if partly), and what is
 // still in wt.taking goes back to pending.
-func (wt *watcher) handOff(topic string, rest []byte, version uint64, partly bool) {
+func (wt *watcher) handOff(topic string, rest []byte, version, seen uint64, partly bool) {
 	wt.pendMu.Lock()
 	for t := range wt.taking {
 		wt.pending[t] = struct{}{}
 	}
 	if partly {
-		wt.rest, wt.restTopic, wt.restVersion = rest, topic, version
+		wt.rest, wt.restTopic, wt.restVersion, wt.restSeen = rest, topic, version, seen
 	} else {
 		wt.pending[topic] = struct{}{}
 	}
@@ -1065,10 +1079,17 @@ func (wt *watcher) stopRetries() {
 	wt.pendMu.Unlock()
 }
 
-// delivered notes that the event of version was written for topic.
-func (wt *watcher) delivered(topic string, version uint64) {
-	// Whatever the client named meanwhile, this push reaches it after
-	// that, so it is what the client holds.
+// delivered notes that the event of version was written for topic, read
+// for it when the stream had had seen watch requests.
+func (wt *watcher) delivered(topic string, version, seen uint64) {
+	// A watch that came before the push was written named a version the
+	// client held before this push, which reaches it after: the push is
+	// what it holds. A watch that came while the push was being written
+	// and noted may have been sent after the client read it, naming
+	// another version on purpose: which one the client holds the node
+	// cannot tell, so its current route is pushed again, whatever its
+	// version (unsure; the watch marked the topic). Nothing tells the two
+	// apart, and one push too many is the price of never one too few.
 	wt.mu.Lock()
 	if _, ok := wt.versions[topic]; ok {
 		wt.versions[topic] = version
@@ -1079,7 +1100,11 @@ func (wt *watcher) delivered(topic string, version uint64) {
 		}
 	}
 	wt.pushed[topic] = version
-	delete(wt.unsure, topic)
+	if wt.watches != seen {
+		wt.unsure[topic] = struct{}{}
+	} else {
+		delete(wt.unsure, topic)
+	}
 	wt.mu.Unlock()
 }
 

@@ -1254,3 +1254,58 @@ func TestOneSourceIPCannotHoldEveryWatch(t *testing.T) {
 		t.Errorf("20 watches from 127.0.0.2 once its other connection closed: %v", e)
 	}
 }
+
+// TestRewatchCrossingAPushGetsTheCurrentRoute: a watch that names a
+// version other than the one last pushed gets the current route
+// (PROTOCOL.md 11), also when it arrives while the node is still noting
+// that push: the push was written and read, the client re-watched naming
+// another version, and the node, noting the push only then, took it for
+// what the client holds and pushed nothing (TestOutsideSessionRules
+// failed so under load: 'waiting for a push: deadline exceeded').
+func TestRewatchCrossingAPushGetsTheCurrentRoute(t *testing.T) {
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookPushed = func(topic string) {
+		once.Do(func() { close(held); <-release })
+	}
+	t.Cleanup(func() { testHookPushed = nil }) // after the node's shutdown
+	tn := startNode(t, nil)
+	ctx := ctxT(t)
+	if _, err := tn.dial(pki.RoleBroker).Register(ctx, registration("c1", "b1", 0, "10.0.0.1:1", "t")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := tn.dial(pki.RoleClient).OpenPipe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	next := func(what string) wire.RouteEvent {
+		t.Helper()
+		select {
+		case f := <-p.Events():
+			var ev wire.RouteEvent
+			if err := f.DecodeBody(&ev); err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no push in 10 s", what)
+			return wire.RouteEvent{}
+		}
+	}
+	watch := func(version uint64) {
+		t.Helper()
+		if err := p.Call(ctx, wire.TypeWatch, &wire.Watch{Topics: []wire.TopicVersion{{Topic: "t", Version: version}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	watch(0)
+	first := next("the watch's first push")
+	<-held // written and read; the node has yet to note it
+	watch(42)
+	close(release)
+	again := next("a re-watch naming version 42 while the push was being noted")
+	if again.Result.Topic != "t" || again.Result.Version != first.Result.Version {
+		t.Errorf("the re-watch got %+v, want the current route, version %016x", again.Result, first.Result.Version)
+	}
+}
