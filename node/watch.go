@@ -402,7 +402,7 @@ type watcher struct {
 	// watches counts the stream's watch requests, for a flush to tell one
 	// that came while it pushed (delivered).
 	watches uint64
-	attrs    wire.ClientAttrs  // from the latest watch request
+	attrs   wire.ClientAttrs // from the latest watch request
 	// pushed is the version last pushed per topic, kept for a while after
 	// an unwatch (see watch); unsure lists topics whose version the client
 	// holds the node cannot tell, because a push crossed the watch that
