@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/fxamacker/cbor/v2"
+import (
+	"strconv"
+
+	"github.com/fxamacker/cbor/v2"
+)
 
 // Type identifies a message. A request and its response share the type; the
 // frame's ID matches them. PROTOCOL.md lists who may send each type.
@@ -319,6 +323,18 @@ type Ping struct {
 // PingPadding is how many padding bytes a probe carries: its packet then
 // has 70 bytes or more, well above the 42 that draw no stateless reset.
 const PingPadding = 32
+
+// NodeKey is what tells nodes apart, from a Pong or a NodeState: the
+// NodeID and the start time. Nodes whose data directories were copied from
+// one another share a NodeID but not the millisecond they started in; one
+// node listed under two names shares both. Empty from a node that says no
+// NodeID.
+func NodeKey(nodeID string, startedMs int64) string {
+	if nodeID == "" {
+		return ""
+	}
+	return nodeID + "@" + strconv.FormatInt(startedMs, 10)
+}
 
 // Pong answers a ping with facts about the node.
 type Pong struct {

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -48,7 +47,7 @@ func (s *session) learnt(p wire.Pong) {
 	if p.NodeID == "" {
 		return
 	}
-	key := fmt.Sprintf("%s@%d", p.NodeID, p.StartedMs)
+	key := wire.NodeKey(p.NodeID, p.StartedMs)
 	r := s.r
 	r.mu.Lock()
 	changed := s.nodeKey != key

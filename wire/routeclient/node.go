@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -47,7 +46,7 @@ type node struct {
 	dials   uint64
 	dialErr error
 	// id is the node's identity from its last answer (PROTOCOL.md 7.13,
-	// 8.11): its NodeID and start time (nodeKey). A list may name one node
+	// 8.11): its NodeID and start time (wire.NodeKey). A list may name one node
 	// under two names, and two answers of one node are one witness, not
 	// two.
 	id string
@@ -186,7 +185,7 @@ func (n *node) close() {
 func (n *node) lock()   { n.slot <- struct{}{} }
 func (n *node) unlock() { <-n.slot }
 
-// identity returns the node's identity (nodeKey) from its last answer;
+// identity returns the node's identity (wire.NodeKey) from its last answer;
 // empty before it answered or from an older node.
 func (n *node) identity() string {
 	n.health.Lock()
@@ -194,7 +193,7 @@ func (n *node) identity() string {
 	return n.id
 }
 
-// identified records the node's identity from an answer (nodeKey).
+// identified records the node's identity from an answer (wire.NodeKey).
 func (n *node) identified(id string) {
 	if id == "" {
 		return
@@ -222,15 +221,4 @@ func sameNodes(ns []*node) []*node {
 		out = append(out, n)
 	}
 	return append(out, dups...)
-}
-
-// nodeKey is what tells nodes apart: the NodeID and the start time. Nodes
-// whose data directories were copied from one another share a NodeID but
-// not the millisecond they started in; one node under two names shares
-// both. Empty from an older node, which says neither.
-func nodeKey(id string, startedMs int64) string {
-	if id == "" {
-		return ""
-	}
-	return id + "@" + strconv.FormatInt(startedMs, 10)
 }

@@ -296,8 +296,8 @@ wait:
 				}
 				break
 			}
-			if id := nodeKey(r.rs.Node.NodeID, r.rs.Node.StartedMs); id != "" && slices.ContainsFunc(got, func(g reply) bool {
-				return nodeKey(g.rs.Node.NodeID, g.rs.Node.StartedMs) == id
+			if id := wire.NodeKey(r.rs.Node.NodeID, r.rs.Node.StartedMs); id != "" && slices.ContainsFunc(got, func(g reply) bool {
+				return wire.NodeKey(g.rs.Node.NodeID, g.rs.Node.StartedMs) == id
 			}) {
 				// One node under a second name: its answer again is no
 				// second witness. Ask the next node instead, and give it
@@ -550,7 +550,7 @@ func (c *Client) ask(ctx context.Context, n *node, req []wire.TopicVersion, sent
 	switch {
 	case err == nil:
 		n.succeeded()
-		n.identified(nodeKey(rs.Node.NodeID, rs.Node.StartedMs))
+		n.identified(wire.NodeKey(rs.Node.NodeID, rs.Node.StartedMs))
 		n.report(nil)
 		return rs, nil
 	case ctx.Err() != nil:

@@ -433,7 +433,7 @@ func (h *watchHub) refuse(err error) {
 }
 
 // sameAsOther reports whether another slot's stream is on a node that
-// gave n's identity (nodeKey): the list names one node under two names.
+// gave n's identity (wire.NodeKey): the list names one node under two names.
 func (h *watchHub) sameAsOther(n *node, slot int) bool {
 	id := n.identity()
 	if id == "" {
@@ -551,7 +551,7 @@ func (h *watchHub) open(n *node) (*stream, bool, error) {
 		n.report(err)
 		return nil, false, err
 	}
-	n.identified(nodeKey(pong.NodeID, pong.StartedMs))
+	n.identified(wire.NodeKey(pong.NodeID, pong.StartedMs))
 	return st, pong.WarmingUp, nil
 }
 
