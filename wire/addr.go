@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"net"
+	"strconv"
 )
 
 // CheckHostPort reports why addr is not a broker address a client can
@@ -18,16 +19,8 @@ func CheckHostPort(addr string) error {
 	if host == "" {
 		return fmt.Errorf("%q has no host", addr)
 	}
-	n := 0
-	for i := 0; i < len(port); i++ {
-		c := port[i]
-		if c < '0' || c > '9' || n > 65535 {
-			n = -1
-			break
-		}
-		n = n*10 + int(c-'0')
-	}
-	if port == "" || n < 1 || n > 65535 {
+	// Base 10 takes digits only: no sign, no spaces, no underscores.
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
 		return fmt.Errorf("%q: port %q is not a number from 1 to 65535", addr, port)
 	}
 	return nil
