@@ -52,17 +52,11 @@ type connState struct {
 	// remembered counts the topics its streams remember having pushed
 	// but no longer watch (watcher.idle), bounded by the watch cap.
 	remembered int
-	// watchBudget is the node's budget of watched topics (--max-watches),
-	// hostWatches its source IP's share; nil for brokers and operators.
-	// The connection holds watches of both.
-	watchBudget, hostWatches *byteBudget
-
-	budget  *byteBudget // the bytes in flight its class shares (readFrame)
-	answers *byteBudget // the bytes of large answers its class shares (writeAnswer)
-	// hostBudget and hostAnswers are the shares of budget and answers its
-	// source IP may hold; nil for brokers and operators (a gateway's 1,000
-	// brokers share one IP).
-	hostBudget, hostAnswers *byteBudget
+	// The budgets its class shares, each with its source IP's share for
+	// readers (not for brokers and operators: a gateway's 1,000 brokers
+	// share one IP): of bytes in flight (readFrame), of bytes of large
+	// answers (writeAnswer), of watched topics (--max-watches).
+	budget, answers, watchBudget sharedBudget
 	// lists is a token a stream holds while the connection's one list
 	// answer (topics, cluster-info) is made and written (listTurn).
 	lists chan struct{}
@@ -104,13 +98,15 @@ func (n *Node) serveConn(qc *quic.Conn) {
 	if !n.checkTaken(qc, ct) {
 		return
 	}
-	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, budget: n.inFlight,
-		answers: n.answers, watchBudget: n.watchBudget, adm: adm, lists: make(chan struct{}, 1)}
+	cs := &connState{ctx: qc.Context(), peer: p, frameLimit: n.cfg.MaxRequestLen, adm: adm, lists: make(chan struct{}, 1)}
+	cs.watchBudget.all = n.watchBudget
 	if classOf(p) == brokerClass {
-		cs.frameLimit, cs.budget, cs.answers = n.cfg.MaxBrokerFrameLen, n.brokerInFlight, n.brokerAnswers
+		cs.frameLimit = n.cfg.MaxBrokerFrameLen
+		cs.budget.all, cs.answers.all = n.brokerInFlight, n.brokerAnswers
 	} else {
-		cs.hostBudget, cs.hostAnswers = n.requestShares.take(p.ip), n.answerShares.take(p.ip)
-		cs.hostWatches = n.watchShares.take(p.ip)
+		cs.budget = sharedBudget{all: n.inFlight, host: n.requestShares.take(p.ip)}
+		cs.answers = sharedBudget{all: n.answers, host: n.answerShares.take(p.ip)}
+		cs.watchBudget.host = n.watchShares.take(p.ip)
 		defer n.requestShares.give(p.ip)
 		defer n.answerShares.give(p.ip)
 		defer n.watchShares.give(p.ip)
@@ -238,9 +234,8 @@ type streamWriter struct {
 	onTimeout func()
 	failed    error
 	// answers is the budget a large answer takes before it is written
-	// (writeAnswer); nil for none. hostAnswers, when set, is the share of
-	// it the connection's source IP may hold, taken first.
-	answers, hostAnswers *byteBudget
+	// (writeAnswer); none when its all is nil.
+	answers sharedBudget
 	// buf is reused to encode each frame (quic-go holds no reference to
 	// what Write was given once it returns); one that grew past
 	// maxKeptWriteBuf for a large response is let go.
@@ -321,7 +316,7 @@ const maxKeptWriteBuf = 16 << 10
 // pass (node/encode.go). An answer larger than maxKeptWriteBuf is written
 // within the stream class's budget of answer bytes (writeBudgeted).
 func (w *streamWriter) writeAnswer(a *answer) error {
-	if a.routes != nil && a.Error == nil && w.answers != nil {
+	if a.routes != nil && a.Error == nil && w.answers.all != nil {
 		// A get-routes answer's size is known before it is encoded: take
 		// the budget first, so that streams waiting for it hold no
 		// encoding at all.
@@ -338,7 +333,7 @@ func (w *streamWriter) writeAnswer(a *answer) error {
 		}
 		return err
 	}
-	if len(buf) > maxKeptWriteBuf && w.answers != nil {
+	if len(buf) > maxKeptWriteBuf && w.answers.all != nil {
 		// buf is not w.buf's memory: that is never larger.
 		w.mu.Unlock()
 		return w.writeBudgeted(a, buf, int64(len(buf)))
@@ -362,13 +357,10 @@ func (w *streamWriter) writeAnswer(a *answer) error {
 // (then the stream is reset as a write that timed out), and a is encoded
 // once it has the budget: the same bytes.
 func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
-	k := min(size, w.answers.size)
-	if w.hostAnswers != nil {
-		k = min(k, w.hostAnswers.size)
-	}
-	if !w.tryAnswerBudget(k) {
+	k := min(size, w.answers.size())
+	if !w.answers.tryAcquire(k) {
 		buf = nil
-		if err := w.acquireAnswerBudget(k); err != nil {
+		if err := w.answers.acquire(w.s.Context(), k, time.Now().Add(w.timeout)); err != nil {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			switch {
@@ -381,7 +373,7 @@ func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
 			return w.failed
 		}
 	}
-	defer w.releaseAnswerBudget(k)
+	defer w.answers.release(k)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if buf == nil {
@@ -394,48 +386,6 @@ func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
 		}
 	}
 	return w.writeLocked(buf)
-}
-
-// tryAnswerBudget takes k bytes of the answer budget, and of the host's
-// share of it, if both are free now.
-func (w *streamWriter) tryAnswerBudget(k int64) bool {
-	if w.hostAnswers != nil && !w.hostAnswers.tryAcquire(k) {
-		return false
-	}
-	if !w.answers.tryAcquire(k) {
-		if w.hostAnswers != nil {
-			w.hostAnswers.release(k)
-		}
-		return false
-	}
-	return true
-}
-
-// acquireAnswerBudget waits, until the write timeout, for k bytes of the
-// host's share and then of the answer budget: the host's share first, so
-// that a stream waiting behind others of its own IP holds nothing of what
-// other IPs wait for.
-func (w *streamWriter) acquireAnswerBudget(k int64) error {
-	deadline := time.Now().Add(w.timeout)
-	if w.hostAnswers != nil {
-		if err := w.hostAnswers.acquire(w.s.Context(), k, deadline); err != nil {
-			return err
-		}
-	}
-	if err := w.answers.acquire(w.s.Context(), k, deadline); err != nil {
-		if w.hostAnswers != nil {
-			w.hostAnswers.release(k)
-		}
-		return err
-	}
-	return nil
-}
-
-func (w *streamWriter) releaseAnswerBudget(k int64) {
-	w.answers.release(k)
-	if w.hostAnswers != nil {
-		w.hostAnswers.release(k)
-	}
 }
 
 // tooLarge is the answer to a request whose answer would be a frame over
@@ -527,7 +477,7 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 	kept.rd.reset(s)
 	defer kept.rd.reset(nil)
 	w := kept.writer(s, n.cfg.WriteTimeout)
-	w.answers, w.hostAnswers = cs.answers, cs.hostAnswers
+	w.answers = cs.answers
 	if w.onTimeout == nil {
 		w.onTimeout = n.stats.timeouts.Inc // a method value: allocated once per writer
 	}
@@ -644,39 +594,14 @@ func (n *Node) readFrame(cs *connState, rd *frameBuffer, wd *readWatchdog, idle 
 	deadline := time.Now().Add(n.cfg.ReadTimeout)
 	wd.set(deadline)
 	var held int64
-	defer func() { cs.unreserve(held) }()
+	defer func() { cs.budget.release(held) }()
 	return wire.ReadBodyInto(buf, rd, size, func(k int) error {
-		if err := cs.reserve(int64(k), deadline); err != nil {
+		if err := cs.budget.acquire(cs.ctx, int64(k), deadline); err != nil {
 			return err
 		}
 		held += int64(k)
 		return nil
 	})
-}
-
-// reserve takes k bytes of the budget of bytes in flight by the deadline:
-// of the source IP's share first, so that a frame waiting behind others
-// of its own IP holds nothing of what other IPs wait for.
-func (cs *connState) reserve(k int64, deadline time.Time) error {
-	if cs.hostBudget != nil {
-		if err := cs.hostBudget.acquire(cs.ctx, k, deadline); err != nil {
-			return err
-		}
-	}
-	if err := cs.budget.acquire(cs.ctx, k, deadline); err != nil {
-		if cs.hostBudget != nil {
-			cs.hostBudget.release(k)
-		}
-		return err
-	}
-	return nil
-}
-
-func (cs *connState) unreserve(k int64) {
-	cs.budget.release(k)
-	if cs.hostBudget != nil {
-		cs.hostBudget.release(k)
-	}
 }
 
 // frameBuffer reads a stream's frames for its stream server, reading
@@ -780,6 +705,68 @@ func (b *byteBudget) release(k int64) {
 	if k > 0 {
 		b.used.Add(-k)
 		b.sem.Release(k)
+	}
+}
+
+// sharedBudget is a budget a class of peers shares and, for readers,
+// their source IP's share of it (host; nil for brokers and operators).
+// The share is taken first, so that a peer waiting behind others of its
+// own IP holds nothing of what other IPs wait for; both go back together.
+// With all nil (a connState a test made) it bounds nothing.
+type sharedBudget struct{ all, host *byteBudget }
+
+// size is the most one acquire can take.
+func (b sharedBudget) size() int64 {
+	if b.host != nil {
+		return min(b.all.size, b.host.size)
+	}
+	return b.all.size
+}
+
+// tryAcquire takes k of both if they are free now.
+func (b sharedBudget) tryAcquire(k int64) bool {
+	if b.all == nil {
+		return true
+	}
+	if b.host != nil && !b.host.tryAcquire(k) {
+		return false
+	}
+	if !b.all.tryAcquire(k) {
+		if b.host != nil {
+			b.host.release(k)
+		}
+		return false
+	}
+	return true
+}
+
+// acquire waits for k of both until deadline or ctx's end.
+func (b sharedBudget) acquire(ctx context.Context, k int64, deadline time.Time) error {
+	if b.all == nil {
+		return nil
+	}
+	if b.host != nil {
+		if err := b.host.acquire(ctx, k, deadline); err != nil {
+			return err
+		}
+	}
+	if err := b.all.acquire(ctx, k, deadline); err != nil {
+		if b.host != nil {
+			b.host.release(k)
+		}
+		return err
+	}
+	return nil
+}
+
+// release gives back k of both.
+func (b sharedBudget) release(k int64) {
+	if b.all == nil {
+		return
+	}
+	b.all.release(k)
+	if b.host != nil {
+		b.host.release(k)
 	}
 }
 

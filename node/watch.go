@@ -756,44 +756,13 @@ func (cs *connState) addWatches(delta, limit int) error {
 	switch {
 	case delta > 0 && cs.watches+delta > limit:
 		return wire.Errorf(wire.CodeOverloaded, "watching %d more topics would exceed the limit of %d per connection", delta, limit)
-	case delta > 0:
-		if err := cs.takeWatches(int64(delta)); err != nil {
-			return err
-		}
+	case delta > 0 && !cs.watchBudget.tryAcquire(int64(delta)):
+		return wire.Errorf(wire.CodeOverloaded, "watching %d more topics would exceed --max-watches: %d over the node, of which the readers of one source IP may hold a quarter", delta, cs.watchBudget.all.size)
 	case delta < 0:
-		cs.giveWatches(int64(-delta))
+		cs.watchBudget.release(int64(-delta))
 	}
 	cs.watches += delta
 	return nil
-}
-
-// takeWatches takes k watched topics of the source IP's share and of the
-// node's budget, or neither; with watchMu held.
-func (cs *connState) takeWatches(k int64) error {
-	if cs.watchBudget == nil { // a connState of a test
-		return nil
-	}
-	if cs.hostWatches != nil && !cs.hostWatches.tryAcquire(k) {
-		return wire.Errorf(wire.CodeOverloaded, "watching %d more topics would exceed the %d that the readers of one source IP may watch (a quarter of --max-watches)", k, cs.hostWatches.size)
-	}
-	if !cs.watchBudget.tryAcquire(k) {
-		if cs.hostWatches != nil {
-			cs.hostWatches.release(k)
-		}
-		return wire.Errorf(wire.CodeOverloaded, "watching %d more topics would exceed the node's limit of %d watched topics (--max-watches)", k, cs.watchBudget.size)
-	}
-	return nil
-}
-
-// giveWatches gives back k watched topics; with watchMu held.
-func (cs *connState) giveWatches(k int64) {
-	if cs.watchBudget == nil {
-		return
-	}
-	cs.watchBudget.release(k)
-	if cs.hostWatches != nil {
-		cs.hostWatches.release(k)
-	}
 }
 
 // mark makes the watcher's flusher look at topics again. It never blocks.
