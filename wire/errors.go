@@ -57,6 +57,7 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// Error returns the message, or the code's name when there is none.
 func (e *Error) Error() string {
 	if e.Message == "" {
 		return e.Code.String()

@@ -34,6 +34,7 @@ var ErrEmptyFrame = errors.New("empty frame")
 // CodeFrameTooLarge once sent.
 type FrameTooLargeError struct{ Len, Limit int }
 
+// Error gives the frame's declared length and the limit it exceeds.
 func (e *FrameTooLargeError) Error() string {
 	return fmt.Sprintf("frame of %d bytes exceeds limit %d", e.Len, e.Limit)
 }

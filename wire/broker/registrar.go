@@ -91,6 +91,7 @@ type RefusedError struct {
 	Err  error  // the node's answer, a *wire.Error
 }
 
+// Error says the refusal is for good and why.
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("refused for good: %v", e.Err)
 }

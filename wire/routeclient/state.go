@@ -32,6 +32,7 @@ const (
 	StateRefused
 )
 
+// String returns the state's name, as logs show it.
 func (s ConnState) String() string {
 	switch s {
 	case StateConnected:
