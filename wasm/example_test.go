@@ -8,13 +8,16 @@ import (
 	"time"
 
 	"github.com/edgereg/edgereg/wasm"
-	"github.com/edgereg/edgereg/wire"
 )
 
 // A host validates a module once (size, structure, imports, exports, ABI
 // version and a dry run of each hook, compiled in a child process) and then
-// calls it under a deadline. Here the shipped zone-affinity policy keeps a
-// client in zone-1 to the broker group of its zone.
+// calls it under a deadline. The module here is the shipped
+// jitter-threshold policy, written in WebAssembly text
+// (policies/wat/jitter-threshold.wat): a broker's expiry threshold is the
+// node's default plus four times the jitter of its heartbeats, clamped to
+// the bounds the host gives (an answer outside them would be a failed
+// call, and the node would apply its default).
 func ExampleHost_Validate() {
 	ctx := context.Background()
 	host, err := wasm.NewHost(ctx, wasm.HostConfig{})
@@ -23,7 +26,7 @@ func ExampleHost_Validate() {
 	}
 	defer host.Close(ctx)
 
-	module, err := os.ReadFile("../testdata/wasm/zone-affinity.wasm")
+	module, err := os.ReadFile("../testdata/wasm/jitter-threshold.wasm")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -34,25 +37,17 @@ func ExampleHost_Validate() {
 	defer m.Close()
 	fmt.Println("hooks:", m.Hooks())
 
-	route, err := wire.Marshal(wire.Route{
-		Queues: []wire.QueueData{{BrokerName: "broker-a", ReadQueues: 8, WriteQueues: 8, Perm: 6},
-			{BrokerName: "broker-b", ReadQueues: 8, WriteQueues: 8, Perm: 6}},
-		Brokers: []wire.BrokerData{
-			{Cluster: "DefaultCluster", Name: "broker-a", Zone: "zone-0", Addrs: map[int64]string{0: "10.0.0.1:10911"}},
-			{Cluster: "DefaultCluster", Name: "broker-b", Zone: "zone-1", Addrs: map[int64]string{0: "10.0.1.1:10911"}}},
-	})
-	if err != nil {
-		log.Fatal(err)
+	in := wasm.ThresholdInput{
+		Broker:    wasm.BrokerInfo{Cluster: "DefaultCluster", Name: "broker-a", Addr: "10.0.0.1:10911"},
+		Stats:     wasm.BrokerStats{Heartbeats: 12, MeanIntervalMs: 30_000, JitterMs: 2_500},
+		DefaultMs: 120_000, NowMs: time.Now().UnixMilli(),
 	}
-	kept, err := m.FilterRoute(ctx, wasm.RouteFilterInput{Client: wasm.ClientInfo{Zone: "zone-1"},
-		Topic: "orders", Route: route, NowMs: time.Now().UnixMilli()})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, b := range kept.Brokers {
-		fmt.Println("kept:", b.Name, b.Zone)
+	for _, hi := range []time.Duration{10 * time.Minute, 2 * time.Minute} {
+		d, err := m.ExpiryThreshold(ctx, in, 10*time.Second, hi)
+		fmt.Println("threshold:", d, "error:", err)
 	}
 	// Output:
-	// hooks: [route]
-	// kept: broker-b zone-1
+	// hooks: [expiry]
+	// threshold: 2m10s error: <nil>
+	// threshold: 2m0s error: <nil>
 }
