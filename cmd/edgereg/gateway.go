@@ -107,7 +107,7 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	if ap, ok := ln.Addr().(*net.TCPAddr); ok && !ap.IP.IsLoopback() {
+	if !loopbackAddr(ln.Addr()) {
 		logger.Warn("remoting listens beyond loopback: it has no authentication, keep it on a trusted LAN", "listen", ln.Addr().String())
 	}
 	srv := &remoting.Server{Handler: gw, Limits: gf.limits, Logger: logger}
@@ -121,9 +121,7 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 			srv.Shutdown(context.Background())
 			return err
 		}
-		admin = gatewayAdminServer(node.GuardLoopback(aln.Addr().String(), gw.AdminHandler()), logger)
-		go admin.Serve(aln)
-		logger.Info("gateway admin listening", "addr", aln.Addr().String())
+		admin = serveGatewayAdmin(aln, gw, logger)
 	}
 	logger.Info("gateway listening for RocketMQ remoting", "addr", ln.Addr().String())
 
@@ -145,6 +143,24 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	}
 	logger.Info("gateway stopped; its brokers' leases run on until they register again")
 	return err
+}
+
+// serveGatewayAdmin serves /healthz and /metrics on aln.
+func serveGatewayAdmin(aln net.Listener, gw *gateway.Gateway, logger *slog.Logger) *http.Server {
+	admin := gatewayAdminServer(node.GuardLoopback(aln.Addr().String(), gw.AdminHandler()), logger)
+	go admin.Serve(aln)
+	logger.Info("gateway admin listening", "addr", aln.Addr().String())
+	if !loopbackAddr(aln.Addr()) {
+		logger.Warn("admin address listens beyond loopback: /healthz and /metrics name every broker and node and have no authentication, anyone who reaches it reads them",
+			"admin_addr", aln.Addr().String())
+	}
+	return admin
+}
+
+// loopbackAddr reports whether a listener's address is on loopback only.
+func loopbackAddr(a net.Addr) bool {
+	ap, ok := a.(*net.TCPAddr)
+	return !ok || ap.IP.IsLoopback()
 }
 
 // gatewayAdminServer is the HTTP server of the gateway's admin address,
