@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +73,7 @@ leases run on, and they register with the next gateway at their next period).`,
 	f.IntVar(&gf.cfg.MaxTopics, "max-topics", gateway.DefaultMaxTopics, "topics whose routes are cached and watched")
 	f.IntVar(&gf.cfg.MaxBrokers, "max-brokers", gateway.DefaultMaxBrokers, "brokers the gateway registers (each holds a QUIC connection to every node: keep it under the nodes' --max-broker-conns-per-host, 1024 by default, less 2)")
 	f.IntVar(&gf.limits.MaxConns, "max-conns", remoting.DefaultMaxConns, "remoting connections in total")
-	f.IntVar(&gf.limits.MaxConnsPerHost, "max-conns-per-host", remoting.DefaultMaxConnsPerHost, "remoting connections per source IP")
+	f.IntVar(&gf.limits.MaxConnsPerHost, "max-conns-per-host", remoting.DefaultMaxConnsPerHost, "remoting connections per source IP (on a loopback --listen, where every peer is 127.0.0.1, default --max-conns, with all the workers and buffered bytes)")
 	f.IntVar(&gf.limits.Workers, "workers", remoting.DefaultWorkers, "remoting requests handled at once (at most half of them for one source IP)")
 	f.Int64Var(&gf.limits.MaxBufferedBytes, "max-buffered-bytes", remoting.DefaultMaxBufferedBytes, "request bytes all remoting connections may hold at once (frames arriving or waiting); past it the gateway stops reading until requests finish")
 	f.DurationVar(&gf.shutdown, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for requests in progress")
@@ -110,7 +111,11 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	if !loopbackAddr(ln.Addr()) {
 		logger.Warn("remoting listens beyond loopback: it has no authentication, keep it on a trusted LAN", "listen", ln.Addr().String())
 	}
-	srv := &remoting.Server{Handler: gw, Limits: gf.limits, Logger: logger}
+	limits := gf.limits
+	if loopbackAddr(ln.Addr()) && !cmd.Flags().Changed("max-conns-per-host") {
+		limits = oneHostLimits(limits)
+	}
+	srv := &remoting.Server{Handler: gw, Limits: limits, Logger: logger}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -155,6 +160,17 @@ func serveGatewayAdmin(aln net.Listener, gw *gateway.Gateway, logger *slog.Logge
 			"admin_addr", aln.Addr().String())
 	}
 	return admin
+}
+
+// oneHostLimits gives one source IP the whole of l. On loopback every
+// broker and client of the machine connects from 127.0.0.1: shares meant to
+// keep one host from starving others (64 connections, half the workers, a
+// quarter of the buffered bytes) would cap the whole machine instead.
+func oneHostLimits(l remoting.Limits) remoting.Limits {
+	l.MaxConnsPerHost = cmp.Or(l.MaxConns, remoting.DefaultMaxConns)
+	l.MaxInFlightPerHost = cmp.Or(l.Workers, remoting.DefaultWorkers)
+	l.MaxBufferedBytesPerHost = cmp.Or(l.MaxBufferedBytes, remoting.DefaultMaxBufferedBytes)
+	return l
 }
 
 // loopbackAddr reports whether a listener's address is on loopback only.
