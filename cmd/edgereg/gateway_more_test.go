@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"os/exec"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
