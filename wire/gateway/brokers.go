@@ -123,6 +123,10 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 		delete(t.brokers, key)
 	}
 	fresh := e == nil
+	var before wire.DataVersion
+	if !fresh {
+		before = e.reg.DataVersion()
+	}
 	if fresh {
 		if len(r.topics) == 1 {
 			// A full topic table always holds the broker's system topics:
@@ -179,6 +183,8 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 		t.g.log.Info("broker registered through the gateway", "cluster", key.cluster, "broker", r.id.BrokerName,
 			"id", r.id.BrokerID, "addr", key.addr, "topics", len(topics))
 		t.waitAck(ctx, e)
+	} else if v := e.reg.DataVersion(); v != before {
+		t.waitApplied(ctx, e, v)
 	}
 	states := e.reg.Nodes()
 	if !slices.ContainsFunc(states, func(s broker.NodeState) bool { return s.Registered }) {
@@ -399,6 +405,44 @@ func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
 		case <-tick.C:
 		}
 	}
+}
+
+// waitApplied waits until every node holding e's registration has
+// acknowledged topic version v, and one at least, bounded by ctx and
+// RegisterWait. A NameServer answers a registration once it applied it:
+// RocketMQ creates a topic (mqadmin updateTopic, a producer's auto-create)
+// and a client reads its route right after, so answering first told that
+// client TOPIC_NOT_EXIST for a WAN round trip. A node the registrar is not
+// registered with (down, reconnecting) is not waited for; it gets the
+// topics with its registration.
+func (t *brokerTable) waitApplied(ctx context.Context, e *brokerEntry, v wire.DataVersion) {
+	ctx, cancel := context.WithTimeout(ctx, t.g.cfg.RegisterWait)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !applied(e.reg.Nodes(), v) && !refusedEverywhere(e.reg) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// applied reports whether every registered node holds version v's topics,
+// and one at least.
+func applied(states []broker.NodeState, v wire.DataVersion) bool {
+	some := false
+	for _, s := range states {
+		if !s.Registered || s.SameNodeAs != "" {
+			continue
+		}
+		if s.DataVersion.Counter < v.Counter {
+			return false
+		}
+		some = true
+	}
+	return some
 }
 
 // errUnknownGroup is returned by upsertGroupTopics for a group the gateway

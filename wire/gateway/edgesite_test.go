@@ -1,0 +1,80 @@
+package gateway_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/node"
+	"github.com/edgereg/edgereg/node/nodetest"
+	"github.com/edgereg/edgereg/wire/client"
+	"github.com/edgereg/edgereg/wire/gateway"
+	"github.com/edgereg/edgereg/wire/lossyudp"
+	"github.com/edgereg/edgereg/wire/remoting"
+)
+
+// startProxiedSite is a site of n nodes, each behind a lossy UDP proxy
+// (the WAN), with edit changing the gateway's config.
+func startProxiedSite(t *testing.T, n int, edit func(*gateway.Config)) (*site, []*lossyudp.Proxy) {
+	t.Helper()
+	s := &site{t: t, ca: nodetest.NewCA(t), ops: make(map[*nodetest.Node]*client.Conn)}
+	var addrs []string
+	var proxies []*lossyudp.Proxy
+	for range n {
+		tn := nodetest.Start(t, s.ca, func(c *node.Config) { c.ScanInterval = 20 * time.Millisecond })
+		p, err := lossyudp.New(tn.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		s.nodes = append(s.nodes, tn)
+		proxies = append(proxies, p)
+		addrs = append(addrs, p.Addr())
+	}
+	s.startGateway(addrs, edit)
+	return s, proxies
+}
+
+// fixtureTopics names the topics of the fixture's registration.
+func (b *brokerRegs) fixtureTopics(more ...string) []string {
+	var names []string
+	for n := range b.body.TopicConfigTable {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return append(names, more...)
+}
+
+// TestCreatedTopicIsRoutedOnceTheRegistrationIsAnswered: a broker creates
+// a topic (a registration at a new data version listing it) and a client
+// reads its route at once, as `mqadmin updateTopic` followed by a producer
+// does. A NameServer answers the registration once it applied it; the
+// gateway answered before any node had, so the read that follows got
+// TOPIC_NOT_EXIST for a WAN round trip (here, while the WAN toward the
+// node is cut for a moment).
+func TestCreatedTopicIsRoutedOnceTheRegistrationIsAnswered(t *testing.T) {
+	s, proxies := startProxiedSite(t, 2, func(c *gateway.Config) { c.RegisterWait = 20 * time.Second })
+	c := s.dial()
+	b := newBrokerRegs(t, c)
+	b.send(1, b.fixtureTopics()...)
+	s.onEveryNode("the broker's topics", func(tn *nodetest.Node) bool { _, ok := s.routeTopics(tn, "TopicTest"); return ok })
+
+	for _, p := range proxies {
+		p.SetDropEach(100, 0) // the update waits in QUIC's retransmissions
+	}
+	heal := time.AfterFunc(300*time.Millisecond, func() {
+		for _, p := range proxies {
+			p.SetDropEach(0, 0)
+		}
+	})
+	t.Cleanup(func() { heal.Stop() })
+	b.send(2, b.fixtureTopics("created_now")...)
+	for i, tn := range s.nodes {
+		if _, ok := s.routeTopics(tn, "created_now"); !ok {
+			t.Errorf("the registration creating a topic was answered before node %d applied it", i)
+		}
+	}
+	if resp := c.call(goRouteRequest("created_now")); resp.Code != remoting.Success {
+		t.Errorf("route of a topic created by the answered registration: code %d %q", resp.Code, resp.Remark)
+	}
+}
