@@ -451,8 +451,19 @@ var errUnknownGroup = errors.New("no broker of the group registered through the 
 
 // upsertGroupTopics upserts one topic configuration per broker group into
 // the registrar that leads each group (its master, else its lowest id),
-// if the gateway serves every group named; else nothing changes.
-func (t *brokerTable) upsertGroupTopics(byGroup map[string]wire.TopicConfig) error {
+// if the gateway serves every group named; else nothing changes. It
+// returns once the nodes applied them (waitApplied), bounded by ctx.
+func (t *brokerTable) upsertGroupTopics(ctx context.Context, byGroup map[string]wire.TopicConfig) error {
+	leaders, err := t.upsertLeaders(byGroup)
+	for _, l := range leaders {
+		t.waitApplied(ctx, l, l.reg.DataVersion())
+	}
+	return err
+}
+
+// upsertLeaders is upsertGroupTopics' change, returning the registrars
+// changed.
+func (t *brokerTable) upsertLeaders(byGroup map[string]wire.TopicConfig) (map[string]*brokerEntry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	leaders := make(map[string]*brokerEntry, len(byGroup))
@@ -466,7 +477,7 @@ func (t *brokerTable) upsertGroupTopics(byGroup map[string]wire.TopicConfig) err
 	}
 	for name := range byGroup {
 		if leaders[name] == nil {
-			return fmt.Errorf("%w: %s", errUnknownGroup, name)
+			return nil, fmt.Errorf("%w: %s", errUnknownGroup, name)
 		}
 	}
 	for name, tc := range byGroup {
@@ -476,10 +487,10 @@ func (t *brokerTable) upsertGroupTopics(byGroup map[string]wire.TopicConfig) err
 		l := leaders[name]
 		clear(l.listed)
 		if err := l.reg.RefreshTopics(tc); err != nil {
-			return err
+			return leaders, err
 		}
 	}
-	return nil
+	return leaders, nil
 }
 
 // masterOf returns the master address a node told a slave, if any.

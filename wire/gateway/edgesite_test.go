@@ -78,3 +78,35 @@ func TestCreatedTopicIsRoutedOnceTheRegistrationIsAnswered(t *testing.T) {
 		t.Errorf("route of a topic created by the answered registration: code %d %q", resp.Code, resp.Remark)
 	}
 }
+
+// TestSingleTopicRegisterIsRoutedOnceAnswered: REGISTER_TOPIC_IN_NAMESRV
+// (a 5.x broker with enableSingleTopicRegister creating a topic) is
+// answered once the nodes applied it, as REGISTER_BROKER is.
+func TestSingleTopicRegisterIsRoutedOnceAnswered(t *testing.T) {
+	s, proxies := startProxiedSite(t, 2, func(c *gateway.Config) { c.RegisterWait = 20 * time.Second })
+	c := s.dial()
+	if resp := c.call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	s.onEveryNode("the broker's topics", func(tn *nodetest.Node) bool { _, ok := s.routeTopics(tn, "TopicTest"); return ok })
+	for _, p := range proxies {
+		p.SetDropEach(100, 0)
+	}
+	heal := time.AfterFunc(300*time.Millisecond, func() {
+		for _, p := range proxies {
+			p.SetDropEach(0, 0)
+		}
+	})
+	t.Cleanup(func() { heal.Stop() })
+	rt := &remoting.TopicRouteData{QueueDatas: []remoting.QueueData{
+		{BrokerName: "broker-a", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6},
+	}}
+	if resp := c.call(request(remoting.RegisterTopicInNameSrv, map[string]string{"topic": "single"}, rt.Encode(remoting.Standard))); resp.Code != remoting.Success {
+		t.Fatalf("REGISTER_TOPIC_IN_NAMESRV: %d %q", resp.Code, resp.Remark)
+	}
+	for i, tn := range s.nodes {
+		if _, ok := s.routeTopics(tn, "single"); !ok {
+			t.Errorf("REGISTER_TOPIC_IN_NAMESRV was answered before node %d applied it", i)
+		}
+	}
+}
