@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/node/nodetest"
+	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/gateway"
 	"github.com/edgereg/edgereg/wire/lossyudp"
@@ -108,5 +109,41 @@ func TestSingleTopicRegisterIsRoutedOnceAnswered(t *testing.T) {
 		if _, ok := s.routeTopics(tn, "single"); !ok {
 			t.Errorf("REGISTER_TOPIC_IN_NAMESRV was answered before node %d applied it", i)
 		}
+	}
+}
+
+// TestPolledReadsMergeNodes: nodes share nothing, so a node cut off from
+// some brokers (or that one never reached) answers without them. Routes
+// are merged from two nodes; cluster info and topic lists were read from
+// one, so `mqadmin clusterList` or `topicList` through the gateway missed
+// every group that node lacked.
+func TestPolledReadsMergeNodes(t *testing.T) {
+	s := startSite(t, 2, nil)
+	a := &wire.Register{Cluster: "DefaultCluster", BrokerName: "broker-a", Addr: "127.0.0.1:10911",
+		DataVersion: wire.DataVersion{Counter: 1}, Topics: topicConfigs(4, "only_a", "TBW102")}
+	b := &wire.Register{Cluster: "DefaultCluster", BrokerName: "broker-b", Addr: "127.0.0.1:10921",
+		DataVersion: wire.DataVersion{Counter: 1}, Topics: topicConfigs(4, "only_b", "TBW102")}
+	for i, reg := range []*wire.Register{a, b} {
+		if _, err := s.operator(s.nodes[i]).Register(nodetest.Context(t), reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := s.dial()
+	resp := c.call(request(remoting.GetBrokerClusterInfo, nil, nil))
+	ci, err := remoting.DecodeClusterInfo(resp.Body)
+	if resp.Code != remoting.Success || err != nil {
+		t.Fatalf("cluster info: %d %q %v", resp.Code, resp.Remark, err)
+	}
+	if got := ci.ClusterAddrTable["DefaultCluster"]; !slices.Equal(got, []string{"broker-a", "broker-b"}) {
+		t.Errorf("cluster info through the gateway lists groups %v, want both nodes' broker-a and broker-b", got)
+	}
+	for _, name := range []string{"broker-a", "broker-b"} {
+		if len(ci.BrokerAddrTable[name].BrokerAddrs) != 1 {
+			t.Errorf("cluster info has no broker data for %s: %+v", name, ci.BrokerAddrTable)
+		}
+	}
+	all := c.call(request(remoting.GetAllTopicListFromNameSrv, nil, nil))
+	if got := topicList(t, all); !slices.Equal(got, []string{"TBW102", "only_a", "only_b"}) {
+		t.Errorf("topic list through the gateway %v, want both nodes' topics", got)
 	}
 }

@@ -253,16 +253,28 @@ func New(cfg Config) (*Gateway, error) {
 	g.cache = newRouteCache(g)
 	g.brokers = newBrokerTable(g)
 	g.cluster = newPolled(g, 1, func(ctx context.Context, _ string) (wire.ClusterInfo, error) {
-		var ci wire.ClusterInfo
-		err := g.up.read(ctx, func(ctx context.Context, c *client.Conn) (err error) { ci, err = c.ClusterInfo(ctx); return err })
-		return ci, err
+		var answers []wire.ClusterInfo
+		err := g.up.readMany(ctx, pollFanout, func(ctx context.Context, c *client.Conn) error {
+			ci, err := c.ClusterInfo(ctx)
+			if err == nil {
+				answers = append(answers, ci)
+			}
+			return err
+		})
+		if err != nil {
+			return wire.ClusterInfo{}, err
+		}
+		return mergeClusterInfo(answers), nil
 	})
 	g.topics = newPolled(g, 64, g.fetchTopics)
 	g.members = newPolled(g, 1024, func(ctx context.Context, key string) (wire.BrokerData, error) {
 		cluster, name := splitKey(key)
 		var bd wire.BrokerData
-		err := g.up.read(ctx, func(ctx context.Context, c *client.Conn) (err error) {
-			bd, err = c.BrokerMemberGroup(ctx, cluster, name)
+		err := g.up.readMany(ctx, pollFanout, func(ctx context.Context, c *client.Conn) error {
+			got, err := c.BrokerMemberGroup(ctx, cluster, name)
+			if err == nil {
+				bd = mergeBrokerData(bd, got)
+			}
 			return err
 		})
 		return bd, err
@@ -379,9 +391,18 @@ func (g *Gateway) fetchTopics(ctx context.Context, key string) ([]string, error)
 		return nil, fmt.Errorf("topic list key %q: %w", key, err)
 	}
 	q := wire.TopicsQuery{Kind: wire.TopicsKind(k), Cluster: cluster}
-	var list []string
-	err = g.up.read(ctx, func(ctx context.Context, c *client.Conn) (err error) { list, err = c.Topics(ctx, q); return err })
-	return list, err
+	var answers [][]string
+	err = g.up.readMany(ctx, pollFanout, func(ctx context.Context, c *client.Conn) error {
+		list, err := c.Topics(ctx, q)
+		if err == nil {
+			answers = append(answers, list)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mergeTopics(answers), nil
 }
 
 // topicsKey names a topic list in the cache: the kind in decimal (never a
