@@ -11,6 +11,7 @@ import (
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/gateway"
 	"github.com/edgereg/edgereg/wire/lossyudp"
+	"github.com/edgereg/edgereg/wire/nodes"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
 
@@ -146,4 +147,56 @@ func TestPolledReadsMergeNodes(t *testing.T) {
 	if got := topicList(t, all); !slices.Equal(got, []string{"TBW102", "only_a", "only_b"}) {
 		t.Errorf("topic list through the gateway %v, want both nodes' topics", got)
 	}
+}
+
+// registeredEverywhere reports whether the gateway's registrar of addr is
+// registered with every node.
+func registeredEverywhere(t *testing.T, gw *gateway.Gateway, addr string) bool {
+	for _, b := range gw.Brokers() {
+		if b.Addr != addr {
+			continue
+		}
+		for _, n := range b.Nodes {
+			if !n.Registered {
+				return false
+			}
+		}
+		return len(b.Nodes) > 0
+	}
+	return false
+}
+
+// TestRestartedNodeNeverSaysAnUncachedTopicIsGone: a node restarts (its
+// warm-up over, or none) before the gateway's registrar has registered
+// the site's broker with it again, so for a while it knows no broker
+// holding the broker's topics. A cached route was kept (brokerTable
+// vouches); a first read of a topic the broker holds was answered
+// TOPIC_NOT_EXIST, which sends a Go producer to TBW102 and makes a Java
+// consumer drop the topic. It must be withheld until the nodes know.
+func TestRestartedNodeNeverSaysAnUncachedTopicIsGone(t *testing.T) {
+	s := startSite(t, 1, func(c *gateway.Config) {
+		c.Backoff = nodes.Backoff{Min: 3 * time.Second, Max: 3 * time.Second} // the registrar comes back late
+		c.UpstreamTimeout, c.RequestTimeout = 500*time.Millisecond, 500*time.Millisecond
+	})
+	c := s.dial()
+	if resp := c.call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	nodetest.WaitFor(t, "the registration", func() bool { return registeredEverywhere(t, s.gw, masterAddr) })
+	s.nodes[0].Restart()
+	nodetest.WaitFor(t, "the registrar to see the restart", func() bool { return !registeredEverywhere(t, s.gw, masterAddr) })
+	for i := 0; i < 500 && !registeredEverywhere(t, s.gw, masterAddr); i++ {
+		rc := s.dial()
+		rc.send(goRouteRequest("TopicTest"))
+		rc.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		resp, err := remoting.ReadCommand(rc.br, 0)
+		if err == nil && resp.Code == remoting.TopicNotExist {
+			t.Fatalf("read %d: TOPIC_NOT_EXIST for a topic the site's broker holds, while its registrar registers it again", i)
+		}
+		rc.nc.Close()
+	}
+	nodetest.WaitFor(t, "the registration again", func() bool { return registeredEverywhere(t, s.gw, masterAddr) })
+	nodetest.WaitFor(t, "the route once the node knows", func() bool {
+		return c.call(goRouteRequest("TopicTest")).Code == remoting.Success
+	})
 }

@@ -89,10 +89,22 @@ func (rc *routeCache) get(ctx context.Context, topic string, standard bool) rout
 		if !rc.gone(topic) {
 			return rc.get(ctx, topic, standard) // the cached route stands
 		}
+		if rc.g.brokers.vouches(topic) {
+			// Nothing cached to serve, and the nodes' word predates the
+			// registration of a broker here that holds the topic (a node
+			// restarted, or expired it in a cut): withheld, as for
+			// unreachable nodes, not TOPIC_NOT_EXIST.
+			return routeAnswer{outcome: routeUnavailable, err: errReregistering}
+		}
 		return routeAnswer{outcome: routeNotExist, err: err}
 	}
 	return routeAnswer{outcome: routeUnavailable, err: err}
 }
+
+// errReregistering is why a route read is withheld while the nodes say a
+// topic is gone that a broker behind the gateway holds and is registering
+// with them again.
+var errReregistering = errors.New("the nodes know no broker holding the topic, but a broker of this site that holds it is registering with them again")
 
 // keepBody caches an encoded answer for the version it was made from.
 func (rc *routeCache) keepBody(topic string, version uint64, standard bool, body []byte) {
