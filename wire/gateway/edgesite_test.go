@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -199,4 +200,30 @@ func TestRestartedNodeNeverSaysAnUncachedTopicIsGone(t *testing.T) {
 	nodetest.WaitFor(t, "the route once the node knows", func() bool {
 		return c.call(goRouteRequest("TopicTest")).Code == remoting.Success
 	})
+}
+
+// TestRouteClientCacheFollowsTheGatewayCache: the gateway caches at most
+// MaxTopics routes and forgets idle ones, but the route client under it
+// kept every route ever read, and refreshed all of them every interval
+// for the gateway's life: reads of many topics (past the cap, or over
+// time) grew its memory and its WAN refreshes without bound.
+func TestRouteClientCacheFollowsTheGatewayCache(t *testing.T) {
+	s := startSite(t, 1, func(c *gateway.Config) { c.MaxTopics = 2 })
+	var names []string
+	for i := range 12 {
+		names = append(names, "t"+strconv.Itoa(i))
+	}
+	s.registerQUIC(&wire.Register{Cluster: "DefaultCluster", BrokerName: "broker-a", Addr: masterAddr,
+		DataVersion: wire.DataVersion{Counter: 1}, Topics: topicConfigs(2, names...)})
+	c := s.dial()
+	for _, n := range names {
+		if resp := c.call(goRouteRequest(n)); resp.Code != remoting.Success {
+			t.Fatalf("route of %s: %d %q", n, resp.Code, resp.Remark)
+		}
+	}
+	if n := gateway.RoutesCached(s.gw); n > 2 {
+		t.Errorf("the route client caches %d routes past the gateway's MaxTopics of 2", n)
+	}
+	gateway.ForgetIdle(s.gw, 0)
+	nodetest.WaitFor(t, "the route client to forget the idle topics", func() bool { return gateway.RoutesCached(s.gw) == 0 })
 }

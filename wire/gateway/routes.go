@@ -169,7 +169,13 @@ func (rc *routeCache) store(topic string, outcome routeOutcome, route wire.Route
 			rc.setLocked(e, outcome, route, version, now)
 		}
 		rc.mu.Unlock()
-		return // when full: served, not cached (the route client still caches it)
+		if full && e == nil {
+			// Served, not cached, and not left in the route client's
+			// cache either, which would refresh it for ever: the cache
+			// holds MaxTopics routes.
+			rc.g.routes.Forget(topic)
+		}
+		return
 	}
 	rc.mu.Unlock()
 
@@ -178,6 +184,7 @@ func (rc *routeCache) store(topic string, outcome routeOutcome, route wire.Route
 	if err != nil {
 		cancel()
 		rc.g.peerLog.Warn("cannot watch topic: not caching it", "topic", topic, "err", err)
+		rc.g.routes.Forget(topic)
 		return
 	}
 	rc.mu.Lock()
@@ -204,8 +211,17 @@ func (rc *routeCache) setLocked(e *topicEntry, outcome routeOutcome, route wire.
 }
 
 // follow applies the pushed updates of one watched topic until its watch
-// ends.
+// ends; then, if the cache no longer holds the topic (forgotten as idle),
+// the route client forgets it too, else it would refresh it for ever.
 func (rc *routeCache) follow(topic string, e *topicEntry, updates <-chan routeclient.Update) {
+	defer func() {
+		rc.mu.Lock()
+		_, held := rc.topics[topic]
+		rc.mu.Unlock()
+		if !held {
+			rc.g.routes.Forget(topic)
+		}
+	}()
 	for u := range updates {
 		if u.Gone && rc.vouched(topic) {
 			rc.g.metrics.routeEvents.Inc()
