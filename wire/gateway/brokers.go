@@ -360,7 +360,7 @@ func (t *brokerTable) validTopics(r *registration) []wire.TopicConfig {
 func (t *brokerTable) start(r *registration, topics []wire.TopicConfig) (*brokerEntry, error) {
 	cfg := &t.g.cfg
 	bc := broker.Config{
-		Identity: r.id, Topics: topics, Nodes: cfg.Nodes, NodeRefreshInterval: cfg.NodeRefreshInterval,
+		Identity: r.id, Topics: topics, Nodes: t.g.nodeList, NodeRefreshInterval: cfg.NodeRefreshInterval,
 		TLS: cfg.TLS, HeartbeatInterval: cfg.HeartbeatInterval, RequestTimeout: cfg.RequestTimeout,
 		Backoff: cfg.Backoff, Logger: t.g.log, Transport: cfg.Transport,
 	}

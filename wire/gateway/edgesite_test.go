@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"context"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,4 +228,46 @@ func TestRouteClientCacheFollowsTheGatewayCache(t *testing.T) {
 	}
 	gateway.ForgetIdle(s.gw, 0)
 	nodetest.WaitFor(t, "the route client to forget the idle topics", func() bool { return gateway.RoutesCached(s.gw) == 0 })
+}
+
+// countingSource is a node source that counts its reads, as an address
+// service or a DNS server would see them.
+type countingSource struct {
+	nodes.Source
+	reads atomic.Int64
+}
+
+func (c *countingSource) Nodes(ctx context.Context) ([]string, error) {
+	c.reads.Add(1)
+	return c.Source.Nodes(ctx)
+}
+
+// TestNodeSourceReadOncePerRefresh: every broker's registrar followed the
+// node source on its own, so a gateway of 1000 brokers behind --nodes-url
+// sent the address service 1000 requests per refresh interval (and as
+// many DNS lookups behind --nodes-dns), and its brokers' node lists could
+// differ for an interval. The gateway reads the source; its registrars and
+// route client follow what it read.
+func TestNodeSourceReadOncePerRefresh(t *testing.T) {
+	s := &site{t: t, ca: nodetest.NewCA(t), ops: make(map[*nodetest.Node]*client.Conn)}
+	tn := nodetest.Start(t, s.ca, nil)
+	s.nodes = []*nodetest.Node{tn}
+	src := &countingSource{Source: nodes.Static(tn.Addr())}
+	s.startGateway([]string{tn.Addr()}, func(c *gateway.Config) {
+		c.Nodes, c.NodeRefreshInterval = src, time.Hour // one read per follower, then none
+	})
+	c := s.dial()
+	const brokers = 8
+	for i := range brokers {
+		reg := fixtureCommand(t, "v5_register_broker_request.hex")
+		reg.Opaque = opaque.Add(1)
+		reg.ExtFields["brokerName"] = "broker-" + strconv.Itoa(i)
+		reg.ExtFields["brokerAddr"] = "127.0.0.1:" + strconv.Itoa(20000+i)
+		if resp := c.call(reg); resp.Code != remoting.Success {
+			t.Fatalf("register broker %d: %d %q", i, resp.Code, resp.Remark)
+		}
+	}
+	if n := src.reads.Load(); n >= brokers {
+		t.Errorf("the node source was read %d times for %d brokers: once per registrar", n, brokers)
+	}
 }

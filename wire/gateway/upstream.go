@@ -390,13 +390,17 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
-// followNodes runs the node list follow loop for the upstream until the
-// gateway closes.
+// followNodes reads the node source every NodeRefreshInterval until the
+// gateway closes, for the upstream and for the list its route client and
+// registrars follow.
 func (g *Gateway) followNodes() {
 	nodes.Follow(g.ctx, g.cfg.Nodes, nodes.FollowConfig{
 		Interval:      g.cfg.NodeRefreshInterval,
 		LookupTimeout: g.cfg.RequestTimeout,
 		Backoff:       g.cfg.Backoff,
 		Logger:        g.log,
-	}, g.up.setNodes)
+	}, func(addrs []string) {
+		g.nodeList.Set(addrs...)
+		g.up.setNodes(addrs)
+	})
 }
