@@ -80,6 +80,10 @@ type brokerTable struct {
 	mu      sync.Mutex
 	brokers map[brokerKey]*brokerEntry
 	closed  bool
+
+	// onExpire, set only by tests, runs when a silent broker's
+	// unregistration starts, so a test can land a registration then.
+	onExpire func()
 }
 
 func newBrokerTable(g *Gateway) *brokerTable {
@@ -537,7 +541,13 @@ func (t *brokerTable) unregister(ctx context.Context, key brokerKey, why string)
 	if e == nil {
 		return nil
 	}
-	t.g.log.Info("unregistering broker from every node", "cluster", key.cluster, "broker", e.id.BrokerName, "addr", key.addr, "why", why)
+	return t.stop(ctx, e, why)
+}
+
+// stop unregisters a broker removed from the table from every node,
+// bounded by ctx.
+func (t *brokerTable) stop(ctx context.Context, e *brokerEntry, why string) error {
+	t.g.log.Info("unregistering broker from every node", "cluster", e.key.cluster, "broker", e.id.BrokerName, "addr", e.key.addr, "why", why)
 	return e.reg.Stop(ctx)
 }
 
@@ -548,37 +558,41 @@ func (t *brokerTable) unregister(ctx context.Context, key brokerKey, why string)
 // the unregistrations run on their own goroutines.
 func (t *brokerTable) connClosed(ci *remoting.ConnInfo) {
 	t.g.spawn(func() {
-		t.mu.Lock()
-		var keys []brokerKey
-		for k, e := range t.brokers {
-			if e.conn == ci {
-				keys = append(keys, k)
-			}
-		}
-		t.mu.Unlock()
-		for _, k := range keys {
-			ctx, cancel := context.WithTimeout(t.g.ctx, t.g.cfg.RequestTimeout)
-			t.unregister(ctx, k, "its connection to the gateway closed")
-			cancel()
-		}
+		t.dropWhere(func(e *brokerEntry) bool { return e.conn == ci }, "its connection to the gateway closed")
 	})
 }
 
 // expire unregisters brokers silent for longer than their timeout.
 func (t *brokerTable) expire(now time.Time) {
+	t.dropWhere(func(e *brokerEntry) bool { return now.Sub(e.lastSeen) > e.timeout }, "silent for longer than its heartbeat timeout")
+}
+
+// dropWhere removes from the table the entries that match, found and
+// removed under one lock, and unregisters each from every node on a
+// goroutine of its own (bounded by RequestTimeout). A registration
+// arriving after that is a fresh registrar's, under epochs the old
+// registrar's unregistration does not name: the nodes keep it. Found by
+// key and removed later, a silent broker's expiry removed the
+// registration it sent meanwhile, from the gateway and every node.
+func (t *brokerTable) dropWhere(match func(*brokerEntry) bool, why string) {
 	t.mu.Lock()
-	var keys []brokerKey
+	var gone []*brokerEntry
 	for k, e := range t.brokers {
-		if now.Sub(e.lastSeen) > e.timeout {
-			keys = append(keys, k)
+		if match(e) {
+			gone = append(gone, e)
+			delete(t.brokers, k)
 		}
 	}
+	hook := t.onExpire
 	t.mu.Unlock()
-	for _, k := range keys {
+	for _, e := range gone {
 		t.g.spawn(func() {
+			if hook != nil {
+				hook()
+			}
 			ctx, cancel := context.WithTimeout(t.g.ctx, t.g.cfg.RequestTimeout)
 			defer cancel()
-			t.unregister(ctx, k, "silent for longer than its heartbeat timeout")
+			t.stop(ctx, e, why)
 		})
 	}
 }

@@ -1,9 +1,12 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -270,4 +273,79 @@ func TestNodeSourceReadOncePerRefresh(t *testing.T) {
 	if n := src.reads.Load(); n >= brokers {
 		t.Errorf("the node source was read %d times for %d brokers: once per registrar", n, brokers)
 	}
+}
+
+// TestLateExpiryKeepsAFreshRegistration: the janitor finds a broker silent
+// past its timeout and unregisters it; the broker registers again just
+// then (back from a LAN outage as long as its timeout). The expiry must
+// not remove the registration that arrived after it: the gateway held the
+// broker's key, not the registration it had found silent, and dropped
+// the fresh one from every node until the broker's next period.
+func TestLateExpiryKeepsAFreshRegistration(t *testing.T) {
+	s := startSite(t, 1, func(c *gateway.Config) { c.BrokerTimeout = time.Second })
+	c := s.dial()
+	var once sync.Once
+	again := make(chan *remoting.Command, 1)
+	gateway.SetExpireHook(s.gw, func() {
+		once.Do(func() {
+			reg := fixtureCommand(t, "v5_register_broker_request.hex")
+			reg.Opaque = opaque.Add(1)
+			again <- s.dialNoCleanupCall(reg)
+		})
+	})
+	if resp := c.call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	var resp *remoting.Command
+	select {
+	case resp = <-again:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker was never found silent")
+	}
+	if resp == nil || resp.Code != remoting.Success {
+		t.Fatalf("the registration during the expiry: %+v", resp)
+	}
+	// Alive from now on: heartbeats until the test ends.
+	hb := encode(t, fixtureCommand(t, "v5_broker_heartbeat_oneway.hex"))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				c.nc.Write(hb)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	nodetest.WaitFor(t, "the broker registered again", func() bool { return registeredEverywhere(t, s.gw, masterAddr) })
+	time.Sleep(300 * time.Millisecond) // let a late unregistration land
+	if _, ok := localLease(s.nodes[0], masterAddr); !ok {
+		t.Errorf("the expiry of the silent registration removed the one that arrived after it from the node")
+	}
+	if !slices.ContainsFunc(s.gw.Brokers(), func(b gateway.BrokerState) bool { return b.Addr == masterAddr }) {
+		t.Errorf("the gateway no longer holds the broker that registered again")
+	}
+}
+
+// dialNoCleanupCall sends req on a new connection and returns the answer,
+// or nil; safe off the test's goroutine.
+func (s *site) dialNoCleanupCall(req *remoting.Command) *remoting.Command {
+	nc, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		return nil
+	}
+	defer nc.Close()
+	if _, err := req.WriteTo(nc); err != nil {
+		return nil
+	}
+	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := remoting.ReadCommand(bufio.NewReader(nc), 0)
+	if err != nil {
+		return nil
+	}
+	return resp
 }
