@@ -349,3 +349,92 @@ func (s *site) dialNoCleanupCall(req *remoting.Command) *remoting.Command {
 	}
 	return resp
 }
+
+// TestActingMasterThroughTheGateway: a 5.x group with slaveActingMaster
+// loses its master (it unregisters, or goes silent); its slave registers
+// again as acting master. Clients reading through the gateway are routed
+// to the slave, as id 0, and the master's return takes the id back.
+func TestActingMasterThroughTheGateway(t *testing.T) {
+	s := startSite(t, 2, nil)
+	c := s.dial()
+	if resp := c.call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("master: %d %q", resp.Code, resp.Remark)
+	}
+	if resp := c.call(slaveRequest(t, opaque.Add(1))); resp.Code != remoting.Success || resp.Ext("masterAddr") != masterAddr {
+		t.Fatalf("slave: %d %q master %q", resp.Code, resp.Remark, resp.Ext("masterAddr"))
+	}
+	addrs := func() map[int64]string {
+		resp := c.call(goRouteRequest("TopicTest"))
+		if resp.Code != remoting.Success {
+			return nil
+		}
+		rd, err := remoting.DecodeTopicRouteData(resp.Body)
+		if err != nil || len(rd.BrokerDatas) != 1 {
+			return nil
+		}
+		return rd.BrokerDatas[0].BrokerAddrs
+	}
+	nodetest.WaitFor(t, "master and slave in the route", func() bool {
+		a := addrs()
+		return a[0] == masterAddr && a[1] == slaveAddr
+	})
+	unreg := fixtureCommand(t, "v5_unregister_broker_request.hex")
+	if resp := c.call(unreg); resp.Code != remoting.Success {
+		t.Fatalf("unregister master: %d %q", resp.Code, resp.Remark)
+	}
+	acting := slaveRequest(t, opaque.Add(1))
+	acting.ExtFields["enableActingMaster"] = "true"
+	if resp := c.call(acting); resp.Code != remoting.Success {
+		t.Fatalf("acting master: %d %q", resp.Code, resp.Remark)
+	}
+	nodetest.WaitFor(t, "the slave routed as acting master", func() bool {
+		a := addrs()
+		return a[0] == slaveAddr && len(a) == 1
+	})
+	master := fixtureCommand(t, "v5_register_broker_request.hex")
+	master.Opaque = opaque.Add(1)
+	if resp := c.call(master); resp.Code != remoting.Success {
+		t.Fatalf("master back: %d %q", resp.Code, resp.Remark)
+	}
+	nodetest.WaitFor(t, "the master back at id 0", func() bool { return addrs()[0] == masterAddr })
+}
+
+// TestGatewayRestartKeepsTheBrokers: the gateway restarts while its
+// brokers stay up. The nodes keep the broker's lease meanwhile (Close does
+// not unregister), the broker registers with the new gateway at its next
+// period, and clients of the new gateway are routed.
+func TestGatewayRestartKeepsTheBrokers(t *testing.T) {
+	s := startSite(t, 2, nil)
+	if resp := s.dial().call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	nodetest.WaitFor(t, "the lease on every node", func() bool { return registeredEverywhere(t, s.gw, masterAddr) })
+	s.gw.Close()
+	s.admin.Close() // startGateway's cleanup closes the site's admin server of the time: the new one
+	for i, tn := range s.nodes {
+		if _, ok := localLease(tn, masterAddr); !ok {
+			t.Fatalf("node %d dropped the broker when the gateway stopped", i)
+		}
+	}
+	var addrs []string
+	for _, tn := range s.nodes {
+		addrs = append(addrs, tn.Addr())
+	}
+	s.startGateway(addrs, nil)
+	c := s.dial()
+	// A client asks before the broker's next period: the nodes still
+	// route it.
+	if resp := c.call(goRouteRequest("TopicTest")); resp.Code != remoting.Success {
+		t.Errorf("route through the new gateway before the broker registered with it: %d %q", resp.Code, resp.Remark)
+	}
+	q := c.call(fixtureCommand(t, "v5_query_data_version_request.hex"))
+	if q.Ext("changed") != "true" {
+		t.Errorf("QUERY_DATA_VERSION to a gateway that never saw the broker: changed=%q, want true", q.Ext("changed"))
+	}
+	reg := fixtureCommand(t, "v5_register_broker_request.hex")
+	reg.Opaque = opaque.Add(1)
+	if resp := c.call(reg); resp.Code != remoting.Success {
+		t.Fatalf("register with the new gateway: %d %q", resp.Code, resp.Remark)
+	}
+	nodetest.WaitFor(t, "the new gateway's lease on every node", func() bool { return registeredEverywhere(t, s.gw, masterAddr) })
+}
