@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -437,4 +438,38 @@ func TestGatewayRestartKeepsTheBrokers(t *testing.T) {
 		t.Fatalf("register with the new gateway: %d %q", resp.Code, resp.Remark)
 	}
 	nodetest.WaitFor(t, "the new gateway's lease on every node", func() bool { return registeredEverywhere(t, s.gw, masterAddr) })
+}
+
+// TestNodeSetChangesAtRunTime: a node joins the list, then the first node
+// leaves it. The site's broker registers with the new node, and routes,
+// cluster info and health follow the list.
+func TestNodeSetChangesAtRunTime(t *testing.T) {
+	s := &site{t: t, ca: nodetest.NewCA(t), ops: make(map[*nodetest.Node]*client.Conn)}
+	a, b := nodetest.Start(t, s.ca, nil), nodetest.Start(t, s.ca, nil)
+	s.nodes = []*nodetest.Node{a, b}
+	list := nodes.NewList(a.Addr())
+	s.startGateway(nil, func(c *gateway.Config) { c.Nodes, c.NodeRefreshInterval = list, time.Hour })
+	c := s.dial()
+	if resp := c.call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	if _, ok := localLease(b, masterAddr); ok {
+		t.Fatal("a node not listed holds the broker")
+	}
+	list.Set(a.Addr(), b.Addr())
+	nodetest.WaitFor(t, "the broker on the node that joined", func() bool { _, ok := localLease(b, masterAddr); return ok })
+	list.Set(b.Addr())
+	a.Stop()
+	nodetest.WaitFor(t, "the gateway to follow the list", func() bool {
+		st := s.gw.Nodes()
+		return len(st) == 1 && st[0].Addr == b.Addr() && st[0].Up
+	})
+	if resp := c.call(goRouteRequest("TopicTest")); resp.Code != remoting.Success {
+		t.Errorf("route once only the new node is listed: %d %q", resp.Code, resp.Remark)
+	}
+	resp := c.call(request(remoting.GetBrokerClusterInfo, nil, nil))
+	if ci, err := remoting.DecodeClusterInfo(resp.Body); err != nil || len(ci.BrokerAddrTable) != 1 {
+		t.Errorf("cluster info once only the new node is listed: %d %q %v", resp.Code, resp.Remark, err)
+	}
+	waitHealthz(t, s, http.StatusOK)
 }
