@@ -104,7 +104,7 @@ func (g *Gateway) serveRoute(ctx context.Context, req *remoting.Command) *remoti
 		return remoting.TopicNotExistResponse(req, topic)
 	case routeUnavailable:
 		g.metrics.routeReads.WithLabelValues("unavailable").Inc()
-		g.peerLog.Warn("no node answered for a topic the gateway has not cached: withholding the answer", "topic", topic, "err", a.err)
+		g.peerLog.Warn("no node could route a topic the gateway has not cached: withholding the answer", "topic", topic, "err", a.err)
 		return nil
 	}
 	if a.cached {
