@@ -187,6 +187,7 @@ func (u *upstream) readMany(ctx context.Context, want int, fn func(context.Conte
 		}
 	}
 	u.mu.Unlock()
+	probed := len(list) + len(warming) // nodes past this answered their last probe
 	list = append(append(list, warming...), down...)
 	if len(list) == 0 {
 		return errNoNodes
@@ -251,9 +252,14 @@ func (u *upstream) readMany(ctx context.Context, want int, fn func(context.Conte
 		}
 		return answerErr
 	}
-	for _, n := range list {
+	for i, n := range list {
 		if ctx.Err() != nil {
 			errs = append(errs, ctx.Err())
+			break
+		}
+		if i >= probed && answered > 0 {
+			// A node down at its last probe is a failover, not a second
+			// witness worth a dial timeout.
 			break
 		}
 		done, err := try(n, true)
