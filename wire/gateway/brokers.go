@@ -422,6 +422,9 @@ func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
 func (t *brokerTable) waitApplied(ctx context.Context, e *brokerEntry, v wire.DataVersion) {
 	ctx, cancel := context.WithTimeout(ctx, t.g.cfg.RegisterWait)
 	defer cancel()
+	if !slices.ContainsFunc(e.reg.Nodes(), func(s broker.NodeState) bool { return s.Registered }) {
+		return // no node to wait for: the answer says so (errNotAcked)
+	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !applied(e.reg.Nodes(), v) && !refusedEverywhere(e.reg) {
