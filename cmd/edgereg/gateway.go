@@ -140,6 +140,11 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	sctx, cancel := context.WithTimeout(context.Background(), gf.shutdown)
 	defer cancel()
 	err = srv.Shutdown(sctx)
+	if err != nil {
+		// The gateway's own failure (exit 1), as a node's stop past it is,
+		// not a client's "no node answered in time" (exit 4).
+		err = nodeFailure{fmt.Errorf("requests still in progress after --shutdown-timeout %s: %w", gf.shutdown, err)}
+	}
 	if admin != nil {
 		admin.Shutdown(sctx)
 	}

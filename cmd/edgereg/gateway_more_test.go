@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"log/slog"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -122,5 +124,70 @@ func TestGatewayLoopbackServesMoreThanAHostShare(t *testing.T) {
 		if _, err := remoting.ReadCommand(nc, 0); err != nil {
 			t.Fatalf("local connection %d of %d not served: %v\n%s", i+1, conns, err, stderr.String())
 		}
+	}
+}
+
+// TestGatewayStopsWithTheWANCut: SIGTERM stops the gateway while no node
+// is reachable, a broker's registrar keeps trying and a route read waits
+// for the nodes (4 s) past --shutdown-timeout (2 s). The gateway stops;
+// a stop past the timeout is the gateway's failure, exit 1 with a message
+// that says so, as for `edgereg node`, not exit 4 ("no node answered") with
+// "context deadline exceeded".
+func TestGatewayStopsWithTheWANCut(t *testing.T) {
+	_, dir := cliNode(t) // for the credentials; the gateway is sent elsewhere
+	listen, err := freeTCPAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	gw := exec.Command(binary, "gateway", "--nodes", "127.0.0.1:1", "--data", dir, "--listen", listen,
+		"--admin-addr", "off", "--log-format", "text", "--shutdown-timeout", "2s")
+	gw.Stderr = &stderr
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- gw.Wait() }()
+	t.Cleanup(func() {
+		if gw.ProcessState == nil {
+			gw.Process.Kill()
+			<-exited
+		}
+	})
+	var nc net.Conn
+	waitGateway(t, "the gateway's remoting listener", func() bool {
+		nc, err = net.Dial("tcp", listen)
+		return err == nil
+	})
+	defer nc.Close()
+	b, err := os.ReadFile("../../testdata/rocketmq/v5_register_broker_request.hex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if resp, err := remoting.ReadCommand(nc, 0); err != nil || resp.Code != remoting.SystemError {
+		t.Fatalf("register with no node reachable: %+v %v\n%s", resp, err, stderr.String())
+	}
+	// A read of a topic not cached waits for the nodes.
+	route, err := remoting.NewRequest(remoting.GetRouteInfoByTopic, 99, map[string]string{"topic": "NotCachedYet"}, nil).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Write(route)
+	gw.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("gateway did not stop on SIGTERM:\n%s", stderr.String())
+	}
+	if code := gw.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(stderr.String(), "--shutdown-timeout") {
+		t.Errorf("a stop past --shutdown-timeout: exit %d, want %d with a message naming the timeout:\n%s", code, exitFailure, stderr.String())
 	}
 }
