@@ -81,8 +81,9 @@ type brokerTable struct {
 	brokers map[brokerKey]*brokerEntry
 	closed  bool
 
-	// onExpire, set only by tests, runs when a silent broker's
-	// unregistration starts, so a test can land a registration then.
+	// onExpire, set only by tests, runs when the unregistration of a
+	// broker found silent (or whose connection closed) starts, so a test
+	// can land a registration then.
 	onExpire func()
 }
 
