@@ -181,6 +181,23 @@ func TestGatewayStopsWithTheWANCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Write(route)
+	// A request answered locally, after it on the same connection: once
+	// it is answered, the route read was read (frames are read in order)
+	// and is waiting in its handler.
+	probe, err := remoting.NewRequest(9999, 100, nil, nil).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Write(probe)
+	for {
+		resp, err := remoting.ReadCommand(nc, 0)
+		if err != nil {
+			t.Fatalf("waiting for the local answer: %v\n%s", err, stderr.String())
+		}
+		if resp.Opaque == 100 {
+			break
+		}
+	}
 	gw.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
