@@ -473,3 +473,53 @@ func TestNodeSetChangesAtRunTime(t *testing.T) {
 	}
 	waitHealthz(t, s, http.StatusOK)
 }
+
+// TestRegistrationDuringAnUnregistration: a broker restarts: its
+// UNREGISTER_BROKER is still crossing a lossy WAN (the gateway goes on
+// after the broker gave up waiting) when the new process registers. Both
+// reach the nodes in whatever order; the new registration stands, since
+// the unregistration names the old registrar's epochs only.
+func TestRegistrationDuringAnUnregistration(t *testing.T) {
+	s, proxies := startProxiedSite(t, 2, func(c *gateway.Config) { c.RegisterWait = 20 * time.Second })
+	if resp := s.dial().call(fixtureCommand(t, "v5_register_broker_request.hex")); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	nodetest.WaitFor(t, "the lease on every node", func() bool { return registeredEverywhere(t, s.gw, masterAddr) })
+	for _, p := range proxies {
+		p.SetDropEach(100, 0)
+	}
+	old := s.dial()
+	unreg := fixtureCommand(t, "v5_unregister_broker_request.hex")
+	unreg.Opaque = opaque.Add(1)
+	old.send(unreg)
+	nodetest.WaitFor(t, "the unregistration to start", func() bool { return len(s.gw.Brokers()) == 0 })
+	heal := time.AfterFunc(300*time.Millisecond, func() {
+		for _, p := range proxies {
+			p.SetDropEach(0, 0)
+		}
+	})
+	t.Cleanup(func() { heal.Stop() })
+	reg := fixtureCommand(t, "v5_register_broker_request.hex")
+	reg.Opaque = opaque.Add(1)
+	if resp := s.dial().call(reg); resp.Code != remoting.Success {
+		t.Fatalf("the new registration: %d %q", resp.Code, resp.Remark)
+	}
+	old.next()
+	nodetest.WaitFor(t, "the new registration on every node", func() bool {
+		if !registeredEverywhere(t, s.gw, masterAddr) {
+			return false
+		}
+		for _, tn := range s.nodes {
+			if _, ok := localLease(tn, masterAddr); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(300 * time.Millisecond) // a late unregistration would land now
+	for i, tn := range s.nodes {
+		if _, ok := localLease(tn, masterAddr); !ok {
+			t.Errorf("node %d: the old process's unregistration removed the new registration", i)
+		}
+	}
+}
