@@ -389,11 +389,20 @@ func (t *brokerTable) start(r *registration, topics []wire.TopicConfig) (*broker
 	return &brokerEntry{key: brokerKey{r.id.Cluster, r.id.Addr}, id: r.id, reg: reg, timeout: timeout}, nil
 }
 
+// registerWait bounds a registration's wait for the nodes: by ctx, by
+// RegisterWait, and by the gateway's life, so a closing gateway answers
+// the waiting brokers at once instead of holding its stop.
+func (t *brokerTable) registerWait(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, t.g.cfg.RegisterWait)
+	stop := context.AfterFunc(t.g.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // waitAck waits until some node acknowledged e's registration, so a slave's
 // answer can name its master. It gives up after RegisterWait: the registrar
 // keeps trying, and the broker's registration stands with the gateway.
 func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
-	ctx, cancel := context.WithTimeout(ctx, t.g.cfg.RegisterWait)
+	ctx, cancel := t.registerWait(ctx)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -421,7 +430,7 @@ func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
 // registered with (down, reconnecting) is not waited for; it gets the
 // topics with its registration.
 func (t *brokerTable) waitApplied(ctx context.Context, e *brokerEntry, v wire.DataVersion) {
-	ctx, cancel := context.WithTimeout(ctx, t.g.cfg.RegisterWait)
+	ctx, cancel := t.registerWait(ctx)
 	defer cancel()
 	if !slices.ContainsFunc(e.reg.Nodes(), func(s broker.NodeState) bool { return s.Registered }) {
 		return // no node to wait for: the answer says so (errNotAcked)

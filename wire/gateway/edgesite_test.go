@@ -523,3 +523,19 @@ func TestRegistrationDuringAnUnregistration(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseEndsRegistrationsWaitingForTheNodes: a registration waits (up
+// to RegisterWait) for a node's acknowledgement while the WAN is cut; the
+// gateway closing ends that wait, so a stop is not held up by it: the
+// broker is answered at once.
+func TestCloseEndsRegistrationsWaitingForTheNodes(t *testing.T) {
+	s, proxies := startProxiedSite(t, 1, func(c *gateway.Config) { c.RegisterWait = time.Hour })
+	proxies[0].SetDrop(100)
+	c := s.dial()
+	c.send(fixtureCommand(t, "v5_register_broker_request.hex"))
+	nodetest.WaitFor(t, "the registration to wait", func() bool { return len(s.gw.Brokers()) == 1 })
+	s.gw.Close()
+	if resp := c.next(); resp.Code == remoting.Success {
+		t.Errorf("a registration no node acknowledged was answered SUCCESS after Close")
+	}
+}
