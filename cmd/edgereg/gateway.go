@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +73,7 @@ leases run on, and they register with the next gateway at their next period).`,
 	f.IntVar(&gf.cfg.MaxTopics, "max-topics", gateway.DefaultMaxTopics, "topics whose routes are cached and watched")
 	f.IntVar(&gf.cfg.MaxBrokers, "max-brokers", gateway.DefaultMaxBrokers, "brokers the gateway registers (each holds a QUIC connection to every node: keep it under the nodes' --max-broker-conns-per-host, 1024 by default, less 2)")
 	f.IntVar(&gf.limits.MaxConns, "max-conns", remoting.DefaultMaxConns, "remoting connections in total")
-	f.IntVar(&gf.limits.MaxConnsPerHost, "max-conns-per-host", remoting.DefaultMaxConnsPerHost, "remoting connections per source IP")
+	f.IntVar(&gf.limits.MaxConnsPerHost, "max-conns-per-host", remoting.DefaultMaxConnsPerHost, "remoting connections per source IP (on a loopback --listen, where every peer is 127.0.0.1, default --max-conns, with all the workers and buffered bytes)")
 	f.IntVar(&gf.limits.Workers, "workers", remoting.DefaultWorkers, "remoting requests handled at once (at most half of them for one source IP)")
 	f.Int64Var(&gf.limits.MaxBufferedBytes, "max-buffered-bytes", remoting.DefaultMaxBufferedBytes, "request bytes all remoting connections may hold at once (frames arriving or waiting); past it the gateway stops reading until requests finish")
 	f.DurationVar(&gf.shutdown, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for requests in progress")
@@ -107,10 +108,14 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	if ap, ok := ln.Addr().(*net.TCPAddr); ok && !ap.IP.IsLoopback() {
+	if !loopbackAddr(ln.Addr()) {
 		logger.Warn("remoting listens beyond loopback: it has no authentication, keep it on a trusted LAN", "listen", ln.Addr().String())
 	}
-	srv := &remoting.Server{Handler: gw, Limits: gf.limits, Logger: logger}
+	limits := gf.limits
+	if loopbackAddr(ln.Addr()) && !cmd.Flags().Changed("max-conns-per-host") {
+		limits = oneHostLimits(limits)
+	}
+	srv := &remoting.Server{Handler: gw, Limits: limits, Logger: logger}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -121,9 +126,7 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 			srv.Shutdown(context.Background())
 			return err
 		}
-		admin = gatewayAdminServer(node.GuardLoopback(aln.Addr().String(), gw.AdminHandler()), logger)
-		go admin.Serve(aln)
-		logger.Info("gateway admin listening", "addr", aln.Addr().String())
+		admin = serveGatewayAdmin(aln, gw, logger)
 	}
 	logger.Info("gateway listening for RocketMQ remoting", "addr", ln.Addr().String())
 
@@ -137,6 +140,11 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	sctx, cancel := context.WithTimeout(context.Background(), gf.shutdown)
 	defer cancel()
 	err = srv.Shutdown(sctx)
+	if err != nil {
+		// The gateway's own failure (exit 1), as a node's stop past it is,
+		// not a client's "no node answered in time" (exit 4).
+		err = nodeFailure{fmt.Errorf("requests still in progress after --shutdown-timeout %s: %w", gf.shutdown, err)}
+	}
 	if admin != nil {
 		admin.Shutdown(sctx)
 	}
@@ -145,6 +153,35 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	}
 	logger.Info("gateway stopped; its brokers' leases run on until they register again")
 	return err
+}
+
+// serveGatewayAdmin serves /healthz and /metrics on aln.
+func serveGatewayAdmin(aln net.Listener, gw *gateway.Gateway, logger *slog.Logger) *http.Server {
+	admin := gatewayAdminServer(node.GuardLoopback(aln.Addr().String(), gw.AdminHandler()), logger)
+	go admin.Serve(aln)
+	logger.Info("gateway admin listening", "addr", aln.Addr().String())
+	if !loopbackAddr(aln.Addr()) {
+		logger.Warn("admin address listens beyond loopback: /healthz and /metrics name every broker and node and have no authentication, anyone who reaches it reads them",
+			"admin_addr", aln.Addr().String())
+	}
+	return admin
+}
+
+// oneHostLimits gives one source IP the whole of l. On loopback every
+// broker and client of the machine connects from 127.0.0.1: shares meant to
+// keep one host from starving others (64 connections, half the workers, a
+// quarter of the buffered bytes) would cap the whole machine instead.
+func oneHostLimits(l remoting.Limits) remoting.Limits {
+	l.MaxConnsPerHost = cmp.Or(l.MaxConns, remoting.DefaultMaxConns)
+	l.MaxInFlightPerHost = cmp.Or(l.Workers, remoting.DefaultWorkers)
+	l.MaxBufferedBytesPerHost = cmp.Or(l.MaxBufferedBytes, remoting.DefaultMaxBufferedBytes)
+	return l
+}
+
+// loopbackAddr reports whether a listener's address is on loopback only.
+func loopbackAddr(a net.Addr) bool {
+	ap, ok := a.(*net.TCPAddr)
+	return !ok || ap.IP.IsLoopback()
 }
 
 // gatewayAdminServer is the HTTP server of the gateway's admin address,

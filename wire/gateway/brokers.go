@@ -80,6 +80,11 @@ type brokerTable struct {
 	mu      sync.Mutex
 	brokers map[brokerKey]*brokerEntry
 	closed  bool
+
+	// onExpire, set only by tests, runs when the unregistration of a
+	// broker found silent (or whose connection closed) starts, so a test
+	// can land a registration then.
+	onExpire func()
 }
 
 func newBrokerTable(g *Gateway) *brokerTable {
@@ -123,6 +128,10 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 		delete(t.brokers, key)
 	}
 	fresh := e == nil
+	var before wire.DataVersion
+	if !fresh {
+		before = e.reg.DataVersion()
+	}
 	if fresh {
 		if len(r.topics) == 1 {
 			// A full topic table always holds the broker's system topics:
@@ -179,6 +188,8 @@ func (t *brokerTable) register(ctx context.Context, r *registration) (masterAddr
 		t.g.log.Info("broker registered through the gateway", "cluster", key.cluster, "broker", r.id.BrokerName,
 			"id", r.id.BrokerID, "addr", key.addr, "topics", len(topics))
 		t.waitAck(ctx, e)
+	} else if v := e.reg.DataVersion(); v != before {
+		t.waitApplied(ctx, e, v)
 	}
 	states := e.reg.Nodes()
 	if !slices.ContainsFunc(states, func(s broker.NodeState) bool { return s.Registered }) {
@@ -354,7 +365,7 @@ func (t *brokerTable) validTopics(r *registration) []wire.TopicConfig {
 func (t *brokerTable) start(r *registration, topics []wire.TopicConfig) (*brokerEntry, error) {
 	cfg := &t.g.cfg
 	bc := broker.Config{
-		Identity: r.id, Topics: topics, Nodes: cfg.Nodes, NodeRefreshInterval: cfg.NodeRefreshInterval,
+		Identity: r.id, Topics: topics, Nodes: t.g.nodeList, NodeRefreshInterval: cfg.NodeRefreshInterval,
 		TLS: cfg.TLS, HeartbeatInterval: cfg.HeartbeatInterval, RequestTimeout: cfg.RequestTimeout,
 		Backoff: cfg.Backoff, Logger: t.g.log, Transport: cfg.Transport,
 	}
@@ -378,11 +389,20 @@ func (t *brokerTable) start(r *registration, topics []wire.TopicConfig) (*broker
 	return &brokerEntry{key: brokerKey{r.id.Cluster, r.id.Addr}, id: r.id, reg: reg, timeout: timeout}, nil
 }
 
+// registerWait bounds a registration's wait for the nodes: by ctx, by
+// RegisterWait, and by the gateway's life, so a closing gateway answers
+// the waiting brokers at once instead of holding its stop.
+func (t *brokerTable) registerWait(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, t.g.cfg.RegisterWait)
+	stop := context.AfterFunc(t.g.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // waitAck waits until some node acknowledged e's registration, so a slave's
 // answer can name its master. It gives up after RegisterWait: the registrar
 // keeps trying, and the broker's registration stands with the gateway.
 func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
-	ctx, cancel := context.WithTimeout(ctx, t.g.cfg.RegisterWait)
+	ctx, cancel := t.registerWait(ctx)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -401,14 +421,66 @@ func (t *brokerTable) waitAck(ctx context.Context, e *brokerEntry) {
 	}
 }
 
+// waitApplied waits until every node holding e's registration has
+// acknowledged topic version v, and one at least, bounded by ctx and
+// RegisterWait. A NameServer answers a registration once it applied it:
+// RocketMQ creates a topic (mqadmin updateTopic, a producer's auto-create)
+// and a client reads its route right after, so answering first told that
+// client TOPIC_NOT_EXIST for a WAN round trip. A node the registrar is not
+// registered with (down, reconnecting) is not waited for; it gets the
+// topics with its registration.
+func (t *brokerTable) waitApplied(ctx context.Context, e *brokerEntry, v wire.DataVersion) {
+	ctx, cancel := t.registerWait(ctx)
+	defer cancel()
+	if !slices.ContainsFunc(e.reg.Nodes(), func(s broker.NodeState) bool { return s.Registered }) {
+		return // no node to wait for: the answer says so (errNotAcked)
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !applied(e.reg.Nodes(), v) && !refusedEverywhere(e.reg) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// applied reports whether every registered node holds version v's topics,
+// and one at least.
+func applied(states []broker.NodeState, v wire.DataVersion) bool {
+	some := false
+	for _, s := range states {
+		if !s.Registered || s.SameNodeAs != "" {
+			continue
+		}
+		if s.DataVersion.Counter < v.Counter {
+			return false
+		}
+		some = true
+	}
+	return some
+}
+
 // errUnknownGroup is returned by upsertGroupTopics for a group the gateway
 // serves no broker of.
 var errUnknownGroup = errors.New("no broker of the group registered through the gateway")
 
 // upsertGroupTopics upserts one topic configuration per broker group into
 // the registrar that leads each group (its master, else its lowest id),
-// if the gateway serves every group named; else nothing changes.
-func (t *brokerTable) upsertGroupTopics(byGroup map[string]wire.TopicConfig) error {
+// if the gateway serves every group named; else nothing changes. It
+// returns once the nodes applied them (waitApplied), bounded by ctx.
+func (t *brokerTable) upsertGroupTopics(ctx context.Context, byGroup map[string]wire.TopicConfig) error {
+	leaders, err := t.upsertLeaders(byGroup)
+	for _, l := range leaders {
+		t.waitApplied(ctx, l, l.reg.DataVersion())
+	}
+	return err
+}
+
+// upsertLeaders is upsertGroupTopics' change, returning the registrars
+// changed.
+func (t *brokerTable) upsertLeaders(byGroup map[string]wire.TopicConfig) (map[string]*brokerEntry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	leaders := make(map[string]*brokerEntry, len(byGroup))
@@ -422,7 +494,7 @@ func (t *brokerTable) upsertGroupTopics(byGroup map[string]wire.TopicConfig) err
 	}
 	for name := range byGroup {
 		if leaders[name] == nil {
-			return fmt.Errorf("%w: %s", errUnknownGroup, name)
+			return nil, fmt.Errorf("%w: %s", errUnknownGroup, name)
 		}
 	}
 	for name, tc := range byGroup {
@@ -432,10 +504,10 @@ func (t *brokerTable) upsertGroupTopics(byGroup map[string]wire.TopicConfig) err
 		l := leaders[name]
 		clear(l.listed)
 		if err := l.reg.RefreshTopics(tc); err != nil {
-			return err
+			return leaders, err
 		}
 	}
-	return nil
+	return leaders, nil
 }
 
 // masterOf returns the master address a node told a slave, if any.
@@ -482,7 +554,13 @@ func (t *brokerTable) unregister(ctx context.Context, key brokerKey, why string)
 	if e == nil {
 		return nil
 	}
-	t.g.log.Info("unregistering broker from every node", "cluster", key.cluster, "broker", e.id.BrokerName, "addr", key.addr, "why", why)
+	return t.stop(ctx, e, why)
+}
+
+// stop unregisters a broker removed from the table from every node,
+// bounded by ctx.
+func (t *brokerTable) stop(ctx context.Context, e *brokerEntry, why string) error {
+	t.g.log.Info("unregistering broker from every node", "cluster", e.key.cluster, "broker", e.id.BrokerName, "addr", e.key.addr, "why", why)
 	return e.reg.Stop(ctx)
 }
 
@@ -493,37 +571,41 @@ func (t *brokerTable) unregister(ctx context.Context, key brokerKey, why string)
 // the unregistrations run on their own goroutines.
 func (t *brokerTable) connClosed(ci *remoting.ConnInfo) {
 	t.g.spawn(func() {
-		t.mu.Lock()
-		var keys []brokerKey
-		for k, e := range t.brokers {
-			if e.conn == ci {
-				keys = append(keys, k)
-			}
-		}
-		t.mu.Unlock()
-		for _, k := range keys {
-			ctx, cancel := context.WithTimeout(t.g.ctx, t.g.cfg.RequestTimeout)
-			t.unregister(ctx, k, "its connection to the gateway closed")
-			cancel()
-		}
+		t.dropWhere(func(e *brokerEntry) bool { return e.conn == ci }, "its connection to the gateway closed")
 	})
 }
 
 // expire unregisters brokers silent for longer than their timeout.
 func (t *brokerTable) expire(now time.Time) {
+	t.dropWhere(func(e *brokerEntry) bool { return now.Sub(e.lastSeen) > e.timeout }, "silent for longer than its heartbeat timeout")
+}
+
+// dropWhere removes from the table the entries that match, found and
+// removed under one lock, and unregisters each from every node on a
+// goroutine of its own (bounded by RequestTimeout). A registration
+// arriving after that is a fresh registrar's, under epochs the old
+// registrar's unregistration does not name: the nodes keep it. Found by
+// key and removed later, a silent broker's expiry removed the
+// registration it sent meanwhile, from the gateway and every node.
+func (t *brokerTable) dropWhere(match func(*brokerEntry) bool, why string) {
 	t.mu.Lock()
-	var keys []brokerKey
+	var gone []*brokerEntry
 	for k, e := range t.brokers {
-		if now.Sub(e.lastSeen) > e.timeout {
-			keys = append(keys, k)
+		if match(e) {
+			gone = append(gone, e)
+			delete(t.brokers, k)
 		}
 	}
+	hook := t.onExpire
 	t.mu.Unlock()
-	for _, k := range keys {
+	for _, e := range gone {
 		t.g.spawn(func() {
+			if hook != nil {
+				hook()
+			}
 			ctx, cancel := context.WithTimeout(t.g.ctx, t.g.cfg.RequestTimeout)
 			defer cancel()
-			t.unregister(ctx, k, "silent for longer than its heartbeat timeout")
+			t.stop(ctx, e, why)
 		})
 	}
 }

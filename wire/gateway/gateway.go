@@ -74,7 +74,9 @@ var ErrInvalidConfig = errors.New("invalid gateway config")
 
 // Config configures a Gateway.
 type Config struct {
-	// Nodes says where the edgereg nodes are. Required.
+	// Nodes says where the edgereg nodes are. Required. The gateway alone
+	// reads it; its route client and every broker's registrar follow what
+	// it read.
 	Nodes nodes.Source
 	// NodeRefreshInterval is how often Nodes is read again. Default 30 s.
 	NodeRefreshInterval time.Duration
@@ -198,14 +200,20 @@ type Gateway struct {
 	wg     sync.WaitGroup // background loops and fetches
 	probe  chan struct{}
 
-	routes  *routeclient.Client
-	up      *upstream
-	cache   *routeCache
-	brokers *brokerTable
-	cluster *polled[wire.ClusterInfo]
-	topics  *polled[[]string]
-	members *polled[wire.BrokerData]
-	metrics *metrics
+	// nodeList is what the gateway last read from cfg.Nodes, which only
+	// the gateway reads: its route client and every broker's registrar
+	// follow this list, so a thousand brokers are not a thousand reads
+	// of an address service or DNS per refresh interval, and they all
+	// see one list.
+	nodeList *nodes.List
+	routes   *routeclient.Client
+	up       *upstream
+	cache    *routeCache
+	brokers  *brokerTable
+	cluster  *polled[wire.ClusterInfo]
+	topics   *polled[[]string]
+	members  *polled[wire.BrokerData]
+	metrics  *metrics
 	// decoding bounds the REGISTER_BROKER bodies decoded at once: a
 	// decoded topic table takes several times its frame's bytes, and the
 	// remoting server bounds only the frames.
@@ -239,30 +247,43 @@ func New(cfg Config) (*Gateway, error) {
 	case cfg.UpstreamTimeout < cfg.RequestTimeout:
 		return nil, fmt.Errorf("%w: upstream timeout %s is shorter than the request timeout %s", ErrInvalidConfig, cfg.UpstreamTimeout, cfg.RequestTimeout)
 	}
+	list := firstNodes(cfg)
 	rc, err := routeclient.New(routeclient.Config{
-		Nodes: cfg.Nodes, NodeRefreshInterval: cfg.NodeRefreshInterval, TLS: cfg.TLS, Attrs: cfg.Attrs,
+		Nodes: list, NodeRefreshInterval: cfg.NodeRefreshInterval, TLS: cfg.TLS, Attrs: cfg.Attrs,
 		RefreshInterval: cfg.RefreshInterval, RequestTimeout: cfg.RequestTimeout, Backoff: cfg.Backoff, Logger: cfg.Logger, Transport: cfg.Transport,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gateway{cfg: cfg, log: cfg.Logger, peerLog: ratelog.New(cfg.Logger), ctx: ctx, cancel: cancel, probe: make(chan struct{}, 1), routes: rc,
+	g := &Gateway{cfg: cfg, nodeList: list, log: cfg.Logger, peerLog: ratelog.New(cfg.Logger), ctx: ctx, cancel: cancel, probe: make(chan struct{}, 1), routes: rc,
 		decoding: make(chan struct{}, max(2, runtime.GOMAXPROCS(0)/2))}
 	g.up = newUpstream(g)
 	g.cache = newRouteCache(g)
 	g.brokers = newBrokerTable(g)
 	g.cluster = newPolled(g, 1, func(ctx context.Context, _ string) (wire.ClusterInfo, error) {
-		var ci wire.ClusterInfo
-		err := g.up.read(ctx, func(ctx context.Context, c *client.Conn) (err error) { ci, err = c.ClusterInfo(ctx); return err })
-		return ci, err
+		var answers []wire.ClusterInfo
+		err := g.up.readMany(ctx, pollFanout, func(ctx context.Context, c *client.Conn) error {
+			ci, err := c.ClusterInfo(ctx)
+			if err == nil {
+				answers = append(answers, ci)
+			}
+			return err
+		})
+		if err != nil {
+			return wire.ClusterInfo{}, err
+		}
+		return mergeClusterInfo(answers), nil
 	})
 	g.topics = newPolled(g, 64, g.fetchTopics)
 	g.members = newPolled(g, 1024, func(ctx context.Context, key string) (wire.BrokerData, error) {
 		cluster, name := splitKey(key)
 		var bd wire.BrokerData
-		err := g.up.read(ctx, func(ctx context.Context, c *client.Conn) (err error) {
-			bd, err = c.BrokerMemberGroup(ctx, cluster, name)
+		err := g.up.readMany(ctx, pollFanout, func(ctx context.Context, c *client.Conn) error {
+			got, err := c.BrokerMemberGroup(ctx, cluster, name)
+			if err == nil {
+				bd = mergeBrokerData(bd, got)
+			}
 			return err
 		})
 		return bd, err
@@ -273,6 +294,23 @@ func New(cfg Config) (*Gateway, error) {
 	g.wg.Go(g.janitor)
 	g.wg.Go(g.revalidateLoop)
 	return g, nil
+}
+
+// firstNodes reads cfg.Nodes once, bounded by RequestTimeout, into the list
+// the gateway's route client and registrars follow, so they start with it;
+// on failure the list starts empty and the gateway's follow loop retries.
+func firstNodes(cfg Config) *nodes.List {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
+	defer cancel()
+	list := nodes.NewList()
+	addrs, err := cfg.Nodes.Nodes(ctx)
+	if err == nil {
+		addrs, err = nodes.Normalize(addrs)
+	}
+	if err == nil && len(addrs) > 0 && len(addrs) <= nodes.MaxNodes {
+		list.Set(addrs...)
+	}
+	return list
 }
 
 // Close stops the gateway. Brokers are not unregistered: the nodes keep
@@ -379,9 +417,18 @@ func (g *Gateway) fetchTopics(ctx context.Context, key string) ([]string, error)
 		return nil, fmt.Errorf("topic list key %q: %w", key, err)
 	}
 	q := wire.TopicsQuery{Kind: wire.TopicsKind(k), Cluster: cluster}
-	var list []string
-	err = g.up.read(ctx, func(ctx context.Context, c *client.Conn) (err error) { list, err = c.Topics(ctx, q); return err })
-	return list, err
+	var answers [][]string
+	err = g.up.readMany(ctx, pollFanout, func(ctx context.Context, c *client.Conn) error {
+		list, err := c.Topics(ctx, q)
+		if err == nil {
+			answers = append(answers, list)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mergeTopics(answers), nil
 }
 
 // topicsKey names a topic list in the cache: the kind in decimal (never a

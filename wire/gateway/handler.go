@@ -56,7 +56,7 @@ func (g *Gateway) serve(ctx context.Context, req *remoting.Command) *remoting.Co
 	case remoting.UnregisterBroker:
 		return g.serveUnregister(req)
 	case remoting.RegisterTopicInNameSrv:
-		return g.serveRegisterTopic(req)
+		return g.serveRegisterTopic(ctx, req)
 	case remoting.GetBrokerClusterInfo:
 		return g.serveClusterInfo(ctx, req)
 	case remoting.GetAllTopicListFromNameSrv:
@@ -104,7 +104,7 @@ func (g *Gateway) serveRoute(ctx context.Context, req *remoting.Command) *remoti
 		return remoting.TopicNotExistResponse(req, topic)
 	case routeUnavailable:
 		g.metrics.routeReads.WithLabelValues("unavailable").Inc()
-		g.peerLog.Warn("no node answered for a topic the gateway has not cached: withholding the answer", "topic", topic, "err", a.err)
+		g.peerLog.Warn("no node could route a topic the gateway has not cached: withholding the answer", "topic", topic, "err", a.err)
 		return nil
 	}
 	if a.cached {
@@ -206,7 +206,8 @@ func (g *Gateway) serveRegister(ctx context.Context, req *remoting.Command) *rem
 // partial REGISTER_BROKER): the queue data is upserted into the registrar
 // of each group it names, if the gateway serves every one of them; else it
 // is ignored, as a NameServer ignores queue data of groups it does not know.
-func (g *Gateway) serveRegisterTopic(req *remoting.Command) *remoting.Command {
+// It is answered once the nodes applied it, as REGISTER_BROKER is.
+func (g *Gateway) serveRegisterTopic(ctx context.Context, req *remoting.Command) *remoting.Command {
 	topic := req.Ext("topic")
 	if err := wire.ValidTopicName(topic); err != nil {
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())
@@ -223,7 +224,7 @@ func (g *Gateway) serveRegisterTopic(req *remoting.Command) *remoting.Command {
 		upserts[qd.BrokerName] = wire.TopicConfig{Name: topic, ReadQueues: uint32(max(qd.ReadQueueNums, 0)),
 			WriteQueues: uint32(max(qd.WriteQueueNums, 0)), Perm: uint8(qd.Perm & 0xF), SysFlag: uint32(max(qd.TopicSysFlag, 0))}
 	}
-	if err := g.brokers.upsertGroupTopics(upserts); err != nil {
+	if err := g.brokers.upsertGroupTopics(ctx, upserts); err != nil {
 		if !errors.Is(err, errUnknownGroup) {
 			return remoting.NewResponse(req, remoting.SystemError, err.Error())
 		}

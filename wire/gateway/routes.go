@@ -89,10 +89,22 @@ func (rc *routeCache) get(ctx context.Context, topic string, standard bool) rout
 		if !rc.gone(topic) {
 			return rc.get(ctx, topic, standard) // the cached route stands
 		}
+		if rc.g.brokers.vouches(topic) {
+			// Nothing cached to serve, and the nodes' word predates the
+			// registration of a broker here that holds the topic (a node
+			// restarted, or expired it in a cut): withheld, as for
+			// unreachable nodes, not TOPIC_NOT_EXIST.
+			return routeAnswer{outcome: routeUnavailable, err: errReregistering}
+		}
 		return routeAnswer{outcome: routeNotExist, err: err}
 	}
 	return routeAnswer{outcome: routeUnavailable, err: err}
 }
+
+// errReregistering is why a route read is withheld while the nodes say a
+// topic is gone that a broker behind the gateway holds and is registering
+// with them again.
+var errReregistering = errors.New("the nodes know no broker holding the topic, but a broker of this site that holds it is registering with them again")
 
 // keepBody caches an encoded answer for the version it was made from.
 func (rc *routeCache) keepBody(topic string, version uint64, standard bool, body []byte) {
@@ -157,7 +169,13 @@ func (rc *routeCache) store(topic string, outcome routeOutcome, route wire.Route
 			rc.setLocked(e, outcome, route, version, now)
 		}
 		rc.mu.Unlock()
-		return // when full: served, not cached (the route client still caches it)
+		if full && e == nil {
+			// Served, not cached, and not left in the route client's
+			// cache either, which would refresh it for ever: the cache
+			// holds MaxTopics routes.
+			rc.g.routes.Forget(topic)
+		}
+		return
 	}
 	rc.mu.Unlock()
 
@@ -166,6 +184,7 @@ func (rc *routeCache) store(topic string, outcome routeOutcome, route wire.Route
 	if err != nil {
 		cancel()
 		rc.g.peerLog.Warn("cannot watch topic: not caching it", "topic", topic, "err", err)
+		rc.g.routes.Forget(topic)
 		return
 	}
 	rc.mu.Lock()
@@ -192,8 +211,17 @@ func (rc *routeCache) setLocked(e *topicEntry, outcome routeOutcome, route wire.
 }
 
 // follow applies the pushed updates of one watched topic until its watch
-// ends.
+// ends; then, if the cache no longer holds the topic (forgotten as idle),
+// the route client forgets it too, else it would refresh it for ever.
 func (rc *routeCache) follow(topic string, e *topicEntry, updates <-chan routeclient.Update) {
+	defer func() {
+		rc.mu.Lock()
+		_, held := rc.topics[topic]
+		rc.mu.Unlock()
+		if !held {
+			rc.g.routes.Forget(topic)
+		}
+	}()
 	for u := range updates {
 		if u.Gone && rc.vouched(topic) {
 			rc.g.metrics.routeEvents.Inc()

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -163,6 +164,16 @@ func (u *upstream) probe() {
 // its next probe. An answer that is an error another node could not
 // improve on (not found, bad request) is returned as is.
 func (u *upstream) read(ctx context.Context, fn func(context.Context, *client.Conn) error) error {
+	return u.readMany(ctx, 1, fn)
+}
+
+// readMany is read asking nodes, in read's order, until want of them
+// answered (or every node was tried): nodes share nothing, and what one
+// lacks (brokers it is cut off from) another may hold, so callers merge the
+// answers. fn is called once per node that answers. It returns nil when
+// fn succeeded on some node, else the first answer that was an error (not
+// found: no node knows the name), else why no node answered.
+func (u *upstream) readMany(ctx context.Context, want int, fn func(context.Context, *client.Conn) error) error {
 	u.mu.Lock()
 	var list, warming, down []*upNode
 	for _, n := range u.nodes {
@@ -176,12 +187,15 @@ func (u *upstream) read(ctx context.Context, fn func(context.Context, *client.Co
 		}
 	}
 	u.mu.Unlock()
+	probed := len(list) + len(warming) // nodes past this answered their last probe
 	list = append(append(list, warming...), down...)
 	if len(list) == 0 {
 		return errNoNodes
 	}
 	var errs []error
 	var later []*upNode // found warming up on a new connection: asked last
+	answered, succeeded := 0, false
+	var answerErr error
 	try := func(n *upNode, check bool) (done bool, err error) {
 		rctx, cancel := context.WithTimeout(ctx, u.cfg.RequestTimeout)
 		defer cancel()
@@ -222,15 +236,38 @@ func (u *upstream) read(ctx context.Context, fn func(context.Context, *client.Co
 		errs = append(errs, fmt.Errorf("%s: %w", n.addr, err))
 		return false, err
 	}
-	for _, n := range list {
+	// answer counts a node's answer and reports whether enough came.
+	answer := func(err error) bool {
+		answered++
+		if err == nil {
+			succeeded = true
+		} else {
+			answerErr = cmp.Or(answerErr, err)
+		}
+		return answered >= want
+	}
+	result := func() error {
+		if succeeded {
+			return nil
+		}
+		return answerErr
+	}
+	for i, n := range list {
 		if ctx.Err() != nil {
 			errs = append(errs, ctx.Err())
+			break
+		}
+		if i >= probed && answered > 0 {
+			// A node down at its last probe is a failover, not a second
+			// witness worth a dial timeout.
 			break
 		}
 		done, err := try(n, true)
 		switch {
 		case done:
-			return err
+			if answer(err) {
+				return result()
+			}
 		case err == nil:
 			later = append(later, n)
 		}
@@ -240,9 +277,12 @@ func (u *upstream) read(ctx context.Context, fn func(context.Context, *client.Co
 			errs = append(errs, ctx.Err())
 			break
 		}
-		if done, err := try(n, false); done {
-			return err
+		if done, err := try(n, false); done && answer(err) {
+			return result()
 		}
+	}
+	if answered > 0 {
+		return result()
 	}
 	return fmt.Errorf("%w: %w", errUnreachable, errors.Join(errs...))
 }
@@ -356,13 +396,17 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
-// followNodes runs the node list follow loop for the upstream until the
-// gateway closes.
+// followNodes reads the node source every NodeRefreshInterval until the
+// gateway closes, for the upstream and for the list its route client and
+// registrars follow.
 func (g *Gateway) followNodes() {
 	nodes.Follow(g.ctx, g.cfg.Nodes, nodes.FollowConfig{
 		Interval:      g.cfg.NodeRefreshInterval,
 		LookupTimeout: g.cfg.RequestTimeout,
 		Backoff:       g.cfg.Backoff,
 		Logger:        g.log,
-	}, g.up.setNodes)
+	}, func(addrs []string) {
+		g.nodeList.Set(addrs...)
+		g.up.setNodes(addrs)
+	})
 }

@@ -45,6 +45,9 @@ func (s *dnsSource) Nodes(ctx context.Context) ([]string, error) {
 		addrs[i] = net.JoinHostPort(h, strconv.Itoa(s.port))
 	}
 	out, err := Normalize(addrs)
+	if err == nil {
+		err = checkCount(out)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dns %s: %w", s.name, err)
 	}
@@ -87,6 +90,9 @@ func (s *srvSource) Nodes(ctx context.Context) ([]string, error) {
 		addrs = append(addrs, net.JoinHostPort(target, strconv.Itoa(int(rec.Port))))
 	}
 	out, err := Normalize(addrs)
+	if err == nil {
+		err = checkCount(out)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dns srv %s: %w", s, err)
 	}

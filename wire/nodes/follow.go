@@ -114,6 +114,9 @@ func Follow(ctx context.Context, src Source, cfg FollowConfig, apply func([]stri
 		if err == nil {
 			addrs, err = Normalize(addrs)
 		}
+		if err == nil {
+			err = checkCount(addrs)
+		}
 		next := cfg.Interval
 		switch {
 		case err != nil && ctx.Err() != nil:

@@ -52,6 +52,9 @@ func (s *httpSource) Nodes(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("address service %s: response exceeds %d bytes", s.url, MaxHTTPBody)
 	}
 	out, err := Normalize(ParseList(string(body)))
+	if err == nil {
+		err = checkCount(out)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("address service %s: %w", s.url, err)
 	}

@@ -25,6 +25,26 @@ import (
 // ErrNoNodes is returned by a Source that found no node address.
 var ErrNoNodes = errors.New("no edgereg node addresses")
 
+// MaxNodes caps the node addresses a list may hold. Every broker registrar
+// and route client dials every listed node, and a gateway runs a registrar
+// per broker: the list decides how many QUIC connections a process holds,
+// and an address service or DNS answer (64 KiB is thousands of short
+// entries) must not decide that. Deployments list a handful of nodes.
+const MaxNodes = 64
+
+// ErrTooManyNodes is returned for a list of more than MaxNodes addresses.
+var ErrTooManyNodes = fmt.Errorf("a node list holds at most %d addresses", MaxNodes)
+
+// checkCount refuses a normalized list past MaxNodes, whole: a source that
+// lists too many is broken or hostile, and keeping the last good list
+// beats dialling the first 64 of its choosing.
+func checkCount(addrs []string) error {
+	if len(addrs) > MaxNodes {
+		return fmt.Errorf("%w, got %d", ErrTooManyNodes, len(addrs))
+	}
+	return nil
+}
+
 // Source yields the current list of node addresses, each host:port. A
 // Source is safe for concurrent use. Nodes may do I/O and must honour ctx.
 type Source interface {

@@ -188,6 +188,9 @@ type Stats struct {
 	// LateMerged counts cached routes changed by an answer that arrived
 	// after its read had returned on MergeWait.
 	LateMerged uint64
+	// Cached is how many routes the cache holds now (each is refreshed
+	// every RefreshInterval).
+	Cached int
 }
 
 type counters struct {
@@ -353,7 +356,10 @@ func (c *Client) Nodes() []string {
 // Stats returns the client's counters.
 func (c *Client) Stats() Stats {
 	s := &c.stats
-	return Stats{
+	c.mu.Lock()
+	cached := len(c.cache)
+	c.mu.Unlock()
+	return Stats{Cached: cached,
 		CacheHits: s.cacheHits.Load(), Queries: s.queries.Load(), Failovers: s.failovers.Load(),
 		StaleServed: s.staleServed.Load(), Refreshes: s.refreshes.Load(),
 		NotModified: s.notModified.Load(), Updated: s.updated.Load(),

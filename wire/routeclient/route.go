@@ -710,3 +710,21 @@ func (c *Client) cached(topic string) (*entry, bool) {
 	cp := *e
 	return &cp, true
 }
+
+// Forget drops the cached routes of topics no watch names, so they are no
+// longer refreshed: a caller that caches routes of its own (an edge
+// gateway) forgets those it stops caching, and the client's cache stays
+// bounded by the caller's. A watched topic keeps its route (the watch
+// keeps it current); a later Route of a forgotten topic asks the nodes.
+func (c *Client) Forget(topics ...string) {
+	h := c.watch
+	h.mu.Lock() // watchHub.mu before Client.mu
+	defer h.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range topics {
+		if _, watched := h.topics[t]; !watched {
+			delete(c.cache, t)
+		}
+	}
+}
