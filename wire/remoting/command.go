@@ -60,6 +60,16 @@ func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
 // Ext returns the value of an extFields entry, "" when absent.
 func (c *Command) Ext(key string) string { return c.ExtFields[key] }
 
+// ExtText returns an extFields entry as a NameServer prints the header
+// field in a remark: "null" when absent (Java's string concatenation of a
+// null field).
+func (c *Command) ExtText(key string) string {
+	if v, ok := c.ExtFields[key]; ok {
+		return v
+	}
+	return "null"
+}
+
 // NewRequest returns a JSON request with the package's defaults.
 func NewRequest(code int16, opaque int32, ext map[string]string, body []byte) *Command {
 	return &Command{Code: code, Language: DefaultLanguage, Version: DefaultVersion,

@@ -1,0 +1,141 @@
+package node
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/wire/pki"
+	"github.com/edgereg/edgereg/wire/remoting"
+)
+
+// These tests hold the node's remoting answers to what a 5.x NameServer
+// answers in the corners a NameServer user meets: empty fields, missing
+// bodies, emptied namespaces, values the Java types cannot hold.
+
+// A route request without a topic, or with an empty one, gets
+// TOPIC_NOT_EXIST: a NameServer reads the missing field as null,
+// pickupTopicRouteData finds nothing for it (its exception is caught and
+// logged) and the answer names the topic as Java prints it ("null" for a
+// missing one). Not SYSTEM_ERROR, not a closed connection while warming up.
+func TestRmqRouteOfEmptyTopicIsTopicNotExist(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		tn := startRemotingNode(t, func(c *Config) {
+			if warm {
+				c.WarmUp = time.Hour
+			}
+		})
+		c := dialRemoting(t, tn)
+		for i, tc := range []struct {
+			ext   map[string]string
+			named string
+		}{
+			{map[string]string{"topic": ""}, ""},
+			{map[string]string{}, "null"},
+			{nil, "null"},
+		} {
+			resp := c.call(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: int32(i + 1), Version: remoting.V5_3_3, ExtFields: tc.ext})
+			want := remoting.TopicNotExistResponse(resp, tc.named)
+			if resp.Code != remoting.TopicNotExist || resp.Remark != want.Remark || resp.Body != nil {
+				t.Errorf("warming up %v, extFields %v: %d %q, want %d %q", warm, tc.ext, resp.Code, resp.Remark, want.Code, want.Remark)
+			}
+		}
+	}
+}
+
+// QUERY_DATA_VERSION without a body: a NameServer decodes the missing
+// DataVersion as null, which equals no version it holds, so it answers
+// changed=true (the broker then registers in full), renews the lease and
+// sends the version it holds.
+func TestRmqQueryDataVersionWithoutBody(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	b := rmqBroker{cluster: "DefaultCluster", group: "broker-a", addr: "127.0.0.1:10911"}
+	b.register(t, c, 1, 0, rmqTopics("t1", "t2")...)
+	h := remoting.BrokerHeader{BrokerName: b.group, BrokerAddr: b.addr, ClusterName: b.cluster}
+	resp := c.call(remoting.NewRequest(remoting.QueryDataVersion, 2, h.Ext(), nil))
+	if resp.Code != remoting.Success || resp.Ext("changed") != "true" {
+		t.Fatalf("QUERY_DATA_VERSION without a body: %d changed=%q, want 0 changed=true", resp.Code, resp.Ext("changed"))
+	}
+	if want := `{"counter":0,"stateVersion":0,"timestamp":1735689600000}`; string(resp.Body) != want {
+		t.Fatalf("body %s, want the held version %s", resp.Body, want)
+	}
+	// A broker registered without a body holds version 0: null still
+	// differs from it.
+	h.BrokerAddr = "127.0.0.1:10921"
+	reg := remoting.RegisterBrokerHeader{BrokerName: h.BrokerName, BrokerAddr: h.BrokerAddr, ClusterName: h.ClusterName, BrokerID: 1}
+	if r := c.call(remoting.NewRequest(remoting.RegisterBroker, 3, reg.Ext(), nil)); r.Code != remoting.Success {
+		t.Fatalf("registration without a body: %+v", r)
+	}
+	resp = c.call(remoting.NewRequest(remoting.QueryDataVersion, 4, h.Ext(), nil))
+	if resp.Code != remoting.Success || resp.Ext("changed") != "true" || string(resp.Body) != `{"counter":0,"stateVersion":0,"timestamp":0}` {
+		t.Fatalf("QUERY_DATA_VERSION without a body of a broker at version 0: %d changed=%q %s, want 0 changed=true and version 0",
+			resp.Code, resp.Ext("changed"), resp.Body)
+	}
+}
+
+// A namespace whose last key is deleted stays, empty, as in a NameServer's
+// KVConfigManager: GET_KVLIST_BY_NAMESPACE answers {"table":{}}, and a
+// broker registering gets {"table":{}} for ORDER_TOPIC_CONFIG, from which
+// it clears the order flag of its topics (with no body it keeps them
+// ordered for ever).
+func TestRmqEmptiedNamespaceStays(t *testing.T) {
+	tn := startRemotingNode(t, func(c *Config) { c.RemotingAllowAdmin = true })
+	c := dialRemoting(t, tn)
+	ext := map[string]string{"namespace": "ORDER_TOPIC_CONFIG", "key": "t1", "value": "broker-a:4"}
+	for i, code := range []int16{remoting.PutKVConfig, remoting.DeleteKVConfig} {
+		if r := c.call(&remoting.Command{Code: code, Opaque: int32(i + 1), ExtFields: ext}); r.Code != remoting.Success {
+			t.Fatalf("code %d: %+v", code, r)
+		}
+	}
+	if r := c.call(&remoting.Command{Code: remoting.GetKVListByNamespace, Opaque: 3, ExtFields: ext}); r.Code != remoting.Success || string(r.Body) != `{"table":{}}` {
+		t.Fatalf("KV list of the emptied namespace: %d %q %s, want 0 {\"table\":{}}", r.Code, r.Remark, r.Body)
+	}
+	b := rmqBroker{cluster: "DefaultCluster", group: "broker-a", addr: "127.0.0.1:10911"}
+	if r := b.register(t, c, 4, 1, rmqTopics("t1", "t2")...); string(r.Body) != `{"table":{}}` {
+		t.Fatalf("registration answer body %q, want {\"table\":{}}", r.Body)
+	}
+}
+
+// A slave's registration answer names its master; a master registered
+// without an HA address has none, and a NameServer then leaves
+// haServerAddr out of the header (null), not "".
+func TestRmqSlaveAnswerWithoutMasterHAAddr(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	master := registerCmd(t, 1, 0, "127.0.0.1:10911", remoting.DataVersion{Counter: 1}, "t1", "t2")
+	delete(master.ExtFields, "haServerAddr")
+	if r := c.call(master); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	r := c.call(registerCmd(t, 2, 1, "127.0.0.1:10921", remoting.DataVersion{Counter: 1}, "t1", "t2"))
+	if r.Ext("masterAddr") != "127.0.0.1:10911" {
+		t.Fatalf("slave's answer: %+v", r.ExtFields)
+	}
+	if v, ok := r.ExtFields["haServerAddr"]; ok {
+		t.Fatalf("slave's answer has haServerAddr=%q, want no field (the master has no HA address)", v)
+	}
+}
+
+// Queue counts are Java ints in remoting. A QUIC broker
+// may register counts up to 2^32-1; remoting shows them capped at
+// Integer.MAX_VALUE, never wrapped negative (a client would build no
+// queues, or fail, from a negative count).
+func TestRmqLargeQueueCountsDoNotWrap(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	bc := tn.dial(pki.RoleBroker, "broker-q")
+	reg := registration("DefaultCluster", "broker-q", 0, "127.0.0.1:50911", "big")
+	reg.Topics[0].ReadQueues, reg.Topics[0].WriteQueues = math.MaxUint32, 1<<31
+	if _, err := bc.Register(ctxT(t), reg); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRemoting(t, tn)
+	_, r := rmqRoute(t, c, 1, "big")
+	if r == nil {
+		t.Fatal("no route")
+	}
+	q := r.QueueDatas[0]
+	if q.ReadQueueNums != math.MaxInt32 || q.WriteQueueNums != math.MaxInt32 {
+		t.Fatalf("queue data %+v, want counts capped at %d", q, math.MaxInt32)
+	}
+}
