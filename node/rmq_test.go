@@ -2,6 +2,7 @@ package node
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +138,23 @@ func TestRmqLargeQueueCountsDoNotWrap(t *testing.T) {
 	q := r.QueueDatas[0]
 	if q.ReadQueueNums != math.MaxInt32 || q.WriteQueueNums != math.MaxInt32 {
 		t.Fatalf("queue data %+v, want counts capped at %d", q, math.MaxInt32)
+	}
+}
+
+// A consumer group may have 255 characters (RocketMQ's Validators), so its
+// retry and dead-letter topics, which brokers create and register with
+// every NameServer, pass the 127 characters of an ordinary topic. They are
+// routed, not skipped: a push consumer looks up its %RETRY% topic.
+func TestRmqLongGroupRetryTopicsRouted(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	group := strings.Repeat("g", 255)
+	retry, dlq := "%RETRY%"+group, "%DLQ%"+group
+	b := rmqBroker{cluster: "DefaultCluster", group: "broker-a", addr: "127.0.0.1:10911"}
+	b.register(t, c, 1, 1, rmqTopics("t1", retry, dlq)...)
+	for i, topic := range []string{retry, dlq} {
+		if resp, r := rmqRoute(t, c, int32(2+i), topic); r == nil {
+			t.Errorf("route of %s (%d bytes): %d %q", topic[:12], len(topic), resp.Code, resp.Remark)
+		}
 	}
 }

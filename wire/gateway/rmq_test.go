@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/edgereg/edgereg/node/nodetest"
@@ -90,4 +92,27 @@ func TestRmqLargeQueueCountsDoNotWrap(t *testing.T) {
 	if q := r.QueueDatas[0]; q.ReadQueueNums != math.MaxInt32 || q.WriteQueueNums != math.MaxInt32 {
 		t.Fatalf("queue data %+v, want counts capped at %d", q, math.MaxInt32)
 	}
+}
+
+// A consumer group's retry and dead-letter topics may pass the 127
+// characters of an ordinary topic (a group has up to 255): a broker behind
+// the gateway registers them, and a consumer's lookup finds them.
+func TestRmqLongGroupRetryTopicsRouted(t *testing.T) {
+	s := startSite(t, 1, nil)
+	c := s.dial()
+	retry := "%RETRY%" + strings.Repeat("g", 255)
+	reg := fixtureCommand(t, "v5_register_broker_request.hex")
+	body, err := remoting.DecodeRegisterBrokerBody(reg.Body, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body.TopicConfigTable[retry] = remoting.TopicConfig{TopicName: retry, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	reg.Body = body.EncodeJSON()
+	reg.ExtFields["bodyCrc32"] = strconv.Itoa(int(remoting.BodyCRC32(reg.Body)))
+	if resp := c.call(reg); resp.Code != remoting.Success {
+		t.Fatalf("registration: %d %q", resp.Code, resp.Remark)
+	}
+	nodetest.WaitFor(t, "the retry topic routed through the gateway", func() bool {
+		return c.call(goRouteRequest(retry)).Code == remoting.Success
+	})
 }
