@@ -158,3 +158,107 @@ func TestRmqLongGroupRetryTopicsRouted(t *testing.T) {
 		}
 	}
 }
+
+// rmqReadRequests are requests of every read code a NameServer handles,
+// with the extFields mqadmin or a broker sends.
+func rmqReadRequests() []*remoting.Command {
+	ext := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	return []*remoting.Command{
+		{Code: remoting.GetKVConfig, ExtFields: ext("namespace", "ORDER_TOPIC_CONFIG", "key", "t1")},
+		{Code: remoting.GetKVConfig, ExtFields: ext("namespace", "ORDER_TOPIC_CONFIG", "key", "none")},
+		{Code: remoting.GetKVListByNamespace, ExtFields: ext("namespace", "ORDER_TOPIC_CONFIG")},
+		{Code: remoting.GetKVListByNamespace, ExtFields: ext("namespace", "none")},
+		{Code: remoting.GetRouteInfoByTopic, ExtFields: ext("topic", "t1")},
+		{Code: remoting.GetRouteInfoByTopic, ExtFields: ext("topic", "none")},
+		{Code: remoting.GetBrokerClusterInfo},
+		{Code: remoting.GetAllTopicListFromNameSrv},
+		{Code: remoting.GetTopicsByCluster, ExtFields: ext("cluster", "DefaultCluster")},
+		{Code: remoting.GetSystemTopicListFromNS},
+		{Code: remoting.GetUnitTopicList},
+		{Code: remoting.GetHasUnitSubTopicList},
+		{Code: remoting.GetHasUnitSubUnunitTopicList},
+		{Code: remoting.GetNameSrvConfig},
+		{Code: remoting.GetBrokerMemberGroup, ExtFields: ext("clusterName", "DefaultCluster", "brokerName", "broker-a")},
+		{Code: 9999},
+	}
+}
+
+// Every read code answers the same whether the request's header is JSON or
+// RocketMQ's binary one (brokers and clients started with
+// rocketmq.serialize.type=ROCKETMQ), byte for byte: 5.x answers in JSON
+// whatever the request used. And none of them answers a oneway request:
+// sent oneway first, the next frame on the connection is the answer to
+// the first two-way request.
+func TestRmqReadCodesAnswerAlikeInBothHeaders(t *testing.T) {
+	tn := startRemotingNode(t, func(c *Config) { c.RemotingAllowAdmin = true })
+	c := dialRemoting(t, tn)
+	b := rmqBroker{cluster: "DefaultCluster", group: "broker-a", addr: "127.0.0.1:10911"}
+	b.register(t, c, 1, 1, rmqTopics("t1", "t2")...)
+	put := map[string]string{"namespace": "ORDER_TOPIC_CONFIG", "key": "t1", "value": "broker-a:4"}
+	if r := c.call(&remoting.Command{Code: remoting.PutKVConfig, Opaque: 2, ExtFields: put}); r.Code != remoting.Success {
+		t.Fatal(r)
+	}
+	op := int32(10)
+	for _, req := range rmqReadRequests() {
+		req.Version, req.Flag = remoting.V5_3_3, remoting.FlagOneway
+		op++
+		req.Opaque = op
+		c.send(req)
+	}
+	for _, req := range rmqReadRequests() {
+		req.Version = remoting.V5_3_3
+		op++
+		req.Opaque = op
+		json := c.call(req)
+		op++
+		req.Opaque, req.SerializeType = op, remoting.SerializeRocketMQ
+		bin := c.call(req)
+		bin.Opaque = json.Opaque
+		jb, _ := json.Encode()
+		bb, _ := bin.Encode()
+		if string(jb) != string(bb) || bin.SerializeType != remoting.SerializeJSON {
+			t.Errorf("code %d: JSON request answered\n%q\nROCKETMQ request answered (type %d)\n%q", req.Code, jb, bin.SerializeType, bb)
+		}
+	}
+}
+
+// Frames split across TCP reads at every byte, and frames pipelined in one
+// write, are all answered, each by its opaque.
+func TestRmqSplitAndPipelinedFrames(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	b := rmqBroker{cluster: "DefaultCluster", group: "broker-a", addr: "127.0.0.1:10911"}
+	b.register(t, c, 1, 1, rmqTopics("t1", "t2")...)
+	var all []byte
+	want := map[int32]bool{}
+	for i, req := range rmqReadRequests() {
+		req.Opaque = int32(100 + i)
+		if i%2 == 1 {
+			req.SerializeType = remoting.SerializeRocketMQ
+		}
+		f, err := req.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, f...)
+		want[req.Opaque] = true
+	}
+	half := len(all) / 2
+	for i := 0; i < half; i++ { // the first half a byte at a time
+		c.sendRaw(all[i : i+1])
+	}
+	c.sendRaw(all[half:]) // the rest in one write
+	for range len(want) {
+		r := c.recv()
+		if !want[r.Opaque] || !r.IsResponse() {
+			t.Fatalf("unexpected frame %+v", r)
+		}
+		delete(want, r.Opaque)
+	}
+}
