@@ -262,3 +262,35 @@ func TestRmqSplitAndPipelinedFrames(t *testing.T) {
 		delete(want, r.Opaque)
 	}
 }
+
+// A topic registered with every field a broker sends (perm with INHERIT,
+// both unit flags, order, attributes) comes back in its route exactly as a
+// NameServer writes its QueueData, and lands in the unit topic lists its
+// flags name.
+func TestRmqTopicConfigFieldsRoundTrip(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	b := rmqBroker{cluster: "DefaultCluster", group: "broker-a", addr: "127.0.0.1:10911"}
+	full := remoting.TopicConfig{TopicName: "full", ReadQueueNums: 8, WriteQueueNums: 16, Perm: 7, TopicFilterType: "MULTI_TAG",
+		TopicSysFlag: 3, Order: true, Attributes: map[string]string{"+message.type": "FIFO"}}
+	sub := remoting.TopicConfig{TopicName: "sub", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 4, TopicSysFlag: 2}
+	b.register(t, c, 1, 1, full, sub)
+	resp := c.call(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: 2, Version: remoting.V5_3_3, ExtFields: map[string]string{"topic": "full"}})
+	want := `{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],` +
+		`"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":7,"readQueueNums":8,"topicSysFlag":3,"writeQueueNums":16}]}`
+	if string(resp.Body) != want {
+		t.Errorf("route body\n got %s\nwant %s", resp.Body, want)
+	}
+	for i, tc := range []struct {
+		code int16
+		want string
+	}{
+		{remoting.GetUnitTopicList, `{"topicList":["full"]}`},
+		{remoting.GetHasUnitSubTopicList, `{"topicList":["full","sub"]}`},
+		{remoting.GetHasUnitSubUnunitTopicList, `{"topicList":["sub"]}`},
+	} {
+		if r := c.call(&remoting.Command{Code: tc.code, Opaque: int32(3 + i)}); string(r.Body) != tc.want {
+			t.Errorf("code %d: %s, want %s", tc.code, r.Body, tc.want)
+		}
+	}
+}

@@ -116,3 +116,34 @@ func TestRmqLongGroupRetryTopicsRouted(t *testing.T) {
 		return c.call(goRouteRequest(retry)).Code == remoting.Success
 	})
 }
+
+// A topic registered through the gateway with every field a broker sends
+// comes back in its route as a NameServer writes its QueueData.
+func TestRmqTopicConfigFieldsRoundTrip(t *testing.T) {
+	s := startSite(t, 1, nil)
+	c := s.dial()
+	reg := fixtureCommand(t, "v5_register_broker_request.hex")
+	body, err := remoting.DecodeRegisterBrokerBody(reg.Body, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body.TopicConfigTable["full"] = remoting.TopicConfig{TopicName: "full", ReadQueueNums: 8, WriteQueueNums: 16, Perm: 7,
+		TopicFilterType: "MULTI_TAG", TopicSysFlag: 3, Order: true, Attributes: map[string]string{"+message.type": "FIFO"}}
+	reg.Body = body.EncodeJSON()
+	reg.ExtFields["bodyCrc32"] = strconv.Itoa(int(remoting.BodyCRC32(reg.Body)))
+	if resp := c.call(reg); resp.Code != remoting.Success {
+		t.Fatalf("registration: %d %q", resp.Code, resp.Remark)
+	}
+	want := `{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],` +
+		`"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":7,"readQueueNums":8,"topicSysFlag":3,"writeQueueNums":16}]}`
+	var got []byte
+	nodetest.WaitFor(t, "the route of the topic through the gateway", func() bool {
+		req := request(remoting.GetRouteInfoByTopic, map[string]string{"topic": "full"}, nil)
+		resp := c.call(req)
+		got = resp.Body
+		return resp.Code == remoting.Success
+	})
+	if string(got) != want {
+		t.Errorf("route body\n got %s\nwant %s", got, want)
+	}
+}
