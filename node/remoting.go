@@ -854,13 +854,13 @@ func (rl *remotingListener) kvConfig(req *remoting.Command) *remoting.Command {
 		v, err := store.Get(ns, key)
 		if err != nil {
 			return remoting.NewHeaderResponse(req, remoting.QueryNotFound,
-				"No config item, Namespace: "+ns+" Key: "+key, nil)
+				"No config item, Namespace: "+req.ExtText("namespace")+" Key: "+req.ExtText("key"), nil)
 		}
 		return remoting.NewHeaderResponse(req, remoting.Success, "", map[string]string{"value": v})
 	case remoting.GetKVListByNamespace:
 		table, err := store.List(ns)
 		if err != nil {
-			return remoting.NewResponse(req, remoting.QueryNotFound, "No config item, Namespace: "+ns)
+			return remoting.NewResponse(req, remoting.QueryNotFound, "No config item, Namespace: "+req.ExtText("namespace"))
 		}
 		return withBody(req, (&remoting.KVTable{Table: table}).Encode())
 	case remoting.PutKVConfig:

@@ -294,3 +294,23 @@ func TestRmqTopicConfigFieldsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// KV answers name a missing field as Java prints a null one.
+func TestRmqKVRemarksNameMissingFields(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	for i, tc := range []struct {
+		code   int16
+		ext    map[string]string
+		remark string
+	}{
+		{remoting.GetKVConfig, map[string]string{"namespace": "ns"}, "No config item, Namespace: ns Key: null"},
+		{remoting.GetKVConfig, nil, "No config item, Namespace: null Key: null"},
+		{remoting.GetKVListByNamespace, nil, "No config item, Namespace: null"},
+	} {
+		r := c.call(&remoting.Command{Code: tc.code, Opaque: int32(i + 1), ExtFields: tc.ext})
+		if r.Code != remoting.QueryNotFound || r.Remark != tc.remark {
+			t.Errorf("code %d %v: %d %q, want 22 %q", tc.code, tc.ext, r.Code, r.Remark, tc.remark)
+		}
+	}
+}
