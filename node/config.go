@@ -33,8 +33,9 @@ const (
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultMaxWatchesPerConn = 10_000
 	// DefaultMaxWatches bounds watched topics over every connection: a
-	// million, at most about 700 MB of the node's memory (some 670 bytes
-	// a watched topic with names of 127 bytes).
+	// million, about 700 MB of the node's memory (some 670 bytes a watched
+	// topic with names of 127 bytes; up to about 930 MB if every name is a
+	// consumer group's retry topic of wire.MaxGroupTopicNameLen).
 	DefaultMaxWatches       = 1_000_000
 	DefaultMaxBytesInFlight = 128 << 20
 	DefaultUDPReceiveBuffer = 32 << 20

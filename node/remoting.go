@@ -404,7 +404,10 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 
 	ext := map[string]string{}
 	if res.MasterAddr != "" {
-		ext["masterAddr"], ext["haServerAddr"] = res.MasterAddr, res.MasterHAAddr
+		ext["masterAddr"] = res.MasterAddr
+		if res.MasterHAAddr != "" { // a NameServer leaves a null field out
+			ext["haServerAddr"] = res.MasterHAAddr
+		}
 	}
 	resp := remoting.NewHeaderResponse(req, remoting.Success, "", ext)
 	if table, err := n.kv.List(orderTopicNamespace); err == nil {
@@ -617,7 +620,7 @@ func (rl *remotingListener) queryDataVersion(req *remoting.Command) *remoting.Co
 	if err != nil {
 		return systemError(req, err)
 	}
-	var v *wire.DataVersion
+	var v *wire.DataVersion // nil without a body: a NameServer decodes it as null
 	if len(req.Body) > 0 {
 		dv, err := remoting.DecodeDataVersion(req.Body)
 		if err != nil {
@@ -625,10 +628,11 @@ func (rl *remotingListener) queryDataVersion(req *remoting.Command) *remoting.Co
 		}
 		w := toWireVersion(dv)
 		v = &w
-	} else {
-		v = &wire.DataVersion{}
 	}
 	held, known, changed := rl.renew(h.ClusterName, h.BrokerAddr, v)
+	if v == nil {
+		changed = true // null equals no version (DataVersion.equals): register in full
+	}
 	resp := remoting.NewHeaderResponse(req, remoting.Success, "", map[string]string{"changed": strconv.FormatBool(changed)})
 	if known {
 		resp.Body = fromWireVersion(held.DataVersion).AppendJSON(nil)
@@ -707,8 +711,12 @@ func leaderAddr(g wire.BrokerData) (string, bool) {
 func (rl *remotingListener) routeInfo(ctx context.Context, peer net.Addr, req *remoting.Command) *remoting.Command {
 	n := rl.n
 	topic := req.Ext("topic")
-	if topic == "" {
-		return systemError(req, errors.New("the request header field topic is null"))
+	if wire.ValidTopicName(topic) != nil {
+		// No broker can hold it, warming up or not. A NameServer finds
+		// nothing for an empty or missing topic either (its lookup of null
+		// fails and is caught): TOPIC_NOT_EXIST, not SYSTEM_ERROR.
+		n.stats.routeReads[wire.StatusNotFound].Inc()
+		return remoting.TopicNotExistResponse(req, req.ExtText("topic"))
 	}
 	e, err := n.reg.Route(topic)
 	if err != nil {
@@ -803,8 +811,8 @@ func toTopicRouteData(r *wire.Route) *remoting.TopicRouteData {
 		BrokerDatas: make([]remoting.BrokerData, len(r.Brokers)),
 	}
 	for i, q := range r.Queues {
-		out.QueueDatas[i] = remoting.QueueData{BrokerName: q.BrokerName, ReadQueueNums: int32(q.ReadQueues),
-			WriteQueueNums: int32(q.WriteQueues), Perm: int32(q.Perm), TopicSysFlag: int32(q.SysFlag)}
+		out.QueueDatas[i] = remoting.QueueData{BrokerName: q.BrokerName, ReadQueueNums: remoting.QueueNums(q.ReadQueues),
+			WriteQueueNums: remoting.QueueNums(q.WriteQueues), Perm: int32(q.Perm), TopicSysFlag: int32(q.SysFlag)}
 	}
 	for i, b := range r.Brokers {
 		out.BrokerDatas[i] = toBrokerData(b)
@@ -846,13 +854,13 @@ func (rl *remotingListener) kvConfig(req *remoting.Command) *remoting.Command {
 		v, err := store.Get(ns, key)
 		if err != nil {
 			return remoting.NewHeaderResponse(req, remoting.QueryNotFound,
-				"No config item, Namespace: "+ns+" Key: "+key, nil)
+				"No config item, Namespace: "+req.ExtText("namespace")+" Key: "+req.ExtText("key"), nil)
 		}
 		return remoting.NewHeaderResponse(req, remoting.Success, "", map[string]string{"value": v})
 	case remoting.GetKVListByNamespace:
 		table, err := store.List(ns)
 		if err != nil {
-			return remoting.NewResponse(req, remoting.QueryNotFound, "No config item, Namespace: "+ns)
+			return remoting.NewResponse(req, remoting.QueryNotFound, "No config item, Namespace: "+req.ExtText("namespace"))
 		}
 		return withBody(req, (&remoting.KVTable{Table: table}).Encode())
 	case remoting.PutKVConfig:

@@ -543,7 +543,7 @@ func TestRemotingAdminAndReads(t *testing.T) {
 	if r := call(remoting.DeleteKVConfig, kvExt); r.Code != remoting.Success {
 		t.Fatal(r)
 	}
-	if r := call(remoting.GetKVListByNamespace, kvExt); r.Code != remoting.QueryNotFound {
+	if r := call(remoting.GetKVListByNamespace, kvExt); r.Code != remoting.Success || string(r.Body) != `{"table":{}}` {
 		t.Fatalf("KV list after delete: %+v", r)
 	}
 

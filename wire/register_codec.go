@@ -491,7 +491,7 @@ var topicNameByte = func() (ok [256]bool) {
 // validTopicName is ValidTopicName's verdict without its error, by table:
 // the decoders check every topic of every registration.
 func validTopicName[T string | []byte](name T) bool {
-	if len(name) == 0 || len(name) > MaxTopicNameLen {
+	if len(name) == 0 || len(name) > TopicNameLimit(name) {
 		return false
 	}
 	for i := 0; i < len(name); i++ {

@@ -127,22 +127,52 @@ func PermString(p uint8) string {
 // allows.
 const MaxTopicNameLen = 127
 
+// MaxGroupTopicNameLen is the longest name of a topic a RocketMQ broker
+// creates for a consumer group and registers like any other: %RETRY%<group>
+// and %DLQ%<group>, of a group of up to 255 characters (RocketMQ's
+// Validators), and 5.x pop consumers' %RETRY%<group>_<topic>. The
+// TopicValidator's 127 characters do not apply to them.
+const MaxGroupTopicNameLen = len(retryTopicPrefix) + 255 + 1 + MaxTopicNameLen
+
+// Prefixes of the topics RocketMQ brokers create for consumer groups
+// (MixAll.RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX).
+const (
+	retryTopicPrefix = "%RETRY%"
+	dlqTopicPrefix   = "%DLQ%"
+)
+
+// TopicNameLimit is the longest a topic name may be: MaxGroupTopicNameLen
+// for a consumer group's retry or dead-letter topic, MaxTopicNameLen for
+// any other.
+func TopicNameLimit[T string | []byte](name T) int {
+	if hasPrefix(name, retryTopicPrefix) || hasPrefix(name, dlqTopicPrefix) {
+		return MaxGroupTopicNameLen
+	}
+	return MaxTopicNameLen
+}
+
+func hasPrefix[T string | []byte](s T, prefix string) bool {
+	return len(s) >= len(prefix) && string(s[:len(prefix)]) == prefix
+}
+
 // ErrInvalidTopicName is wrapped by ValidTopicName's errors.
 var ErrInvalidTopicName = errors.New("invalid topic name")
 
 // ValidTopicName reports why a topic name is invalid, or nil. Names are 1 to
 // 127 characters of A-Z a-z 0-9 _ - % |, as RocketMQ's TopicValidator
-// requires; nodes refuse anything else, so clients can check first.
+// requires (a consumer group's retry or dead-letter topic up to
+// MaxGroupTopicNameLen); nodes refuse anything else, so clients can check
+// first.
 func ValidTopicName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w %q: must have 1 to %d characters", ErrInvalidTopicName, name, MaxTopicNameLen)
 	}
-	if len(name) > MaxTopicNameLen {
+	if limit := TopicNameLimit(name); len(name) > limit {
 		// Not quoted in full: a name may be megabytes long (a compressed
 		// remoting registration inflates a few KiB to one), and this error
 		// is logged and sent back.
 		return fmt.Errorf("%w of %d bytes %q...: must have 1 to %d characters", ErrInvalidTopicName, len(name),
-			name[:MaxTopicNameLen], MaxTopicNameLen)
+			name[:MaxTopicNameLen], limit)
 	}
 	for i := 0; i < len(name); i++ {
 		if !topicChar(name[i]) {

@@ -90,8 +90,10 @@ func (s *Store) Get(namespace, key string) (string, error) {
 	return v, nil
 }
 
-// Delete removes a key and persists the store; a namespace left empty
-// disappears.
+// Delete removes a key and persists the store. A namespace left empty
+// stays, as in RocketMQ's KVConfigManager: a NameServer then lists it as
+// {"table":{}}, and brokers clear their topics' order flags from the empty
+// ORDER_TOPIC_CONFIG it returns (with no namespace they keep them).
 func (s *Store) Delete(namespace, key string) error {
 	if err := validate(namespace, key); err != nil {
 		return err
@@ -139,11 +141,7 @@ func (s *Store) cloneNamespace(namespace string) map[string]string {
 // current. With mu held.
 func (s *Store) commit(namespace string, next map[string]string) error {
 	data := maps.Clone(s.data)
-	if len(next) == 0 {
-		delete(data, namespace)
-	} else {
-		data[namespace] = next
-	}
+	data[namespace] = next
 	b, err := json.MarshalIndent(data, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode KV config: %w", err)

@@ -52,11 +52,15 @@ func TestStore(t *testing.T) {
 	if err != nil || len(ns) != 2 {
 		t.Fatalf("list = %v, %v", ns, err)
 	}
-	if got := s2.Namespaces(); len(got) != 1 {
-		t.Fatalf("namespaces = %v; an emptied namespace must disappear", got)
+	// An emptied namespace stays, empty, as in RocketMQ's KVConfigManager.
+	if got := s2.Namespaces(); len(got) != 2 {
+		t.Fatalf("namespaces = %v; an emptied namespace must stay", got)
 	}
-	if _, err := s2.List("other"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("list of removed namespace: %v", err)
+	if m, err := s2.List("other"); err != nil || len(m) != 0 {
+		t.Fatalf("list of the emptied namespace: %v, %v", m, err)
+	}
+	if _, err := s2.List("nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("list of an unknown namespace: %v", err)
 	}
 	fi, err := os.Stat(filepath.Join(dir, FileName))
 	if err != nil || fi.Mode().Perm() != 0o600 {

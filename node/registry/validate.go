@@ -106,7 +106,7 @@ var topicByte = func() (ok [256]bool) {
 // table: a registration names every topic of its broker, and each is
 // checked on every one.
 func quickValidTopic(name string) bool {
-	if name == "" || len(name) > wire.MaxTopicNameLen {
+	if name == "" || len(name) > wire.TopicNameLimit(name) {
 		return false
 	}
 	for i := 0; i < len(name); i++ {

@@ -93,7 +93,7 @@ func (g *Gateway) serveRoute(ctx context.Context, req *remoting.Command) *remoti
 	if wire.ValidTopicName(topic) != nil {
 		// No broker can hold such a topic: a NameServer finds none either.
 		g.metrics.routeReads.WithLabelValues("not_exist").Inc()
-		return remoting.TopicNotExistResponse(req, topic)
+		return remoting.TopicNotExistResponse(req, req.ExtText("topic"))
 	}
 	dialect := remoting.RouteDialect(req)
 	standard := dialect == remoting.Standard
@@ -130,8 +130,8 @@ func topicRouteData(r wire.Route) *remoting.TopicRouteData {
 		FilterServerTable: map[string][]string{},
 	}
 	for i, q := range r.Queues {
-		t.QueueDatas[i] = remoting.QueueData{BrokerName: q.BrokerName, ReadQueueNums: int32(q.ReadQueues),
-			WriteQueueNums: int32(q.WriteQueues), Perm: int32(q.Perm), TopicSysFlag: int32(q.SysFlag)}
+		t.QueueDatas[i] = remoting.QueueData{BrokerName: q.BrokerName, ReadQueueNums: remoting.QueueNums(q.ReadQueues),
+			WriteQueueNums: remoting.QueueNums(q.WriteQueues), Perm: int32(q.Perm), TopicSysFlag: int32(q.SysFlag)}
 	}
 	for i, b := range r.Brokers {
 		t.BrokerDatas[i] = brokerData(b)
@@ -196,7 +196,10 @@ func (g *Gateway) serveRegister(ctx context.Context, req *remoting.Command) *rem
 	}
 	ext := map[string]string{}
 	if h.BrokerID != wire.MasterID && master != "" {
-		ext["masterAddr"], ext["haServerAddr"] = master, masterHA
+		ext["masterAddr"] = master
+		if masterHA != "" { // a NameServer leaves a null field out
+			ext["haServerAddr"] = masterHA
+		}
 	}
 	return remoting.NewHeaderResponse(req, remoting.Success, "", ext)
 }
@@ -242,8 +245,10 @@ func (g *Gateway) serveQueryDataVersion(req *remoting.Command) *remoting.Command
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())
 	}
 	held, ok := g.brokers.seen(brokerKey{h.ClusterName, h.BrokerAddr})
-	changed := !ok
-	if ok && len(req.Body) > 0 {
+	// No body is a null DataVersion to a NameServer, which equals no
+	// version held: changed, so the broker registers in full.
+	changed := !ok || len(req.Body) == 0
+	if !changed {
 		v, err := remoting.DecodeDataVersion(req.Body)
 		changed = err != nil || rmqVersion(v) != held
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -48,6 +49,11 @@ type QueueData struct {
 	Perm           int32  `json:"perm"`
 	TopicSysFlag   int32  `json:"topicSysFlag"`
 }
+
+// QueueNums is an edgereg queue count as RocketMQ's int holds it: counts
+// past Integer.MAX_VALUE (a QUIC broker may register up to 2^32-1) are
+// capped there, not wrapped negative.
+func QueueNums(n uint32) int32 { return int32(min(n, math.MaxInt32)) }
 
 func (q *QueueData) appendJSON(dst []byte, d Dialect) []byte {
 	dst = append(dst, `{"brokerName":`...)

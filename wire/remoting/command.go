@@ -60,6 +60,16 @@ func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
 // Ext returns the value of an extFields entry, "" when absent.
 func (c *Command) Ext(key string) string { return c.ExtFields[key] }
 
+// ExtText returns an extFields entry as a NameServer prints the header
+// field in a remark: "null" when absent (Java's string concatenation of a
+// null field).
+func (c *Command) ExtText(key string) string {
+	if v, ok := c.ExtFields[key]; ok {
+		return v
+	}
+	return "null"
+}
+
 // NewRequest returns a JSON request with the package's defaults.
 func NewRequest(code int16, opaque int32, ext map[string]string, body []byte) *Command {
 	return &Command{Code: code, Language: DefaultLanguage, Version: DefaultVersion,
@@ -186,6 +196,33 @@ func decodeFrame(frame []byte) (*Command, error) {
 	return c, nil
 }
 
+// wideCodeError is a JSON header whose code, a Java int, does not fit
+// Command.Code: no NameServer handles such a code, and a 5.x NameServer
+// answers REQUEST_CODE_NOT_SUPPORTED (the Server does so) rather than
+// closing the connection. The frame was read whole, so the stream stays in
+// step. To a decoder's caller it is ErrMalformed: a Command cannot hold it.
+type wideCodeError struct {
+	code         int64
+	opaque, flag int32
+}
+
+func (e *wideCodeError) Error() string {
+	return fmt.Sprintf("%v: code %d does not fit 16 bits", ErrMalformed, e.code)
+}
+
+func (e *wideCodeError) Unwrap() error { return ErrMalformed }
+
+// response is a 5.x NameServer's answer to the request, nil for a oneway
+// one.
+func (e *wideCodeError) response() *Command {
+	if e.flag&FlagOneway != 0 {
+		return nil
+	}
+	resp := NewResponse(&Command{Opaque: e.opaque}, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", e.code))
+	resp.Flag = FlagResponse
+	return resp
+}
+
 // jsonHeader is the JSON header as read. Code and version are read wide so
 // that an out-of-range value is an error, not a silent wrap.
 type jsonHeader struct {
@@ -217,8 +254,8 @@ func decodeJSONHeader(b []byte) (*Command, error) {
 		v        int64
 		min, max int64
 	}{
-		{"code", *h.Code, math.MinInt16, math.MaxInt16},
-		{"version", h.Version, math.MinInt16, math.MaxInt16},
+		{"code", *h.Code, math.MinInt32, math.MaxInt32},
+		{"version", h.Version, math.MinInt32, math.MaxInt32},
 		{"opaque", h.Opaque, math.MinInt32, math.MaxInt32},
 		{"flag", h.Flag, math.MinInt32, math.MaxInt32},
 	} {
@@ -226,7 +263,13 @@ func decodeJSONHeader(b []byte) (*Command, error) {
 			return nil, fmt.Errorf("%w: %s %d out of range", ErrMalformed, f.name, f.v)
 		}
 	}
-	c := &Command{Code: int16(*h.Code), Language: h.Language, Version: int16(h.Version),
+	if *h.Code < math.MinInt16 || *h.Code > math.MaxInt16 {
+		return nil, &wideCodeError{code: *h.Code, opaque: int32(h.Opaque), flag: int32(h.Flag)}
+	}
+	// A version is compared (>= V4_9_4) or clamped to the last known one
+	// by a NameServer: the nearest int16 compares alike.
+	version := int16(min(max(h.Version, math.MinInt16), math.MaxInt16))
+	c := &Command{Code: int16(*h.Code), Language: h.Language, Version: version,
 		Opaque: int32(h.Opaque), Flag: int32(h.Flag), ExtFields: h.ExtFields}
 	if h.Remark != nil {
 		c.Remark = *h.Remark

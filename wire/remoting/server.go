@@ -486,6 +486,16 @@ func (c *conn) serve() {
 			return
 		}
 		req, held, err := c.readFrame(br)
+		var wide *wideCodeError
+		if errors.As(err, &wide) {
+			// Answered here, as a NameServer answers an unknown code; the
+			// frame was read whole and its bytes released.
+			if resp := wide.response(); resp != nil {
+				frame, _ := resp.Encode()
+				c.write(frame)
+			}
+			continue
+		}
 		if err != nil {
 			switch {
 			case errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed):
@@ -648,6 +658,12 @@ func (c *conn) handle(req *Command, held int64) {
 		c.srv.Logger.Error("remoting response does not encode", "code", req.Code, "err", err)
 		frame, _ = NewResponse(req, SystemError, "response does not encode").Encode()
 	}
+	c.write(frame)
+}
+
+// write writes one response frame, closing the connection when it cannot
+// be written within the write timeout.
+func (c *conn) write(frame []byte) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	c.nc.SetWriteDeadline(time.Now().Add(c.srv.lim.WriteTimeout))
