@@ -166,6 +166,13 @@ func (r *Reloader) Generation() uint64 {
 	return r.gen
 }
 
+// Revocations returns the revocation list in use (nil for none).
+func (r *Reloader) Revocations() *RevocationList {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.trust.revoked
+}
+
 // Errors Recheck wraps, besides ErrRevoked.
 var (
 	// ErrUntrusted means a certificate no longer verifies against the
