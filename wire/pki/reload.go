@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,7 +39,8 @@ type ServerCredentials struct {
 // when one changes (size, modification time or inode: a rewrite, a rename
 // into place, a Kubernetes Secret update), without a restart. New
 // handshakes get the new credentials; a reload that fails keeps the last
-// good ones and reports why. It reloads when asked for the config
+// good ones and reports why. A file is read once it has not changed for
+// CheckEvery (quiet), so one still being written is not taken. It reloads when asked for the config
 // (Current) at least CheckEvery after its last look: a server with
 // connections that must be checked again after a change (Recheck) asks
 // every CheckEvery rather than wait for a handshake. Like etcd's listener, it answers through
@@ -55,6 +57,7 @@ type Reloader struct {
 	trust     trust       // what conf verifies peers with
 	gen       uint64      // reloads that took effect (Generation)
 	stamps    []fileStamp
+	pending   []fileStamp // the files as a look found them changed but not quiet (quiet); only the loading Current uses it
 	nextCheck time.Time
 	loading   bool // a Current is looking at the files, without mu
 }
@@ -131,7 +134,7 @@ func (r *Reloader) Current() *tls.Config {
 	old := r.stamps
 	r.mu.Unlock()
 
-	changed := changedFrom(old)
+	changed := changedFrom(old) && r.quiet(now)
 	var conf *tls.Config
 	var tr trust
 	var stamps []fileStamp
@@ -233,6 +236,35 @@ func (r *Reloader) files() []string {
 		fs = append(fs, r.creds.RevocationFile)
 	}
 	return fs
+}
+
+// quiet reports whether the files have not changed for a look: each was
+// last modified at least CheckEvery before now, or they are as the last
+// look found them. A file written in place (`cat a.pem b.pem > ca.crt`
+// writes each part in turn) can be read between two writes, cut exactly
+// after a PEM block: a valid bundle of fewer CAs, whose taking would
+// close the connections of the others. A writer still at it changes the
+// file again within the look, so it is read once it is done. The
+// modification time alone would not do: a file copied with its time kept,
+// or a clock set back, would wait for ever. Called by the one Current that
+// is loading.
+func (r *Reloader) quiet(now time.Time) bool {
+	var stamps []fileStamp
+	settled := true
+	for _, f := range r.files() {
+		st, err := stampOf(f)
+		if err != nil {
+			return true // load says what is wrong
+		}
+		stamps = append(stamps, st)
+		settled = settled && !st.modTime.After(now.Add(-r.creds.CheckEvery))
+	}
+	if settled || slices.Equal(stamps, r.pending) {
+		r.pending = nil
+		return true
+	}
+	r.pending = stamps
+	return false
 }
 
 // changedFrom reports whether a file differs from its stamp.

@@ -1,0 +1,81 @@
+package pki
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestBundleCutAtABlockBoundaryIsNotTaken: a CA bundle rewritten in place
+// (`cat ca-1.pem ca-2.pem > ca.crt` writes each file in turn) can be read
+// between two writes, cut exactly after a PEM block: a whole, valid bundle
+// of fewer CAs. Taken, it made the node close every connection of the CAs
+// after the cut as untrusted, a second before the rest of the file
+// arrived. A file changed less than a look ago is now read at the next
+// look (a writer still at it changes it again meanwhile), so the cut is
+// never taken; a bundle that stays so is taken one look later.
+func TestBundleCutAtABlockBoundaryIsNotTaken(t *testing.T) {
+	ca1 := newExtCert(t, nil, extCATemplate("ca-1"))
+	ca2 := newExtCert(t, nil, extCATemplate("ca-2"))
+	node := newExtCert(t, ca1, &x509.Certificate{DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	dir := t.TempDir()
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(node.key)
+	certFile, keyFile, caFile := filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key"), filepath.Join(dir, "ca.crt")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: node.cert.Raw}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)
+	first := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca1.cert.Raw})
+	bundle := append(append([]byte(nil), first...), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca2.cert.Raw})...)
+	os.WriteFile(caFile, bundle, 0o600)
+	r, err := NewReloader(ServerCredentials{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Now()}
+	r.now = clock.now
+	// lookSoonAfterWrite makes r look at its files a moment after caFile
+	// was written, as the node's loop does every second.
+	lookSoonAfterWrite := func() {
+		fi, err := os.Stat(caFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.mu.Lock()
+		clock.t = fi.ModTime().Add(DefaultCheckEvery / 10)
+		clock.mu.Unlock()
+		r.mu.Lock()
+		r.nextCheck = time.Time{}
+		r.mu.Unlock()
+		r.Current()
+	}
+	chain := []*x509.Certificate{extClient(t, ca2, "of-ca-2", nil).cert}
+
+	os.WriteFile(caFile, first, 0o600) // the writer between its two writes
+	lookSoonAfterWrite()
+	if err := r.Recheck(chain, time.Now()); err != nil {
+		t.Fatalf("a look between the two writes of the bundle: %v; want CA 2 still trusted", err)
+	}
+	os.WriteFile(caFile, bundle, 0o600) // the writer done
+	lookSoonAfterWrite()
+	clock.step()
+	r.Current()
+	if err := r.Recheck(chain, time.Now()); err != nil {
+		t.Fatalf("with the whole bundle back: %v", err)
+	}
+
+	// Cut for good (CA 2 taken out by one write): taken at the next look.
+	os.WriteFile(caFile, first, 0o600)
+	lookSoonAfterWrite()
+	gen := r.Generation()
+	clock.step()
+	r.Current()
+	if r.Generation() == gen {
+		t.Fatal("a bundle that stayed as written for a look was not taken")
+	}
+	if err := r.Recheck(chain, time.Now()); err == nil {
+		t.Fatal("CA 2 taken out of the bundle: its certificate still trusted")
+	}
+}
