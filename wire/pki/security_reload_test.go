@@ -79,3 +79,34 @@ func TestBundleCutAtABlockBoundaryIsNotTaken(t *testing.T) {
 		t.Fatal("CA 2 taken out of the bundle: its certificate still trusted")
 	}
 }
+
+// TestCRLTruncatedForRewriteStillRevokes: `openssl ca -gencrl -out
+// crl.pem` truncates the file, then writes it. A look in between found an
+// empty file, a valid empty list, and let every revoked certificate in
+// until the next look. It is now read once the writer is done.
+func TestCRLTruncatedForRewriteStillRevokes(t *testing.T) {
+	ca := newExtCert(t, nil, extCATemplate("ca"))
+	revoked := extClient(t, ca, "revoked", nil)
+	r, rlFile, _ := extReloader(t, ca, ca.cert)
+	crl := ca.crl(t, time.Now().Add(time.Hour), revoked.cert.SerialNumber)
+	os.WriteFile(rlFile, crl, 0o600)
+	reload(t, r) // steps r's clock an hour: the file is old by then
+	chain := []*x509.Certificate{revoked.cert}
+	if err := r.Recheck(chain, time.Now()); err == nil {
+		t.Fatal("not revoked by the CRL")
+	}
+	os.WriteFile(rlFile, nil, 0o600) // truncated, not yet written
+	fi, err := os.Stat(rlFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: fi.ModTime().Add(DefaultCheckEvery / 10)}
+	r.now = clock.now
+	r.mu.Lock()
+	r.nextCheck = time.Time{}
+	r.mu.Unlock()
+	r.Current()
+	if err := r.Recheck(chain, time.Now()); err == nil {
+		t.Fatal("a look at the CRL file between its truncation and its writing let the revoked certificate in")
+	}
+}
