@@ -101,20 +101,12 @@ const (
 type connTrust struct {
 	p        peer
 	certs    []*x509.Certificate // the peer's, as sent: leaf first
-	notAfter time.Time           // the earliest NotAfter of its verified chain
+	notAfter time.Time           // when the last of its verified chains expires (pki.LastExpiry of those rooted in the client CAs in use)
 }
 
-func trustOf(qc *quic.Conn, p peer) *connTrust {
+func (n *Node) trustOf(qc *quic.Conn, p peer) *connTrust {
 	tls := qc.ConnectionState().TLS
-	ct := &connTrust{p: p, certs: tls.PeerCertificates}
-	if len(tls.VerifiedChains) > 0 {
-		for _, c := range tls.VerifiedChains[0] {
-			if ct.notAfter.IsZero() || c.NotAfter.Before(ct.notAfter) {
-				ct.notAfter = c.NotAfter
-			}
-		}
-	}
-	return ct
+	return &connTrust{p: p, certs: tls.PeerCertificates, notAfter: pki.LastExpiry(n.creds.Rooted(tls.VerifiedChains))}
 }
 
 // credsGenKey holds, in a connection's context, the credentials'
@@ -235,7 +227,12 @@ func (n *Node) checkConns(full bool) {
 		var err error
 		switch {
 		case full:
-			err = n.creds.Recheck(ct.certs, now)
+			// What the handshake verified may have changed: a chain may
+			// no longer count (its CA taken out, or revoked).
+			var until time.Time
+			if until, err = n.creds.ValidUntil(ct.certs, now); err == nil {
+				ct.notAfter = until
+			}
 		case now.After(ct.notAfter):
 			err = fmt.Errorf("%w: %q at %s", pki.ErrExpired, ct.p.Name, ct.notAfter.UTC().Format(time.RFC3339))
 		}

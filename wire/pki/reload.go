@@ -194,8 +194,17 @@ var (
 // the connections it already holds. No certificates (an anonymous peer)
 // is nil.
 func (r *Reloader) Recheck(certs []*x509.Certificate, now time.Time) error {
+	_, err := r.ValidUntil(certs, now)
+	return err
+}
+
+// ValidUntil rechecks certs as Recheck does and, when they pass, says
+// until when they stay valid by the credentials in use now (LastExpiry of
+// the chains that verify clean of revocations). No certificates is zero
+// and nil.
+func (r *Reloader) ValidUntil(certs []*x509.Certificate, now time.Time) (time.Time, error) {
 	if len(certs) == 0 {
-		return nil
+		return time.Time{}, nil
 	}
 	r.mu.Lock()
 	tr := r.trust
@@ -212,13 +221,51 @@ func (r *Reloader) Recheck(certs []*x509.Certificate, now time.Time) error {
 	case err == nil:
 		// The chains a handshake now would verify: the leaf or a CA of
 		// each may be revoked.
-		return tr.revoked.check(chains)
+		if err := tr.revoked.check(chains); err != nil {
+			return time.Time{}, err
+		}
+		var clean [][]*x509.Certificate
+		for _, c := range chains {
+			if tr.revoked.checkChain(c) == nil {
+				clean = append(clean, c)
+			}
+		}
+		return LastExpiry(clean), nil
 	case tr.revoked.revokes(leaf, true):
-		return tr.revoked.check([][]*x509.Certificate{{leaf}})
+		return time.Time{}, tr.revoked.check([][]*x509.Certificate{{leaf}})
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
-		return fmt.Errorf("%w: %q: %v", ErrExpired, leaf.Subject.CommonName, err)
+		return time.Time{}, fmt.Errorf("%w: %q: %v", ErrExpired, leaf.Subject.CommonName, err)
 	}
-	return fmt.Errorf("%w: %q: %v", ErrUntrusted, leaf.Subject.CommonName, err)
+	return time.Time{}, fmt.Errorf("%w: %q: %v", ErrUntrusted, leaf.Subject.CommonName, err)
+}
+
+// Rooted returns the chains of verified (a connection's VerifiedChains)
+// that end at a client CA in use now: a resumed session brings back
+// chains to CAs taken out of the bundle since.
+func (r *Reloader) Rooted(verified [][]*x509.Certificate) [][]*x509.Certificate {
+	r.mu.Lock()
+	tr := r.trust
+	r.mu.Unlock()
+	return tr.rooted(verified)
+}
+
+// LastExpiry is when the last of chains stops being valid: the earliest
+// NotAfter of each chain, the latest of those. A peer with several
+// chains (a cross-signed intermediate) is valid while one of them is.
+func LastExpiry(chains [][]*x509.Certificate) time.Time {
+	var last time.Time
+	for _, chain := range chains {
+		var end time.Time
+		for _, c := range chain {
+			if end.IsZero() || c.NotAfter.Before(end) {
+				end = c.NotAfter
+			}
+		}
+		if end.After(last) {
+			last = end
+		}
+	}
+	return last
 }
 
 func (r *Reloader) report(err error) {

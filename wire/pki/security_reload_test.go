@@ -1,8 +1,10 @@
 package pki
 
 import (
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
@@ -108,5 +110,56 @@ func TestCRLTruncatedForRewriteStillRevokes(t *testing.T) {
 	r.Current()
 	if err := r.Recheck(chain, time.Now()); err == nil {
 		t.Fatal("a look at the CRL file between its truncation and its writing let the revoked certificate in")
+	}
+}
+
+// TestValidUntilCountsOnlyTrustedCleanChains: a peer with a cross-signed
+// intermediate stays valid until the last of its chains expires, but only
+// chains that verify now count: one to a CA taken out of the bundle, or
+// through a revoked certificate, gives no time.
+func TestValidUntilCountsOnlyTrustedCleanChains(t *testing.T) {
+	soonTmpl, lastingTmpl := extCATemplate("root-expiring"), extCATemplate("root-lasting")
+	soonTmpl.NotBefore, soonTmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Minute)
+	lastingTmpl.NotBefore, lastingTmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	soon, lasting := newExtCert(t, nil, soonTmpl), newExtCert(t, nil, lastingTmpl)
+	interTmpl := extCATemplate("intermediate")
+	interTmpl.NotBefore, interTmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(12*time.Hour)
+	bySoon := newExtCert(t, soon, interTmpl)
+	cross := extCATemplate("intermediate")
+	cross.NotBefore, cross.NotAfter, cross.SerialNumber = interTmpl.NotBefore, interTmpl.NotAfter, big.NewInt(4242)
+	der, err := x509.CreateCertificate(rand.Reader, cross, lasting.cert, &bySoon.key.PublicKey, lasting.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLasting, _ := x509.ParseCertificate(der)
+	leaf := extClient(t, bySoon, "reader", nil)
+	certs := []*x509.Certificate{leaf.cert, bySoon.cert, byLasting}
+	soonEnd := soon.cert.NotAfter
+
+	both, rlFile, _ := extReloader(t, soon, soon.cert, lasting.cert)
+	if until, err := both.ValidUntil(certs, time.Now()); err != nil || !until.Equal(leaf.cert.NotAfter) {
+		t.Errorf("both roots trusted: valid until %v, %v; want the leaf's %v", until, err, leaf.cert.NotAfter)
+	}
+	os.WriteFile(rlFile, lasting.crl(t, time.Now().Add(time.Hour), byLasting.SerialNumber), 0o600)
+	reload(t, both)
+	if until, err := both.ValidUntil(certs, time.Now()); err != nil || !until.Equal(soonEnd) {
+		t.Errorf("the cross-signature revoked: valid until %v, %v; want the expiring root's %v", until, err, soonEnd)
+	}
+	one, _, _ := extReloader(t, soon, soon.cert)
+	if until, err := one.ValidUntil(certs, time.Now()); err != nil || !until.Equal(soonEnd) {
+		t.Errorf("only the expiring root trusted: valid until %v, %v; want %v", until, err, soonEnd)
+	}
+	// A resumed session's chains, verified when both roots were trusted.
+	opts := x509.VerifyOptions{Roots: x509.NewCertPool(), Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	opts.Roots.AddCert(soon.cert)
+	opts.Roots.AddCert(lasting.cert)
+	opts.Intermediates.AddCert(bySoon.cert)
+	opts.Intermediates.AddCert(byLasting)
+	chains, err := leaf.cert.Verify(opts)
+	if err != nil || len(chains) != 2 {
+		t.Fatalf("%d chains, %v", len(chains), err)
+	}
+	if got := LastExpiry(one.Rooted(chains)); !got.Equal(soonEnd) {
+		t.Errorf("chains rooted in the bundle in use expire %v, want %v", got, soonEnd)
 	}
 }
