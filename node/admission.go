@@ -94,6 +94,7 @@ type admission struct {
 	handshaking map[string]int         // source IP -> handshakes in progress
 	hosts       [2]map[string]int      // by class: source IP -> established
 	idents      map[string][]*admitted // identity -> its established connections
+	anonymous   map[string][]*admitted // source IP -> its established anonymous connections
 
 	// sessions maps each broker lease (cluster, address) to the
 	// connection it was last registered or renewed over; leaseLive reports
@@ -224,6 +225,7 @@ func newAdmission(cfg Config) *admission {
 		handshaking:       make(map[string]int),
 		hosts:             [2]map[string]int{make(map[string]int), make(map[string]int)},
 		idents:            make(map[string][]*admitted),
+		anonymous:         make(map[string][]*admitted),
 		sessions:          make(map[sessionKey]*admitted),
 		gate:              newHandshakeGate(cfg.MaxHandshakes, cfg.HandshakeQueueTimeout, handshakeSlotHold),
 		windows:           windowBudget{left: int64(cfg.MaxBytesInFlight)},
@@ -481,7 +483,11 @@ func (ad *admission) establish(qc *quic.Conn, p *peer) (*admitted, bool) {
 	}
 	ad.mu.Unlock()
 	if victim != nil {
-		victim.qc.CloseWithError(codeReplaced, "replaced by a newer connection with the same certificate")
+		why := "replaced by a newer connection with the same certificate"
+		if victim.ident == "" {
+			why = "replaced by a peer with a certificate: anonymous peers give way to them on a full node or source IP"
+		}
+		victim.qc.CloseWithError(codeReplaced, why)
 		if ad.onReplace != nil {
 			ad.onReplace(victim)
 		}
@@ -508,9 +514,7 @@ func (ad *admission) place(a *admitted) (victim *admitted, reason string) {
 		// sharing one certificate never push each other out, while the
 		// dead connection of a restarted broker (its lease renewed over
 		// its new connection, or ended) still frees its slot at once.
-		if victim = ad.oldestReplaceable(mine, a.host); victim == nil {
-			return nil, refusedPerHost
-		}
+		victim = ad.oldestReplaceable(mine, a.host)
 	case identFull && a.class == brokerClass:
 		// As on a full host: one certificate from many IPs cannot take
 		// every connection of the node, and its brokers with live
@@ -521,10 +525,39 @@ func (ad *admission) place(a *admitted) (victim *admitted, reason string) {
 	case identFull:
 		victim = oldest(mine, "")
 	}
-	if shareFull && victim == nil {
+	if victim == nil && (hostFull || shareFull) && a.ident != "" && !identFull && a.class == userClass {
+		// Anonymous peers give way to certificates: they have no identity
+		// to be limited by, so without this one anonymous peer could hold
+		// every reader slot of its IP (or, from many IPs, the readers'
+		// share of the node) and lock out the readers with a certificate.
+		host := ""
+		if hostFull {
+			host = a.host
+		}
+		victim = ad.oldestAnonymous(host)
+	}
+	switch {
+	case hostFull && victim == nil:
+		return nil, refusedPerHost
+	case shareFull && victim == nil:
 		return nil, refusedClientShare
 	}
 	return victim, ""
+}
+
+// oldestAnonymous is the least recently active anonymous connection on
+// host, or anywhere when host is "". With mu held.
+func (ad *admission) oldestAnonymous(host string) *admitted {
+	if host != "" {
+		return oldest(ad.anonymous[host], "")
+	}
+	var o *admitted
+	for _, list := range ad.anonymous {
+		if c := oldest(list, ""); c != nil && (o == nil || c.last.Load() < o.last.Load()) {
+			o = c
+		}
+	}
+	return o
 }
 
 func (ad *admission) countLocked(a *admitted) {
@@ -533,8 +566,11 @@ func (ad *admission) countLocked(a *admitted) {
 	if a.class == userClass {
 		ad.clients++
 	}
-	if a.ident != "" {
+	switch {
+	case a.ident != "":
 		ad.idents[a.ident] = append(ad.idents[a.ident], a)
+	case a.class == userClass:
+		ad.anonymous[a.host] = append(ad.anonymous[a.host], a)
 	}
 }
 
@@ -549,10 +585,17 @@ func (ad *admission) uncount(a *admitted) {
 	if a.class == userClass {
 		ad.clients--
 	}
-	if a.ident == "" {
-		return
+	switch {
+	case a.ident != "":
+		removeConn(ad.idents, a.ident, a)
+	case a.class == userClass:
+		removeConn(ad.anonymous, a.host, a)
 	}
-	list := ad.idents[a.ident]
+}
+
+// removeConn takes a out of m[key], and key out of m once it holds none.
+func removeConn(m map[string][]*admitted, key string, a *admitted) {
+	list := m[key]
 	for i, c := range list {
 		if c == a {
 			list = append(list[:i], list[i+1:]...)
@@ -560,9 +603,9 @@ func (ad *admission) uncount(a *admitted) {
 		}
 	}
 	if len(list) == 0 {
-		delete(ad.idents, a.ident)
+		delete(m, key)
 	} else {
-		ad.idents[a.ident] = list
+		m[key] = list
 	}
 }
 

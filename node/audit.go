@@ -40,10 +40,14 @@ func (n *Node) connRefused(reason string, a *admitted, p *peer) {
 }
 
 // connReplaced counts a connection that a newer one with the same
-// certificate took the slot of.
+// certificate took the slot of, or, anonymous, one with a certificate.
 func (n *Node) connReplaced(v *admitted) {
 	n.stats.replaced.Inc()
-	n.log.Debug("connection replaced by a newer one with the same certificate", "remote", v.remote)
+	by := "a newer one with the same certificate"
+	if v.ident == "" {
+		by = "a peer with a certificate (anonymous peers give way)"
+	}
+	n.log.Debug("connection replaced", "by", by, "remote", v.remote)
 }
 
 // handshakeFailed counts and logs a connection whose handshake did not

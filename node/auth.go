@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,20 +101,12 @@ const (
 type connTrust struct {
 	p        peer
 	certs    []*x509.Certificate // the peer's, as sent: leaf first
-	notAfter time.Time           // the earliest NotAfter of its verified chain
+	notAfter time.Time           // when the last of its verified chains expires (pki.LastExpiry of those rooted in the client CAs in use)
 }
 
-func trustOf(qc *quic.Conn, p peer) *connTrust {
+func (n *Node) trustOf(qc *quic.Conn, p peer) *connTrust {
 	tls := qc.ConnectionState().TLS
-	ct := &connTrust{p: p, certs: tls.PeerCertificates}
-	if len(tls.VerifiedChains) > 0 {
-		for _, c := range tls.VerifiedChains[0] {
-			if ct.notAfter.IsZero() || c.NotAfter.Before(ct.notAfter) {
-				ct.notAfter = c.NotAfter
-			}
-		}
-	}
-	return ct
+	return &connTrust{p: p, certs: tls.PeerCertificates, notAfter: pki.LastExpiry(n.creds.Rooted(tls.VerifiedChains))}
 }
 
 // credsGenKey holds, in a connection's context, the credentials'
@@ -166,6 +159,7 @@ func newUntrustedCounter() *prometheus.CounterVec {
 // (a comparison each).
 func (n *Node) trustLoop() {
 	seen := n.creds.Generation()
+	var warned *pki.RevocationList // the list last warned of as stale
 	n.every(pki.DefaultCheckEvery, func() {
 		n.creds.Current() // reloads when a file changed
 		gen := n.creds.Generation()
@@ -174,7 +168,51 @@ func (n *Node) trustLoop() {
 			n.rechecks.Add(1)
 		}
 		seen = gen
+		warned = n.warnStaleCRLs(warned)
 	})
+}
+
+// warnStaleCRLs logs, once per revocation list, that CRLs of it are past
+// their NextUpdate: they are still applied, but what their CA revoked
+// since is let in, so the operator must renew them (the node does not
+// fetch CRLs). It returns the list warned of, or warned.
+func (n *Node) warnStaleCRLs(warned *pki.RevocationList) *pki.RevocationList {
+	rl := n.creds.Revocations()
+	if rl == nil || rl == warned {
+		return warned
+	}
+	stale := rl.Stale(time.Now())
+	if len(stale) == 0 {
+		return warned
+	}
+	n.log.Warn("revocation list: CRL past its NextUpdate, still applied; renew it (certificates its CA revoked since are let in)",
+		"file", n.cfg.RevocationFile, "ca", strings.Join(stale, "; "), "next_update", rl.NextUpdate().UTC().Format(time.RFC3339))
+	return rl
+}
+
+// revocationGauges are the metrics of the CRLs in use: the earliest
+// NextUpdate (0 for none), so an alert can fire before it passes, and how
+// many are past it.
+func (n *Node) revocationGauges() []prometheus.Collector {
+	rl := func() *pki.RevocationList {
+		if n.creds == nil {
+			return nil
+		}
+		return n.creds.Revocations()
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edgereg_revocation_next_update_timestamp_seconds",
+			Help: "The earliest NextUpdate of the CRLs in use, as a Unix time; 0 when none names one."},
+			func() float64 {
+				if t := rl().NextUpdate(); !t.IsZero() {
+					return float64(t.Unix())
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "edgereg_revocation_stale_crls",
+			Help: "CRLs in use past their NextUpdate: still applied, but certificates revoked since are let in until they are renewed."},
+			func() float64 { return float64(len(rl().Stale(time.Now()))) }),
+	}
 }
 
 // checkConns closes the connections whose certificate is no longer valid:
@@ -189,7 +227,12 @@ func (n *Node) checkConns(full bool) {
 		var err error
 		switch {
 		case full:
-			err = n.creds.Recheck(ct.certs, now)
+			// What the handshake verified may have changed: a chain may
+			// no longer count (its CA taken out, or revoked).
+			var until time.Time
+			if until, err = n.creds.ValidUntil(ct.certs, now); err == nil {
+				ct.notAfter = until
+			}
 		case now.After(ct.notAfter):
 			err = fmt.Errorf("%w: %q at %s", pki.ErrExpired, ct.p.Name, ct.notAfter.UTC().Format(time.RFC3339))
 		}

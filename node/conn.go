@@ -93,7 +93,7 @@ func (n *Node) serveConn(qc *quic.Conn) {
 		qc.CloseWithError(codeTooManyConns, "connection limit reached: retry later or use another node")
 		return
 	}
-	ct := trustOf(qc, p)
+	ct := n.trustOf(qc, p)
 	n.conns.Store(qc, ct) // for the trust loop (auth.go)
 	if !n.checkTaken(qc, ct) {
 		return

@@ -172,6 +172,7 @@ func New(cfg Config) (*Node, error) {
 	n.stats = newStats(n)
 	n.untrusted = newUntrustedCounter() // auth.go
 	n.stats.reg.MustRegister(n.untrusted)
+	n.stats.reg.MustRegister(n.revocationGauges()...) // auth.go
 	n.adm.onRefuse, n.adm.onReplace, n.adm.onFailure = n.connRefused, n.connReplaced, n.handshakeFailed
 	n.adm.onValidate = n.stats.validations.Inc
 	n.adm.leaseLive = func(cluster, addr string) bool { _, ok := n.reg.Lease(cluster, addr); return ok }

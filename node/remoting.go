@@ -365,7 +365,7 @@ func (rl *remotingListener) registerBroker(ctx context.Context, req *remoting.Co
 	case errors.Is(err, registry.ErrStaleState):
 		// A newer state holds this broker id: 5.x ignores the registration
 		// and answers SUCCESS with nothing in it.
-		n.log.Info("remoting registration ignored", "broker", h.BrokerName, "addr", h.BrokerAddr, "err", err)
+		n.warn.remoting.Info("remoting registration ignored", "broker", h.BrokerName, "addr", h.BrokerAddr, "err", err)
 		return remoting.NewHeaderResponse(req, remoting.Success, "", nil)
 	case err != nil:
 		return systemError(req, err)

@@ -55,7 +55,7 @@ func newStats(n *Node) *stats {
 	for _, r := range []string{refusedMaxConns, refusedHandshakes, refusedPerHost, refusedClientShare, refusedPerIdentity, refusedNoIdentity, refusedQueue} {
 		s.refused.WithLabelValues(r) // present at 0, so alerts see the series
 	}
-	s.replaced = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_connections_replaced_total", Help: "Connections closed because a newer connection with the same certificate took their slot."})
+	s.replaced = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_connections_replaced_total", Help: "Connections closed because a newer connection with the same certificate took their slot, or a peer with a certificate took an anonymous peer's."})
 	s.tlsFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_tls_handshake_failures_total", Help: "Handshakes that did not complete, by reason: tls (refused certificate or protocol), timeout, other."}, []string{"reason"})
 	for _, r := range []string{"tls", "timeout", "other"} {
 		s.tlsFailures.WithLabelValues(r)

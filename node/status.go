@@ -16,6 +16,10 @@ import (
 // with 100k topics still serves it quickly.
 const statusTopicLimit = 500
 
+// statusBrokerLimit bounds how many brokers the status page lists: the
+// page refreshes itself every 2 s, and brokers are not bounded.
+const statusBrokerLimit = 1000
+
 // Status is what the status page and /status.json show: a read-only
 // snapshot of the node. Its JSON uses the CLI's names (snake_case; epochs as
 // decimal strings, route versions as hex strings, times RFC 3339), so a
@@ -33,7 +37,10 @@ type Status struct {
 	Topics      []StatusTopic   `json:"topics"`
 	TopicCount  int             `json:"topic_count"`
 	LeaseCount  int             `json:"lease_count"` // as node-info and edgereg status show it
-	Policies    []PolicyStatus  `json:"policies"`
+	// BrokerCount is how many brokers the groups hold; Clusters lists the
+	// first statusBrokerLimit (by cluster, group and id).
+	BrokerCount int            `json:"broker_count"`
+	Policies    []PolicyStatus `json:"policies"`
 }
 
 // StatusCluster is one cluster with its broker groups.
@@ -115,12 +122,21 @@ func (n *Node) Status() Status {
 		leases[l.Addr] = l
 	}
 	ci := n.reg.ClusterInfo()
+	listed := 0 // brokers in st.Clusters
 	for _, cname := range slices.Sorted(maps.Keys(ci.Clusters)) {
 		sc := StatusCluster{Name: cname}
 		for _, gname := range ci.Clusters[cname] {
-			sc.Groups = append(sc.Groups, statusGroup(ci.Groups[gname], leases))
+			bd := ci.Groups[gname]
+			if room := statusBrokerLimit - listed; room > 0 {
+				g := statusGroup(bd, leases, room)
+				listed += len(g.Brokers)
+				sc.Groups = append(sc.Groups, g)
+			}
+			st.BrokerCount += len(bd.Addrs)
 		}
-		st.Clusters = append(st.Clusters, sc)
+		if len(sc.Groups) > 0 {
+			st.Clusters = append(st.Clusters, sc)
+		}
 	}
 	for _, name := range n.reg.FirstTopics(statusTopicLimit) {
 		route, version, err := n.reg.RouteData(name)
@@ -136,14 +152,15 @@ func (n *Node) Status() Status {
 	return st
 }
 
-func statusGroup(bd wire.BrokerData, leases map[string]wire.LeaseInfo) StatusGroup {
+// statusGroup is bd's first max brokers, by id, with their leases.
+func statusGroup(bd wire.BrokerData, leases map[string]wire.LeaseInfo, max int) StatusGroup {
 	g := StatusGroup{Name: bd.Name, Zone: bd.Zone}
 	ids := make([]int64, 0, len(bd.Addrs))
 	for id := range bd.Addrs {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range ids[:min(len(ids), max)] {
 		b := StatusBroker{ID: id, Addr: bd.Addrs[id]}
 		if l, ok := leases[b.Addr]; ok {
 			b.Live, b.Epoch = true, l.Epoch
@@ -177,6 +194,15 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"ago":  func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() + " ago" },
 	"in":   func(now, t time.Time) string { return t.Sub(now).Round(time.Second).String() },
 	"perm": wire.PermString,
+	"brokers": func(st Status) int {
+		n := 0
+		for _, c := range st.Clusters {
+			for _, g := range c.Groups {
+				n += len(g.Brokers)
+			}
+		}
+		return n
+	},
 }).Parse(statusHTML))
 
 // statusHTML is the whole page: no scripts, no external assets; it
@@ -203,7 +229,7 @@ th,td{border:1px solid #d0d7de;padding:4px 10px;text-align:left} th{background:#
 {{range $c := .Clusters}}{{range $g := $c.Groups}}{{range $b := $g.Brokers}}<tr><td>{{$c.Name}}</td><td>{{$g.Name}}</td><td>{{$g.Zone}}</td><td>{{$b.ID}}</td><td>{{$b.Addr}}</td>
 <td>{{if $b.Live}}<span class="live">live, epoch {{$b.Epoch}}</span>{{else}}<span class="gone">no lease</span>{{end}}</td>
 <td>{{if $b.Live}}{{ago $.Now $b.LastHeartbeat}}{{end}}</td><td>{{if $b.Live}}{{in $.Now $b.Deadline}}{{end}}</td></tr>
-{{end}}{{end}}{{end}}</table>{{else}}<p>No broker has registered.</p>{{end}}
+{{end}}{{end}}{{end}}</table>{{if gt .BrokerCount (brokers .)}}<p class="meta">Showing the first {{brokers .}} of {{.BrokerCount}} brokers; /status.json has the same.</p>{{end}}{{else}}<p>No broker has registered.</p>{{end}}
 <h2>Topics ({{.TopicCount}})</h2>
 {{if .Topics}}<table><tr><th>topic</th><th>version</th><th>route: broker group (read/write queues, perm)</th></tr>
 {{range .Topics}}<tr><td>{{.Name}}</td><td><code>{{.Version}}</code></td><td>{{range .Queues}}{{.BrokerName}} ({{.ReadQueues}}/{{.WriteQueues}}, {{perm .Perm}}) {{end}}</td></tr>

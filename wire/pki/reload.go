@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,7 +39,8 @@ type ServerCredentials struct {
 // when one changes (size, modification time or inode: a rewrite, a rename
 // into place, a Kubernetes Secret update), without a restart. New
 // handshakes get the new credentials; a reload that fails keeps the last
-// good ones and reports why. It reloads when asked for the config
+// good ones and reports why. A file is read once it has not changed for
+// CheckEvery (quiet), so one still being written is not taken. It reloads when asked for the config
 // (Current) at least CheckEvery after its last look: a server with
 // connections that must be checked again after a change (Recheck) asks
 // every CheckEvery rather than wait for a handshake. Like etcd's listener, it answers through
@@ -55,6 +57,7 @@ type Reloader struct {
 	trust     trust       // what conf verifies peers with
 	gen       uint64      // reloads that took effect (Generation)
 	stamps    []fileStamp
+	pending   []fileStamp // the files as a look found them changed but not quiet (quiet); only the loading Current uses it
 	nextCheck time.Time
 	loading   bool // a Current is looking at the files, without mu
 }
@@ -131,7 +134,7 @@ func (r *Reloader) Current() *tls.Config {
 	old := r.stamps
 	r.mu.Unlock()
 
-	changed := changedFrom(old)
+	changed := changedFrom(old) && r.quiet(now)
 	var conf *tls.Config
 	var tr trust
 	var stamps []fileStamp
@@ -166,6 +169,13 @@ func (r *Reloader) Generation() uint64 {
 	return r.gen
 }
 
+// Revocations returns the revocation list in use (nil for none).
+func (r *Reloader) Revocations() *RevocationList {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.trust.revoked
+}
+
 // Errors Recheck wraps, besides ErrRevoked.
 var (
 	// ErrUntrusted means a certificate no longer verifies against the
@@ -184,8 +194,17 @@ var (
 // the connections it already holds. No certificates (an anonymous peer)
 // is nil.
 func (r *Reloader) Recheck(certs []*x509.Certificate, now time.Time) error {
+	_, err := r.ValidUntil(certs, now)
+	return err
+}
+
+// ValidUntil rechecks certs as Recheck does and, when they pass, says
+// until when they stay valid by the credentials in use now (LastExpiry of
+// the chains that verify clean of revocations). No certificates is zero
+// and nil.
+func (r *Reloader) ValidUntil(certs []*x509.Certificate, now time.Time) (time.Time, error) {
 	if len(certs) == 0 {
-		return nil
+		return time.Time{}, nil
 	}
 	r.mu.Lock()
 	tr := r.trust
@@ -202,13 +221,51 @@ func (r *Reloader) Recheck(certs []*x509.Certificate, now time.Time) error {
 	case err == nil:
 		// The chains a handshake now would verify: the leaf or a CA of
 		// each may be revoked.
-		return tr.revoked.check(chains)
+		if err := tr.revoked.check(chains); err != nil {
+			return time.Time{}, err
+		}
+		var clean [][]*x509.Certificate
+		for _, c := range chains {
+			if tr.revoked.checkChain(c) == nil {
+				clean = append(clean, c)
+			}
+		}
+		return LastExpiry(clean), nil
 	case tr.revoked.revokes(leaf, true):
-		return tr.revoked.check([][]*x509.Certificate{{leaf}})
+		return time.Time{}, tr.revoked.check([][]*x509.Certificate{{leaf}})
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
-		return fmt.Errorf("%w: %q: %v", ErrExpired, leaf.Subject.CommonName, err)
+		return time.Time{}, fmt.Errorf("%w: %q: %v", ErrExpired, leaf.Subject.CommonName, err)
 	}
-	return fmt.Errorf("%w: %q: %v", ErrUntrusted, leaf.Subject.CommonName, err)
+	return time.Time{}, fmt.Errorf("%w: %q: %v", ErrUntrusted, leaf.Subject.CommonName, err)
+}
+
+// Rooted returns the chains of verified (a connection's VerifiedChains)
+// that end at a client CA in use now: a resumed session brings back
+// chains to CAs taken out of the bundle since.
+func (r *Reloader) Rooted(verified [][]*x509.Certificate) [][]*x509.Certificate {
+	r.mu.Lock()
+	tr := r.trust
+	r.mu.Unlock()
+	return tr.rooted(verified)
+}
+
+// LastExpiry is when the last of chains stops being valid: the earliest
+// NotAfter of each chain, the latest of those. A peer with several
+// chains (a cross-signed intermediate) is valid while one of them is.
+func LastExpiry(chains [][]*x509.Certificate) time.Time {
+	var last time.Time
+	for _, chain := range chains {
+		var end time.Time
+		for _, c := range chain {
+			if end.IsZero() || c.NotAfter.Before(end) {
+				end = c.NotAfter
+			}
+		}
+		if end.After(last) {
+			last = end
+		}
+	}
+	return last
 }
 
 func (r *Reloader) report(err error) {
@@ -226,6 +283,35 @@ func (r *Reloader) files() []string {
 		fs = append(fs, r.creds.RevocationFile)
 	}
 	return fs
+}
+
+// quiet reports whether the files have not changed for a look: each was
+// last modified at least CheckEvery before now, or they are as the last
+// look found them. A file written in place (`cat a.pem b.pem > ca.crt`
+// writes each part in turn) can be read between two writes, cut exactly
+// after a PEM block: a valid bundle of fewer CAs, whose taking would
+// close the connections of the others. A writer still at it changes the
+// file again within the look, so it is read once it is done. The
+// modification time alone would not do: a file copied with its time kept,
+// or a clock set back, would wait for ever. Called by the one Current that
+// is loading.
+func (r *Reloader) quiet(now time.Time) bool {
+	var stamps []fileStamp
+	settled := true
+	for _, f := range r.files() {
+		st, err := stampOf(f)
+		if err != nil {
+			return true // load says what is wrong
+		}
+		stamps = append(stamps, st)
+		settled = settled && !st.modTime.After(now.Add(-r.creds.CheckEvery))
+	}
+	if settled || slices.Equal(stamps, r.pending) {
+		r.pending = nil
+		return true
+	}
+	r.pending = stamps
+	return false
 }
 
 // changedFrom reports whether a file differs from its stamp.

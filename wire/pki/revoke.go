@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/asn1"
 	"errors"
 	"fmt"
 	"math/big"
 	"strings"
+	"time"
 )
 
 // ErrRevoked means a peer presented a revoked certificate.
@@ -36,6 +38,10 @@ type crlScope struct {
 	issuer  []byte // RawSubject of the CA that signed the CRL
 	keyID   []byte // that CA's SubjectKeyId, if known
 	serials map[string]struct{}
+	// name is the CA's name, for logs; nextUpdate the CRL's NextUpdate
+	// (zero if it names none).
+	name       string
+	nextUpdate time.Time
 }
 
 // covers reports whether c was issued by the scope's CA: the same issuer
@@ -120,6 +126,38 @@ func (rl *RevocationList) Revoked(serial *big.Int) bool {
 		}
 	}
 	return false
+}
+
+// NextUpdate returns the earliest NextUpdate of the list's CRLs: by then
+// the first of them should have been replaced by a newer one. Zero when
+// no CRL names one (or the list is a text list, or nil).
+func (rl *RevocationList) NextUpdate() time.Time {
+	var first time.Time
+	if rl == nil {
+		return first
+	}
+	for _, s := range rl.crls {
+		if !s.nextUpdate.IsZero() && (first.IsZero() || s.nextUpdate.Before(first)) {
+			first = s.nextUpdate
+		}
+	}
+	return first
+}
+
+// Stale returns the CAs (by name) whose CRL is past its NextUpdate at now.
+// Such a CRL is still applied (what it revokes stays revoked), but a
+// certificate its CA revoked since is not refused: it should be renewed.
+func (rl *RevocationList) Stale(now time.Time) []string {
+	var names []string
+	if rl == nil {
+		return nil
+	}
+	for _, s := range rl.crls {
+		if !s.nextUpdate.IsZero() && now.After(s.nextUpdate) {
+			names = append(names, s.name)
+		}
+	}
+	return names
 }
 
 // revokes reports whether the list revokes c, the leaf of its chain when
@@ -242,10 +280,14 @@ func parseCRL(path string, der []byte, issuers []*x509.Certificate) (crlScope, e
 	if err != nil {
 		return crlScope{}, fmt.Errorf("load revocations %s: %w", path, err)
 	}
+	if err := checkWhole(crl); err != nil {
+		return crlScope{}, fmt.Errorf("load revocations %s: the CRL of %q: %w", path, crl.Issuer.String(), err)
+	}
 	// Unchecked, the CRL's own word for its issuer; checked, the CA whose
 	// key signed it, whatever name the CRL gives.
 	scope := crlScope{issuer: crl.RawIssuer, keyID: crl.AuthorityKeyId,
-		serials: make(map[string]struct{}, len(crl.RevokedCertificateEntries))}
+		serials: make(map[string]struct{}, len(crl.RevokedCertificateEntries)),
+		name:    crl.Issuer.String(), nextUpdate: crl.NextUpdate}
 	if len(issuers) > 0 {
 		var signer *x509.Certificate
 		for _, ca := range issuers {
@@ -257,10 +299,64 @@ func parseCRL(path string, der []byte, issuers []*x509.Certificate) (crlScope, e
 		if signer == nil {
 			return crlScope{}, fmt.Errorf("load revocations %s: the CRL of %q is not signed by the client CA", path, crl.Issuer.String())
 		}
-		scope.issuer, scope.keyID = signer.RawSubject, signer.SubjectKeyId
+		scope.issuer, scope.keyID, scope.name = signer.RawSubject, signer.SubjectKeyId, signer.Subject.String()
 	}
 	for _, e := range crl.RevokedCertificateEntries {
 		scope.serials[e.SerialNumber.Text(16)] = struct{}{}
 	}
 	return scope, nil
+}
+
+// OIDs of the CRL extensions checkWhole reads (RFC 5280 5.2).
+var (
+	oidDeltaCRLIndicator   = asn1.ObjectIdentifier{2, 5, 29, 27}
+	oidIssuingDistribution = asn1.ObjectIdentifier{2, 5, 29, 28}
+)
+
+// issuingDistributionPoint is RFC 5280's extension of that name; only
+// indirectCRL matters here. DistributionPointName is a CHOICE, so its tag
+// is explicit.
+type issuingDistributionPoint struct {
+	DistributionPoint asn1.RawValue  `asn1:"optional,explicit,tag:0"`
+	OnlyUserCerts     bool           `asn1:"optional,tag:1"`
+	OnlyCACerts       bool           `asn1:"optional,tag:2"`
+	OnlySomeReasons   asn1.BitString `asn1:"optional,tag:3"`
+	IndirectCRL       bool           `asn1:"optional,tag:4"`
+	OnlyAttrCerts     bool           `asn1:"optional,tag:5"`
+}
+
+// checkWhole refuses a CRL that cannot be read as a list of certificates
+// its own CA revoked. A delta CRL lists only the changes since its base:
+// taken as whole it would unrevoke all the base revokes. An indirect CRL's
+// entries may name certificates of other CAs (their serials would revoke
+// this CA's certificates of the same serial). And a CRL or an entry with
+// any other critical extension must not be used by a reader that does not
+// know it (RFC 5280 6.3.3). A partitioned CRL (an issuing distribution
+// point limiting it to some certificates or reasons) only revokes fewer
+// than the CA did, and is used.
+func checkWhole(crl *x509.RevocationList) error {
+	for _, e := range crl.Extensions {
+		switch {
+		case e.Id.Equal(oidDeltaCRLIndicator):
+			return errors.New("a delta CRL lists only the changes since its base CRL and is not supported: give the base (full) CRL")
+		case e.Id.Equal(oidIssuingDistribution):
+			var idp issuingDistributionPoint
+			if rest, err := asn1.Unmarshal(e.Value, &idp); err != nil || len(rest) > 0 {
+				return fmt.Errorf("malformed issuing distribution point extension")
+			}
+			if idp.IndirectCRL {
+				return errors.New("an indirect CRL (entries of other CAs) is not supported: give each CA's own CRL")
+			}
+		case e.Critical:
+			return fmt.Errorf("unknown critical extension %s", e.Id)
+		}
+	}
+	for _, entry := range crl.RevokedCertificateEntries {
+		for _, e := range entry.Extensions {
+			if e.Critical {
+				return fmt.Errorf("the entry of serial %x has an unknown critical extension %s", entry.SerialNumber, e.Id)
+			}
+		}
+	}
+	return nil
 }
