@@ -1,0 +1,75 @@
+package wire
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestClientAttrsDecodingKeepsNothingOverTheCaps: ClientAttrs within the
+// caps of PROTOCOL.md 7.9 decode as they were sent; over a cap they keep
+// neither zone nor labels, only the mark, and the rules of 3.2 still hold
+// for every label, kept or not.
+func TestClientAttrsDecodingKeepsNothingOverTheCaps(t *testing.T) {
+	labels := func(n int, size int) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			k := fmt.Sprint("k", i)
+			m[k] = strings.Repeat("v", size-len(k))
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name string
+		in   ClientAttrs
+		want ClientAttrs
+	}{
+		{"at the caps", ClientAttrs{Zone: strings.Repeat("z", 256), Labels: labels(16, 256)}, ClientAttrs{Zone: strings.Repeat("z", 256), Labels: labels(16, 256)}},
+		{"17 labels", ClientAttrs{Zone: "z", Labels: labels(17, 4)}, ClientAttrs{OverCapsSent: true}},
+		{"a label of 257 bytes", ClientAttrs{Zone: "z", Labels: labels(1, 257)}, ClientAttrs{OverCapsSent: true}},
+		{"a zone of 257 bytes", ClientAttrs{Zone: strings.Repeat("z", 257), Labels: labels(1, 4)}, ClientAttrs{OverCapsSent: true}},
+		{"none", ClientAttrs{}, ClientAttrs{}},
+	} {
+		b, err := Marshal(&GetRoutes{Topics: []TopicVersion{{Topic: "T"}}, Client: c.in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q GetRoutes
+		if err := (&Frame{Type: TypeGetRoutes, Body: b}).DecodeGetRoutes(&q); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !reflect.DeepEqual(q.Client, c.want) {
+			t.Errorf("%s: decoded %+v, want %+v", c.name, q.Client, c.want)
+		}
+	}
+	// {1: [{1: "T"}], 2: {2: labels}} with labels' bytes given.
+	body := func(labels ...byte) []byte {
+		return append([]byte{0xa2, 0x01, 0x81, 0xa1, 0x01, 0x61, 0x54, 0x02, 0xa1, 0x02}, labels...)
+	}
+	many := []byte{0xb8, 0x12} // 18 labels, over the cap, then a bad one
+	for i := range 17 {
+		many = append(many, 0x62, 'k', byte('a'+i), 0x60)
+	}
+	for name, b := range map[string][]byte{
+		"a value not text":           body(0xa1, 0x61, 0x61, 0x01),
+		"a key not text":             body(0xa1, 0x01, 0x61, 0x61),
+		"a duplicate label":          body(0xa2, 0x61, 0x61, 0x60, 0x61, 0x61, 0x60),
+		"invalid UTF-8":              body(0xa1, 0x61, 0x61, 0x61, 0xff),
+		"labels an array":            body(0x81, 0x60),
+		"past the cap, not text":     body(append(many, 0x61, 'x', 0x01)...),
+		"past the cap, a duplicate":  body(append(many, 0x62, 'k', 'a', 0x60)...),
+		"past the cap, bad UTF-8":    body(append(many, 0x61, 'x', 0x61, 0xc3)...),
+		"past the cap, a tag inside": body(append(many, 0x61, 'x', 0xc0, 0x60)...),
+	} {
+		var q GetRoutes
+		err := (&Frame{Type: TypeGetRoutes, Body: b}).DecodeGetRoutes(&q)
+		if e, ok := err.(*Error); !ok || e.Code != CodeBadRequest {
+			t.Errorf("%s: got %v, want code 1", name, err)
+		}
+	}
+	var q GetRoutes
+	if err := (&Frame{Type: TypeGetRoutes, Body: body(0xf6)}).DecodeGetRoutes(&q); err != nil || q.Client.Labels != nil || q.Client.OverCapsSent {
+		t.Errorf("null labels: %+v, %v", q.Client, err)
+	}
+}
