@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,4 +81,82 @@ func TestOversizedClientAttrsNotKeptByWatches(t *testing.T) {
 		t.Errorf("%d open watch streams whose frames were %d KiB hold %d KiB", streams, sent>>10, grew>>10)
 	}
 	runtime.KeepAlive(keep)
+}
+
+// TestRefusedWatchKeepsTheStreamsClientAttrs: "a watch over the cap gets
+// code 12 and changes nothing" (PROTOCOL.md 11). A refused watch still
+// replaced the ClientAttrs the stream's route policy filters its pushes
+// with, so a client in zone-1 whose extra watch was refused was pushed
+// the routes of the zone its refused request named.
+func TestRefusedWatchKeepsTheStreamsClientAttrs(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxWatchesPerConn = 1 })
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	if _, err := op.PolicyPush(policyCtx(t), "route", readModule(t, "zone-affinity.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	s := rawStream(t, tn, pki.RoleClient)
+	s.SetDeadline(time.Now().Add(time.Minute))
+	send := func(id uint64, w *wire.Watch) {
+		t.Helper()
+		b, err := wire.NewRequest(wire.TypeWatch, id, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame, err := wire.AppendFrame(nil, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// next reads frames until the answer of id, or the next push when id
+	// is 0, and returns it.
+	next := func(id uint64) wire.Frame {
+		t.Helper()
+		for {
+			f, err := wire.ReadFrame(s, wire.MaxFrameLen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (id == 0 && f.Type == wire.TypeRouteEvent) || (id != 0 && f.ID == id) {
+				return f
+			}
+		}
+	}
+	groups := func(f wire.Frame) []string {
+		t.Helper()
+		var ev wire.RouteEvent
+		if err := f.DecodeBody(&ev); err != nil {
+			t.Fatal(err)
+		}
+		var r wire.Route
+		if err := wire.Unmarshal(ev.Result.Route, &r); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, b := range r.Brokers {
+			names = append(names, b.Name)
+		}
+		return names
+	}
+	send(1, &wire.Watch{Topics: []wire.TopicVersion{{Topic: "t"}}, Client: wire.ClientAttrs{Zone: "zone-1"}})
+	if f := next(1); f.Error != nil {
+		t.Fatalf("watch: %v", f.Error)
+	}
+	if got := groups(next(0)); !slices.Equal(got, []string{"group-a", "group-c"}) {
+		t.Fatalf("zone-1 is pushed %v, want group-a and group-c", got)
+	}
+	send(2, &wire.Watch{Topics: []wire.TopicVersion{{Topic: "u"}}, Client: wire.ClientAttrs{Zone: "zone-2"}})
+	if f := next(2); f.Error == nil || f.Error.Code != wire.CodeOverloaded {
+		t.Fatalf("a watch over the cap: %+v, want code 12", f.Error)
+	}
+	// A change of t: a new group in zone-1.
+	if _, err := op.Register(ctxT(t), withZone(registration("c1", "group-d", 0, "10.0.4.1:1", "t"), "zone-1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := groups(next(0)); !slices.Equal(got, []string{"group-a", "group-c", "group-d"}) {
+		t.Errorf("after a refused watch naming zone-2, the stream is pushed %v, want zone-1's group-a, group-c and group-d", got)
+	}
 }
