@@ -160,3 +160,57 @@ func TestRefusedWatchKeepsTheStreamsClientAttrs(t *testing.T) {
 		t.Errorf("after a refused watch naming zone-2, the stream is pushed %v, want zone-1's group-a, group-c and group-d", got)
 	}
 }
+
+// TestTopicCountCheckedPastKeysOfOtherTypes: the topic count of a
+// get-routes, watch or unwatch is "decided from the Topics array's header
+// before any element is decoded" (PROTOCOL.md 4.3, 8.9), and keys that are
+// text strings or negative integers are ignored like unknown keys (3). A
+// body with such a key before key 1 escaped the count check: an unwatch
+// of a million empty names was decoded in full into a 16 MiB []string.
+func TestTopicCountCheckedPastKeysOfOtherTypes(t *testing.T) {
+	tn := startNode(t, nil)
+	s := rawStream(t, tn, pki.RoleClient)
+	s.SetDeadline(time.Now().Add(time.Minute))
+	n := 1<<20 - 64
+	for _, c := range []struct {
+		name  string
+		typ   wire.Type
+		first []byte // the pair before key 1
+		elem  byte
+		want  string
+	}{
+		{"unwatch, a text key first", wire.TypeUnwatch, []byte{0x61, 'x', 0x00}, 0x60, "unwatch names 1048512 topics, more than 10000"},
+		{"unwatch, a negative key first", wire.TypeUnwatch, []byte{0x20, 0x00}, 0x60, "unwatch names 1048512 topics, more than 10000"},
+		{"get-routes, a text key first", wire.TypeGetRoutes, []byte{0x61, 'x', 0x00}, 0xa0, "get-routes names 1048512 topics, more than 10000"},
+		{"watch, a negative key first", wire.TypeWatch, []byte{0x20, 0x00}, 0xa0, "watch names 1048512 topics: give 1 to 10000"},
+	} {
+		body := append([]byte{0xa2}, c.first...)
+		body = append(body, 0x01, 0x9a, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		body = append(body, make([]byte, n)...)
+		for i := len(body) - n; i < len(body); i++ {
+			body[i] = c.elem
+		}
+		frame, err := wire.AppendFrame(nil, &wire.Frame{Type: c.typ, ID: 7, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if _, err := s.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		f, err := wire.ReadFrame(s, wire.MaxFrameLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		grew := after.TotalAlloc - before.TotalAlloc
+		if f.Error == nil || f.Error.Code != wire.CodeBadRequest || f.Error.Message != c.want {
+			t.Errorf("%s: answer %+v, want code 1 %q", c.name, f.Error, c.want)
+		}
+		if limit := uint64(6 * len(frame)); grew > limit {
+			t.Errorf("%s: %d bytes allocated %d KiB, more than %d KiB", c.name, len(frame), grew>>10, limit>>10)
+		}
+	}
+}

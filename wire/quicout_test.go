@@ -73,3 +73,25 @@ func TestClientAttrsDecodingKeepsNothingOverTheCaps(t *testing.T) {
 		t.Errorf("null labels: %+v, %v", q.Client, err)
 	}
 }
+
+// TestArrayLenPastKeysOfOtherTypes: text and negative keys are ignored
+// like unknown keys (PROTOCOL.md 3), so key 1 may follow them, in any
+// order; a node's topic count check must still find it.
+func TestArrayLenPastKeysOfOtherTypes(t *testing.T) {
+	for name, c := range map[string]struct {
+		body []byte
+		n    uint64
+		ok   bool
+	}{
+		"a text key first":        {[]byte{0xa2, 0x61, 'x', 0x00, 0x01, 0x83, 0, 0, 0}, 3, true},
+		"a negative key first":    {[]byte{0xa2, 0x20, 0x81, 0x00, 0x01, 0x82, 0, 0}, 2, true},
+		"a map key first":         {[]byte{0xa2, 0xa1, 0x00, 0x00, 0x00, 0x01, 0x81, 0}, 1, true},
+		"key 1 in a wider form":   {[]byte{0xa1, 0x18, 0x01, 0x81, 0}, 1, true},
+		"a text key \"1\" only":   {[]byte{0xa1, 0x61, '1', 0x81, 0}, 0, false},
+		"truncated after the key": {[]byte{0xa2, 0x61, 'x'}, 0, false},
+	} {
+		if n, ok := ArrayLen(c.body, 1); n != c.n || ok != c.ok {
+			t.Errorf("%s: ArrayLen = %d, %v, want %d, %v", name, n, ok, c.n, c.ok)
+		}
+	}
+}
