@@ -214,3 +214,47 @@ func TestTopicCountCheckedPastKeysOfOtherTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateKeyCheckAllocatesByBytes: a map's keys are checked for
+// duplicates at any depth, unknown keys included (PROTOCOL.md 3.2). A map
+// whose keys are out of order is checked with a set of its keys; a
+// reader's 1 MiB get-routes whose unknown key held a map of a few hundred
+// thousand small keys in descending order made that set many times the
+// frame's size.
+func TestDuplicateKeyCheckAllocatesByBytes(t *testing.T) {
+	tn := startNode(t, nil)
+	s := rawStream(t, tn, pki.RoleClient)
+	s.SetDeadline(time.Now().Add(time.Minute))
+	// {1: [{1: "a"}], 9: {k_n: 0, ..., k_1: 0}}, keys descending.
+	n := 170_000
+	body := []byte{0xa2, 0x01, 0x81, 0xa1, 0x01, 0x61, 'a', 0x09, 0xba}
+	body = binary.BigEndian.AppendUint32(body, uint32(n))
+	for i := n; i > 0; i-- {
+		body = append(body, 0x1a)
+		body = binary.BigEndian.AppendUint32(body, uint32(i))
+		body = append(body, 0x00)
+	}
+	frame, err := wire.AppendFrame(nil, &wire.Frame{Type: wire.TypeGetRoutes, ID: 3, Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := s.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	f, err := wire.ReadFrame(s, wire.MaxFrameLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	grew := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d bytes: %d KiB allocated, answer %+v", len(frame), grew>>10, f.Error)
+	if f.Error != nil {
+		t.Errorf("a get-routes with a large unknown map: %+v, want an answer", f.Error)
+	}
+	if limit := uint64(6 * len(frame)); grew > limit {
+		t.Errorf("a get-routes of %d bytes allocated %d KiB, more than %d KiB", len(frame), grew>>10, limit>>10)
+	}
+}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"strings"
@@ -92,6 +93,60 @@ func TestArrayLenPastKeysOfOtherTypes(t *testing.T) {
 	} {
 		if n, ok := ArrayLen(c.body, 1); n != c.n || ok != c.ok {
 			t.Errorf("%s: ArrayLen = %d, %v, want %d, %v", name, n, ok, c.n, c.ok)
+		}
+	}
+}
+
+// TestDuplicateKeysInLargeMaps: a map of more than 16 keys out of order
+// is checked by sorting where its keys lie; it must refuse what comparing
+// every key with every key before it refuses, at the same pair (keys by
+// value: integer widths, float precisions, -0 and 0 alike, NaN equal to
+// nothing, text and bytes of the same content apart).
+func TestDuplicateKeysInLargeMaps(t *testing.T) {
+	keys := [][]byte{
+		{0x05}, {0x18, 0x05}, {0x19, 0x00, 0x05}, {0x20}, {0x38, 0x00},
+		{0x61, 'a'}, {0x41, 'a'}, {0x62, 'a', 'b'}, {0xf9, 0x40, 0x00}, {0xfa, 0x40, 0x00, 0x00, 0x00},
+		{0xf9, 0x80, 0x00}, {0xf9, 0x00, 0x00}, {0xf9, 0x7e, 0x00}, {0xf6}, {0xf7}, {0xf4},
+		{0x80}, {0x81, 0x00}, {0xa0},
+	}
+	// reference is the pair a key-by-key walk stops at, or -1.
+	reference := func(ks [][]byte) int {
+		for i := range ks {
+			for j := range i {
+				a, b := keyOf(ks[i]), keyOf(ks[j])
+				if a == b {
+					return i
+				}
+			}
+		}
+		return -1
+	}
+	seed := uint64(1)
+	rnd := func(n int) int {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		return int(seed>>33) % n
+	}
+	for round := range 3000 {
+		n := 17 + rnd(40)
+		var ks [][]byte
+		for i := range n {
+			if rnd(4) == 0 {
+				ks = append(ks, keys[rnd(len(keys))])
+			} else { // distinct integers, descending: out of order
+				ks = append(ks, binary.BigEndian.AppendUint32([]byte{0x1a}, uint32(1000-i)))
+			}
+		}
+		m := []byte{0xb8, byte(n)}
+		for _, k := range ks {
+			m = append(append(m, k...), 0x00)
+		}
+		err := checkDupKeys(m)
+		want := reference(ks)
+		switch {
+		case want < 0 && err != nil:
+			t.Fatalf("round %d: %x refused: %v", round, m, err)
+		case want >= 0 && (err == nil || err.Error() != dupKeyError(uint64(want)).Error()):
+			t.Fatalf("round %d: %x: got %v, want a duplicate at %d", round, m, err, want)
 		}
 	}
 }
