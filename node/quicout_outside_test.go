@@ -1,7 +1,10 @@
 package node_test
 
 import (
+	"errors"
+	"io"
 	"testing"
+	"time"
 
 	"github.com/edgereg/edgereg/wire/pki"
 )
@@ -40,4 +43,30 @@ func TestQuicoutLeaseHeartbeats(t *testing.T) {
 	bs.ok(tUnregister, map[uint64]any{1: "bc", 2: "10.50.0.1:10911", 3: ep})
 	bs.ok(tRegister, reg)
 	beats("registered again after an unregister", 0)
+}
+
+// TestQuicoutPeerResetsItsSendSide: a peer that resets its send side
+// (RESET_STREAM) ends the stream (PROTOCOL.md 4.4): the node finishes its
+// own side with a FIN, having answered at most the requests it had read
+// (QUIC discards what the reset overtook: their outcome is unknown, 4.5).
+func TestQuicoutPeerResetsItsSendSide(t *testing.T) {
+	o := newOutside(t, nil)
+	qc := o.dial(pki.RoleClient, "resets")
+	for _, wait := range []bool{true, false} {
+		rs := open(t, qc)
+		rs.send(tPing, nil)
+		if wait { // the answer is on its way before the reset
+			f := rs.read()
+			check(t, f.typ == tPing && !f.hasErr, "4: ping answered, got %v", f)
+		}
+		rs.s.CancelWrite(0x77)
+		for {
+			f, err := rs.next(10 * time.Second)
+			if err != nil {
+				check(t, errors.Is(err, io.EOF), "4.4: after the peer's reset the node finishes the stream, got %v", err)
+				break
+			}
+			check(t, f.typ == tPing && f.id == 1 && !f.hasErr, "4.4: after a reset, only the answer to a request read before it, got %v", f)
+		}
+	}
 }
