@@ -319,3 +319,53 @@ func TestUnknownKeysCostTheirBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleStreamAfterALargePollKeepsLittle: "each open stream costs the
+// node memory (about 10 KiB while idle in edgereg)" (PROTOCOL.md 4.3). A
+// stream kept the topics array of its last get-routes between frames,
+// whatever its size: after one poll of 10,000 topics (a 40 KB request) an
+// idle stream held 240 KB, on every stream of every connection.
+func TestIdleStreamAfterALargePollKeepsLittle(t *testing.T) {
+	tn := startNode(t, nil)
+	qc, err := quic.DialAddr(ctxT(t), tn.Addr().String(), tn.tlsFor(pki.RoleClient, "polls"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	topics := make([]wire.TopicVersion, MaxTopicsPerQuery)
+	for i := range topics {
+		topics[i] = wire.TopicVersion{Topic: "a"}
+	}
+	req, err := wire.NewRequest(wire.TypeGetRoutes, 1, &wire.GetRoutes{Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, err := wire.AppendFrame(nil, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const streams = 40
+	var keep []*quic.Stream
+	before := liveHeap()
+	for range streams {
+		s, err := qc.OpenStreamSync(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep = append(keep, s)
+		s.SetDeadline(time.Now().Add(time.Minute))
+		if _, err := s.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := wire.ReadFrame(s, wire.MaxFrameLen); err != nil || f.Error != nil {
+			t.Fatalf("poll: %v %+v", err, f.Error)
+		}
+	}
+	grew := int64(liveHeap()) - int64(before)
+	per := grew / streams
+	t.Logf("%d idle streams after a poll of %d topics (%d bytes): %d KiB, %d KiB each", streams, len(topics), len(frame), grew>>10, per>>10)
+	if per > 64<<10 {
+		t.Errorf("an idle stream after a poll of %d topics holds %d KiB, want about 10 KiB (4.3)", len(topics), per>>10)
+	}
+	runtime.KeepAlive(keep)
+}
