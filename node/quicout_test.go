@@ -369,3 +369,4 @@ func TestIdleStreamAfterALargePollKeepsLittle(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
+

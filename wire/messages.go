@@ -164,7 +164,7 @@ type ClientAttrs struct {
 	// OverCapsSent is set by the decoder when the attrs received exceeded
 	// a cap (MaxClientLabels and the byte caps); Zone and Labels are then
 	// empty. It is never sent.
-	OverCapsSent bool `cbor:"-"`
+	OverCapsSent bool `cbor:"-" json:"-"`
 }
 
 // TopicVersion names a topic and the route version the client holds (0 for
