@@ -369,4 +369,3 @@ func TestIdleStreamAfterALargePollKeepsLittle(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
-
