@@ -89,7 +89,10 @@ func TestOversizedClientAttrsNotKeptByWatches(t *testing.T) {
 // with, so a client in zone-1 whose extra watch was refused was pushed
 // the routes of the zone its refused request named.
 func TestRefusedWatchKeepsTheStreamsClientAttrs(t *testing.T) {
-	tn := startNode(t, func(c *Config) { c.MaxWatchesPerConn = 1 })
+	tn := startNode(t, func(c *Config) {
+		c.MaxWatchesPerConn = 1
+		c.PolicyCallTimeout = 2 * time.Second // a dry run under -race on a loaded machine
+	})
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)
 	if _, err := op.PolicyPush(policyCtx(t), "route", readModule(t, "zone-affinity.wasm")); err != nil {
@@ -254,7 +257,9 @@ func TestDuplicateKeyCheckAllocatesByBytes(t *testing.T) {
 	if f.Error != nil {
 		t.Errorf("a get-routes with a large unknown map: %+v, want an answer", f.Error)
 	}
-	if limit := uint64(6 * len(frame)); grew > limit {
+	// The whole process, QUIC and the race detector included: loose here,
+	// wire's TestDecodingCostsTheBytesReceived bounds the decoding itself.
+	if limit := uint64(12 * len(frame)); grew > limit {
 		t.Errorf("a get-routes of %d bytes allocated %d KiB, more than %d KiB", len(frame), grew>>10, limit>>10)
 	}
 }
@@ -311,10 +316,12 @@ func TestUnknownKeysCostTheirBytes(t *testing.T) {
 			t.Errorf("%s with unknown text keys: %+v (id %d), want an answer", c.name, f.Error, f.ID)
 		}
 		// The frame's buffer grows by doubling, the get-routes decoder
-		// copies the body once, and the library still boxes each unknown
-		// text key it reads (tens of bytes a key of 3): well under the
-		// 18 times the bytes the set of them cost.
-		if limit := uint64(10 * len(c.frame)); grew > limit {
+		// copies the body once, the library still boxes each unknown text
+		// key it reads (tens of bytes a key of 3), and the whole process
+		// counts, QUIC and the race detector included: under the 18 times
+		// the bytes the set of keys cost, and loose (wire's
+		// TestDecodingCostsTheBytesReceived bounds the decoding itself).
+		if limit := uint64(15 * len(c.frame)); grew > limit {
 			t.Errorf("%s of %d bytes allocated %d KiB, more than %d KiB", c.name, len(c.frame), grew>>10, limit>>10)
 		}
 	}

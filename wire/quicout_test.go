@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -147,6 +148,69 @@ func TestDuplicateKeysInLargeMaps(t *testing.T) {
 			t.Fatalf("round %d: %x refused: %v", round, m, err)
 		case want >= 0 && (err == nil || err.Error() != dupKeyError(uint64(want)).Error()):
 			t.Fatalf("round %d: %x: got %v, want a duplicate at %d", round, m, err, want)
+		}
+	}
+}
+
+// allocated returns the bytes the process allocated while fn ran.
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestDecodingCostsTheBytesReceived: decoding a body or a Frame map with
+// many unknown text keys, or with a large map of out-of-order keys inside
+// an unknown key, allocates a few times the bytes decoded, not a set of
+// keys many times them (the library's own duplicate check kept every
+// unknown key of a struct's map; the walk's set copied every key).
+func TestDecodingCostsTheBytesReceived(t *testing.T) {
+	const n = 100_000
+	var unknown []byte
+	for i := range n {
+		k := fmt.Sprintf("%x", i)
+		unknown = append(unknown, 0x60+byte(len(k)))
+		unknown = append(append(unknown, k...), 0x00)
+	}
+	routes := binary.BigEndian.AppendUint32([]byte{0xba}, n+1)
+	routes = append(append(routes, 0x01, 0x81, 0xa1, 0x01, 0x61, 'a'), unknown...)
+	ping := binary.BigEndian.AppendUint32([]byte{0xba}, n+2)
+	ping = append(append(ping, 0x01, 0x11, 0x02, 0x06), unknown...)
+	descending := []byte{0xa2, 0x01, 0x81, 0xa1, 0x01, 0x61, 'a', 0x09, 0xba}
+	descending = binary.BigEndian.AppendUint32(descending, n)
+	for i := n; i > 0; i-- {
+		descending = binary.BigEndian.AppendUint32(append(descending, 0x1a), uint32(i))
+		descending = append(descending, 0x00)
+	}
+	for _, c := range []struct {
+		name string
+		size int
+		fn   func() error
+	}{
+		{"a get-routes body with unknown text keys", len(routes), func() error {
+			var q GetRoutes
+			return (&Frame{Type: TypeGetRoutes, Body: routes}).DecodeGetRoutes(&q)
+		}},
+		{"a Frame map with unknown text keys", len(ping), func() error {
+			var f Frame
+			return DecodeFrame(ping, &f)
+		}},
+		{"a body whose unknown key holds keys in descending order", len(descending), func() error {
+			var q GetRoutes
+			return (&Frame{Type: TypeGetRoutes, Body: descending}).DecodeGetRoutes(&q)
+		}},
+	} {
+		var err error
+		got := allocated(func() { err = c.fn() })
+		t.Logf("%s, %d bytes: %d KiB allocated", c.name, c.size, got>>10)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if limit := uint64(8 * c.size); got > limit {
+			t.Errorf("%s of %d bytes allocated %d KiB, more than %d KiB", c.name, c.size, got>>10, limit>>10)
 		}
 	}
 }
