@@ -169,9 +169,13 @@ func (n *Node) dispatch(cs *connState, f *wire.Frame, w *streamWriter, watch **w
 		}
 		body, err := n.getRoutes(cs, w, q)
 		// Hold none of its strings while the stream idles, but keep its
-		// array for the next request's topics.
+		// array for the next request's topics, unless a large poll grew
+		// it: an idle stream must cost what PROTOCOL.md 4.3 says.
 		clear(q.Topics)
 		*q = wire.GetRoutes{Topics: q.Topics[:0]}
+		if cap(q.Topics) > maxKeptQueryTopics {
+			*q = wire.GetRoutes{}
+		}
 		return body, err
 	case wire.TypeClusterInfo:
 		return n.reg.ClusterInfo(), nil

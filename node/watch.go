@@ -608,7 +608,6 @@ func (n *Node) watch(cs *connState, w *streamWriter, wp **watcher, q *wire.Watch
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
 	wt.watches++
-	wt.attrs = q.Client
 	var added []string
 	for _, tv := range q.Topics {
 		if _, ok := wt.versions[tv.Topic]; !ok {
@@ -619,6 +618,9 @@ func (n *Node) watch(cs *connState, w *streamWriter, wp **watcher, q *wire.Watch
 	if err := cs.addWatches(len(added), n.cfg.MaxWatchesPerConn); err != nil {
 		return nil, err
 	}
+	// Only a watch that is taken changes the attrs the stream's pushes are
+	// filtered with: one refused changes nothing (PROTOCOL.md 11).
+	wt.attrs = q.Client
 	n.watches.add(wt, added)
 	recalled := 0 // topics pushed before an unwatch, watched again
 	for _, t := range added {

@@ -82,14 +82,18 @@ func (s *Set) routeFallback(ctx context.Context, b *binding, took time.Duration,
 // Caps on a client's zone and labels: they are part of the memo key and
 // of every guest input, and a client chooses them.
 const (
-	MaxClientLabels     = 16
-	MaxClientLabelBytes = 256 // key plus value
-	MaxClientZoneBytes  = 256
+	MaxClientLabels     = wire.MaxClientLabels
+	MaxClientLabelBytes = wire.MaxClientLabelBytes // key plus value
+	MaxClientZoneBytes  = wire.MaxClientZoneBytes
 )
 
 // checkClient refuses a zone or labels over the caps; the read is then
 // answered by the route hook's FailMode and a fallback is counted.
 func checkClient(client wire.ClientAttrs) error {
+	if client.OverCapsSent {
+		// The decoder kept nothing of attrs over the caps.
+		return fmt.Errorf("%w: client zone or labels over the caps (at most %d labels, %d bytes each)", ErrBadInput, MaxClientLabels, MaxClientLabelBytes)
+	}
 	if len(client.Zone) > MaxClientZoneBytes {
 		return fmt.Errorf("%w: client zone %.32q is %d bytes, at most %d", ErrBadInput, client.Zone, len(client.Zone), MaxClientZoneBytes)
 	}

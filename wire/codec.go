@@ -35,7 +35,10 @@ func init() {
 		panic(fmt.Sprintf("wire: build CBOR encode mode: %v", err))
 	}
 	decMode, err = cbor.DecOptions{
-		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+		// Duplicate keys are refused by checkDupKeys, at every depth,
+		// after decoding: the library's own check keeps every unknown
+		// key of a struct's map in a set, many times the keys' bytes.
+		DupMapKey:        cbor.DupMapKeyQuiet,
 		IndefLength:      cbor.IndefLengthForbidden,
 		TagsMd:           cbor.TagsForbidden,
 		MaxNestedLevels:  MaxNestingLevel,

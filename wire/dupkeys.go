@@ -2,10 +2,12 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The CBOR library refuses duplicate keys only in maps it decodes into Go
@@ -277,15 +279,21 @@ func orderKeyOf(item []byte) (orderKey, bool) {
 }
 
 // mapPairsAnyOrder skips a map's pairs, comparing each key with every
-// key before it.
+// key before it. It remembers each key by where it lies in b (8 bytes a
+// key, never a copy of it: a pair takes at least 2 bytes), comparing the
+// first 16 with each other as it goes and, in a larger map, the others
+// once the walk is over, by sorting them: either way it reports the pair
+// a walk comparing each key with all before it would stop at first.
 func (w walker) mapPairsAnyOrder(b []byte, pairs uint64, depth int) ([]byte, error) {
-	var small [16]mapKey
+	all := b
+	var small [16]keyAt
 	keys := small[:0]
-	var seen map[mapKey]struct{}
+	var stop error // the walk's own error, at pair len(keys) or its value
 	for i := range pairs {
 		rest, err := w.item(b, depth+1)
 		if err != nil {
-			return nil, err
+			stop = err
+			break
 		}
 		if !w.check {
 			if b, err = w.item(rest, depth+1); err != nil {
@@ -293,36 +301,126 @@ func (w walker) mapPairsAnyOrder(b []byte, pairs uint64, depth int) ([]byte, err
 			}
 			continue
 		}
-		k := keyOf(b[:len(b)-len(rest)])
-		if seen == nil && len(keys) == len(small) {
+		k := keyAt{start: uint32(len(all) - len(b)), end: uint32(len(all) - len(rest))}
+		switch {
+		case len(keys) < len(small):
+			for _, o := range keys {
+				if sameKey(all, o, k) {
+					return nil, dupKeyError(i)
+				}
+			}
+		case len(keys) == len(small):
 			// Sized by the bytes left, two at least a pair, never by
 			// the count the map's head declares.
-			seen = make(map[mapKey]struct{}, min(pairs, uint64(len(b))/2))
-			for _, k := range keys {
-				seen[k] = struct{}{}
-			}
+			grown := make([]keyAt, len(keys), min(pairs, uint64(len(all))/2))
+			copy(grown, keys)
+			keys = grown
 		}
-		dup := false
-		if seen != nil {
-			_, dup = seen[k]
-			seen[k] = struct{}{}
-		} else {
-			for _, o := range keys {
-				dup = dup || o == k
-			}
-			keys = append(keys, k)
-		}
-		if dup {
-			return nil, fmt.Errorf("cbor: found duplicate map key at map element index %d", i)
-		}
+		keys = append(keys, k)
 		value := w
-		if w.frame && depth == 0 && k == (mapKey{major: 0, n: 3}) {
+		if w.frame && depth == 0 && isKey3(b[:len(b)-len(rest)]) {
 			value.check = false // the body: DecodeBody checks it
 		}
 		value.frame = false
 		if b, err = value.item(rest, depth+1); err != nil {
-			return nil, err
+			stop = err
+			break
 		}
 	}
+	// Every key remembered comes before the item that stopped the walk
+	// (a key's duplicate is found before its value is walked), so a
+	// duplicate among them is what a pair-by-pair walk meets first.
+	if len(keys) > len(small) {
+		if dup, ok := firstDuplicate(all, keys); ok {
+			return nil, dupKeyError(dup)
+		}
+	}
+	if stop != nil {
+		return nil, stop
+	}
 	return b, nil
+}
+
+func dupKeyError(index uint64) error {
+	return fmt.Errorf("cbor: found duplicate map key at map element index %d", index)
+}
+
+// keyAt is a map key by where it lies: b[start:end].
+type keyAt struct{ start, end uint32 }
+
+// sameKey reports whether keys x and y of b are equal by value (keyOf).
+func sameKey(b []byte, x, y keyAt) bool {
+	kx, ky := b[x.start:x.end], b[y.start:y.end]
+	return compareKeys(kx, ky) == 0 && !isNaNKey(kx)
+}
+
+// isKey3 reports whether item is the integer 3, in any width.
+func isKey3(item []byte) bool {
+	major, arg, _, err := head(item)
+	return err == nil && major == 0 && arg == 3
+}
+
+// isNaNKey reports whether item is a floating-point NaN, a key equal to
+// no other, itself included.
+func isNaNKey(item []byte) bool {
+	k, _ := keyView(item)
+	return k.major == 8 && math.IsNaN(k.f)
+}
+
+// firstDuplicate returns the index of the first pair whose key equals the
+// key of a pair before it, keys being every pair's key in order. It sorts
+// keys.
+func firstDuplicate(b []byte, keys []keyAt) (uint64, bool) {
+	slices.SortFunc(keys, func(x, y keyAt) int {
+		if c := compareKeys(b[x.start:x.end], b[y.start:y.end]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.start, y.start)
+	})
+	first, found := uint32(0), false
+	for i := 1; i < len(keys); i++ {
+		if y := keys[i]; sameKey(b, keys[i-1], y) && (!found || y.start < first) {
+			first, found = y.start, true
+		}
+	}
+	if !found {
+		return 0, false
+	}
+	index := uint64(0) // the pairs before it
+	for _, k := range keys {
+		if k.start < first {
+			index++
+		}
+	}
+	return index, true
+}
+
+// compareKeys orders two key items by their mapKey (keyOf), without
+// copying them: 0 exactly when keyOf gives equal keys, or both are NaN
+// (which sameKey still tells apart: NaN equals nothing).
+func compareKeys(x, y []byte) int {
+	kx, sx := keyView(x)
+	ky, sy := keyView(y)
+	if c := cmp.Compare(kx.major, ky.major); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(kx.n, ky.n); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(kx.f, ky.f); c != 0 { // NaN first, -0 equal to 0
+		return c
+	}
+	return bytes.Compare(sx, sy)
+}
+
+// keyView is keyOf with the string part left in item, not copied.
+func keyView(item []byte) (mapKey, []byte) {
+	major, arg, rest, _ := head(item)
+	switch major {
+	case 2, 3:
+		return mapKey{major: major}, rest[:arg]
+	case 0, 1, 7:
+		return keyOf(item), nil
+	}
+	return mapKey{major: 0xff}, item
 }

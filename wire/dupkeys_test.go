@@ -1,6 +1,9 @@
 package wire
 
 import (
+	"github.com/fxamacker/cbor/v2"
+	"sync"
+
 	"encoding/hex"
 	"strings"
 	"testing"
@@ -35,7 +38,7 @@ func FuzzDupKeys(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkWalkAgainstReference(t, b)
 		var v any
-		libErr := decMode.Unmarshal(b, &v)
+		libErr := libDupMode().Unmarshal(b, &v)
 		if libErr != nil && !strings.Contains(libErr.Error(), "duplicate map key") {
 			return // malformed otherwise: the walk only runs on what decodes
 		}
@@ -45,6 +48,19 @@ func FuzzDupKeys(f *testing.F) {
 		}
 	})
 }
+
+// libDupMode is the package's decoding mode with the CBOR library's own
+// duplicate-key check, which the package leaves to checkDupKeys: the
+// reference FuzzDupKeys holds the walk to.
+var libDupMode = sync.OnceValue(func() cbor.DecMode {
+	opts := decMode.DecOptions()
+	opts.DupMapKey = cbor.DupMapKeyEnforcedAPF
+	m, err := opts.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return m
+})
 
 // sortedMap encodes a map of n integer keys 0, 1, ... in order, with key
 // dup repeated at the end instead of the last key when dup >= 0.

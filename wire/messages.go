@@ -161,6 +161,10 @@ type Unregister struct {
 type ClientAttrs struct {
 	Zone   string            `cbor:"1,keyasint,omitempty"`
 	Labels map[string]string `cbor:"2,keyasint,omitempty"`
+	// OverCapsSent is set by the decoder when the attrs received exceeded
+	// a cap (MaxClientLabels and the byte caps); Zone and Labels are then
+	// empty. It is never sent.
+	OverCapsSent bool `cbor:"-" json:"-"`
 }
 
 // TopicVersion names a topic and the route version the client holds (0 for
