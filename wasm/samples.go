@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,7 +77,7 @@ func (m *Module) dryRun(ctx context.Context) error {
 	first := m.pools[m.Hooks()[0]]
 	in, err := first.getNew(ctx)
 	if err != nil {
-		return refuse(m.hash, ErrDryRun, "%v", err)
+		return dryRunError(m.hash, "", err)
 	}
 	ve := m.checkInstance(ctx, in)
 	first.put(in, ve == nil)
@@ -94,14 +95,27 @@ func (m *Module) dryRun(ctx context.Context) error {
 		// instantiation fails is refused with the reason.
 		in, err := m.pools[h].getNew(ctx)
 		if err != nil {
-			return refuse(m.hash, ErrDryRun, "%s: %v", h, err)
+			return dryRunError(m.hash, h.String()+": ", err)
 		}
 		m.pools[h].put(in, true)
 		if err := m.dryRunHook(ctx, h); err != nil {
-			return refuse(m.hash, ErrDryRun, "%s: %v", h, err)
+			return dryRunError(m.hash, h.String()+": ", err)
 		}
 	}
 	return nil
+}
+
+// dryRunError refuses the module for a failed dry run, unless the node,
+// not the module, kept it from running: the node-wide instance budget
+// spent, or every route-call slot taken past the call's deadline. That is
+// ErrBusy, not a refusal: the same bytes may pass a moment later, and the
+// operator is told to retry (before, "bad request": "module failed its
+// dry run: ... the instance budget is spent"; TestDryRunOnSpentBudgetIsBusy).
+func dryRunError(hash, what string, err error) error {
+	if errors.Is(err, ErrBusy) {
+		return fmt.Errorf("policy module %.12s: dry run: %s%w", hash, what, err)
+	}
+	return refuse(hash, ErrDryRun, "%s%v", what, err)
 }
 
 // checkInstance asks a fresh instance for its ABI version and, if it

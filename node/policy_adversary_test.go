@@ -1,0 +1,62 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/edgereg/edgereg/wasm"
+	"github.com/edgereg/edgereg/wire"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// tagged returns module with a custom section naming tag appended: the
+// same code under another SHA-256, so the host takes it for another module.
+func tagged(module []byte, tag string) []byte {
+	payload := append([]byte{byte(len("tag"))}, "tag"...)
+	payload = append(payload, tag...)
+	out := append([]byte(nil), module...)
+	out = append(out, 0, byte(len(payload))) // custom section, payload < 128 bytes
+	return append(out, payload...)
+}
+
+// wireCode returns the code of a node's error answer, or 0.
+func wireCode(err error) wire.Code {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we.Code
+	}
+	return 0
+}
+
+// TestPushWithSpentInstanceBudgetIsOverloaded: a push whose dry run cannot
+// get an instance because the node-wide instance budget is spent is the
+// node's load, not the module's fault: code 12 (overloaded, retry), not
+// code 1 (the module refused), and nothing changes.
+func TestPushWithSpentInstanceBudgetIsOverloaded(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	base := readModule(t, "fixtures/empty-route.wasm")
+	host := tn.Node.policies.host
+	// Each validated module keeps its dry run's instance: 48 of them hold
+	// the whole budget.
+	for i := range host.Config().MaxInstances {
+		m, err := host.Validate(ctx, tagged(base, fmt.Sprint("held-", i)))
+		if err != nil {
+			t.Fatalf("module %d: %v", i, err)
+		}
+		t.Cleanup(func() { m.Close() })
+	}
+	_, err := op.PolicyPush(ctx, "route", tagged(base, "pushed"))
+	if wireCode(err) != wire.CodeOverloaded {
+		t.Fatalf("push with the instance budget spent: %v (code %d), want code %d (overloaded)", err, wireCode(err), wire.CodeOverloaded)
+	}
+	if tn.Node.policies.set.Active(wasm.HookRouteFilter) {
+		t.Fatal("a push answered overloaded activated its module")
+	}
+	_, err = op.PolicyTest(ctx, "route", tagged(base, "tested"), nil)
+	if wireCode(err) != wire.CodeOverloaded {
+		t.Fatalf("test with the instance budget spent: %v (code %d), want code %d (overloaded)", err, wireCode(err), wire.CodeOverloaded)
+	}
+}
