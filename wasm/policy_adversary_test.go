@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // watWith compiles WebAssembly text with extra wat2wasm flags (proposals
@@ -69,4 +71,59 @@ func mustValidate(t testing.TB, h *Host, b []byte) *Module {
 		t.Fatalf("validate: %v", err)
 	}
 	return m
+}
+
+// spinOnFF is a route filter that answers the empty route, except for an
+// input whose first byte is 0xff (never a CBOR map): then it loops until
+// its deadline.
+const spinOnFF = `(module ` + abiPrelude + `
+  (func (export "edgereg_route_filter") (param $p i32) (param $n i32) (result i64)
+    (if (i32.eq (i32.load8_u (local.get $p)) (i32.const 0xff))
+      (then (loop $spin (br $spin))))
+    (i64.const 0x0000004000000007)))`
+
+// TestDryRunRetriesAMissedDeadlineOnce: one dry-run call that misses its
+// deadline (what a loaded node does to a valid module's first call) is
+// tried again once on a fresh instance, so a valid module is not refused
+// for the node's load; a module that misses it again is refused.
+func TestDryRunRetriesAMissedDeadlineOnce(t *testing.T) {
+	h := newHost(t, HostConfig{CallTimeout: 50 * time.Millisecond})
+	b := watWith(t, spinOnFF)
+	var calls atomic.Int64
+	testHookInvokeInput = func(_ Hook, in []byte) []byte {
+		if calls.Add(1) == 1 {
+			return []byte{0xff} // the first call misses its deadline
+		}
+		return in
+	}
+	t.Cleanup(func() { testHookInvokeInput = nil })
+	m, err := h.Validate(context.Background(), b)
+	if err != nil {
+		t.Fatalf("a module whose first dry-run call missed its deadline once: %v", err)
+	}
+	m.Close()
+
+	// Every call missing its deadline is still refused, after one retry.
+	testHookInvokeInput = func(_ Hook, in []byte) []byte { calls.Add(1); return []byte{0xff} }
+	calls.Store(0)
+	m, err = h.Validate(context.Background(), tagModule(b, "always"))
+	if m != nil {
+		m.Close()
+	}
+	if !errors.Is(err, ErrDryRun) || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("a module missing every deadline: %v, want a dry-run refusal naming the deadline", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("a module missing every deadline was called %d times, want 2 (one retry)", n)
+	}
+}
+
+// tagModule appends a custom section naming tag: the same code under
+// another hash.
+func tagModule(module []byte, tag string) []byte {
+	payload := append([]byte{3}, "tag"...)
+	payload = append(payload, tag...)
+	out := append([]byte(nil), module...)
+	out = append(out, 0, byte(len(payload)))
+	return append(out, payload...)
 }

@@ -169,6 +169,7 @@ func callI32(ctx context.Context, mod api.Module, name string, timeout time.Dura
 // calls: the same threshold range, the same output rules.
 func (m *Module) dryRunHook(ctx context.Context, h Hook) error {
 	cfg := &m.host.cfg
+	retry := m.retryOnce(ctx, h)
 	switch h {
 	case HookRouteFilter:
 		for i, in := range sampleRouteInputs() {
@@ -176,19 +177,22 @@ func (m *Module) dryRunHook(ctx context.Context, h Hook) error {
 			if err := wire.Unmarshal(in.Route, &orig); err != nil {
 				return err
 			}
-			if _, _, err := m.filterRoute(ctx, &in, &orig); err != nil {
+			if err := retry(func() error { _, _, err := m.filterRoute(ctx, &in, &orig); return err }); err != nil {
 				return fmt.Errorf("sample %d: %w", i+1, err)
 			}
 		}
 	case HookExpiryThreshold:
 		for i, in := range sampleThresholdInputs() {
-			if _, _, err := m.expiryThreshold(ctx, &in, cfg.MinThreshold, cfg.MaxThreshold); err != nil {
+			if err := retry(func() error {
+				_, _, err := m.expiryThreshold(ctx, &in, cfg.MinThreshold, cfg.MaxThreshold)
+				return err
+			}); err != nil {
 				return fmt.Errorf("sample %d: %w", i+1, err)
 			}
 		}
 	case HookExpiryConfirm:
 		for i, in := range sampleConfirmInputs() {
-			if _, _, err := m.confirmExpiry(ctx, &in); err != nil {
+			if err := retry(func() error { _, _, err := m.confirmExpiry(ctx, &in); return err }); err != nil {
 				return fmt.Errorf("sample %d: %w", i+1, err)
 			}
 		}
@@ -196,6 +200,32 @@ func (m *Module) dryRunHook(ctx context.Context, h Hook) error {
 		return fmt.Errorf("%w: %d", ErrUnknownHook, h)
 	}
 	return nil
+}
+
+// retryOnce returns a runner of hook h's dry-run calls that tries one
+// call again, once per hook, when it missed its deadline: on a loaded
+// node a valid module's call can miss 20 ms (a fresh instance's first
+// call pays for page faults of its memory, the scheduler for everyone
+// else), and refusing the module for that made uploads fail at random.
+// The timed-out instance was closed; the retry gets a fresh one made
+// here, off the call's deadline, as the dry run's first instance was. A
+// module that misses the deadline again is refused: one stuck in a loop
+// costs two deadlines, not one.
+func (m *Module) retryOnce(ctx context.Context, h Hook) func(call func() error) error {
+	retried := false
+	return func(call func() error) error {
+		err := call()
+		if err == nil || retried || !errors.Is(err, ErrTimeout) || errors.Is(err, ErrBusy) || ctx.Err() != nil {
+			return err
+		}
+		retried = true
+		in, ierr := m.pools[h].getNew(ctx)
+		if ierr != nil {
+			return err
+		}
+		m.pools[h].put(in, true)
+		return call()
+	}
 }
 
 // sampleRouteInputs are the dry run's route filter inputs; the first is
