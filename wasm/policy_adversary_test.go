@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/edgereg/edgereg/wire"
 )
 
 // watWith compiles WebAssembly text with extra wat2wasm flags (proposals
@@ -126,4 +128,45 @@ func tagModule(module []byte, tag string) []byte {
 	out := append([]byte(nil), module...)
 	out = append(out, 0, byte(len(payload)))
 	return append(out, payload...)
+}
+
+// trapOnMarker is a route filter that answers the empty route, but traps
+// when its input holds the bytes "MARKER12" anywhere.
+const trapOnMarker = `(module ` + abiPrelude + `
+  (func (export "edgereg_route_filter") (param $p i32) (param $n i32) (result i64)
+    (local $i i32)
+    (block $no
+      (loop $scan
+        (br_if $no (i32.gt_s (i32.add (local.get $i) (i32.const 8)) (local.get $n)))
+        (if (i64.eq (i64.load (i32.add (local.get $p) (local.get $i))) (i64.const 0x323152454b52414d))
+          (then unreachable))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $scan)))
+    (i64.const 0x0000004000000007)))`
+
+// TestTrialGivesTheRouteAsRealCallsDo: `policy test` hands the guest the
+// route as a real call does, decoded and encoded again in the node's
+// canonical form (ABI.md: keys this version does not define are dropped,
+// groups sorted by name), not the bytes the operator gave: a test must
+// see what real traffic will.
+func TestTrialGivesTheRouteAsRealCallsDo(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	m := mustValidate(t, h, watWith(t, trapOnMarker))
+	defer m.Close()
+	// A route with brokers out of order and an unknown key 9 holding the
+	// marker, as an operator's hand-written input may have.
+	route := map[int]any{
+		1: []map[int]any{{1: "b", 2: 4, 3: 4, 4: 6}, {1: "a", 2: 4, 3: 4, 4: 6}},
+		2: []map[int]any{{1: "C", 2: "b", 4: map[int]string{0: "10.0.0.2:1"}}, {1: "C", 2: "a", 4: map[int]string{0: "10.0.0.1:1"}}},
+		9: "MARKER12",
+	}
+	input := encode(t, map[int]any{1: map[int]any{}, 2: "t", 3: route, 4: 1, 5: 2})
+	out, _, err := m.Trial(context.Background(), HookRouteFilter, input, DefaultMinThreshold, DefaultMaxThreshold)
+	if err != nil {
+		t.Fatalf("trial with a route holding an unknown key: %v (the guest saw the key)", err)
+	}
+	var res RouteFilterOutput
+	if err := wire.Unmarshal(out, &res); err != nil || len(res.Route.Brokers) != 0 {
+		t.Fatalf("trial output %x: %+v %v", out, res, err)
+	}
 }

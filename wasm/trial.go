@@ -61,6 +61,16 @@ func (m *Module) Trial(ctx context.Context, h Hook, input []byte, lo, hi time.Du
 		if err := wire.Unmarshal(in.Route, &orig); err != nil {
 			return bad(err)
 		}
+		// The guest gets the route as a real call gives it: the node's
+		// canonical encoding, sorted, without keys this version does not
+		// define. Before, it got the operator's bytes as given
+		// (TestTrialGivesTheRouteAsRealCallsDo).
+		canonical(&orig)
+		route, err := wire.Marshal(&orig)
+		if err != nil {
+			return bad(err)
+		}
+		in.Route = route
 		r, took, err := m.filterRoute(ctx, &in, &orig)
 		return encodeTrial(&RouteFilterOutput{Route: r}, took, err)
 	case HookExpiryThreshold:
