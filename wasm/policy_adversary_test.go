@@ -3,9 +3,12 @@ package wasm
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,5 +171,56 @@ func TestTrialGivesTheRouteAsRealCallsDo(t *testing.T) {
 	var res RouteFilterOutput
 	if err := wire.Unmarshal(out, &res); err != nil || len(res.Route.Brokers) != 0 {
 		t.Fatalf("trial output %x: %+v %v", out, res, err)
+	}
+}
+
+// TestMissingSavedModuleDroppedOnce: a saved module whose file is gone
+// (deleted by hand, a data directory restored without it) can never be
+// restored. The node says so once, at the start that finds it missing,
+// and drops it from the saved state, keeping what can be restored; it
+// does not fail the restore again at every later start until an operator
+// changes the hook.
+func TestMissingSavedModuleDroppedOnce(t *testing.T) {
+	dir := t.TempDir()
+	st, _ := OpenStore(dir)
+	h := newHost(t, HostConfig{})
+	route := load(t, h, "fixtures/empty-route.wasm")
+	other := mustValidate(t, h, routeModule(t, "last-good"))
+	defer other.Close()
+	s := newSet(t, h, SetConfig{Store: st})
+	activate(t, s, HookRouteFilter, other)
+	activate(t, s, HookRouteFilter, route) // other is the last good
+	s.Close()
+	if err := os.Remove(filepath.Join(dir, route.Hash()+".wasm")); err != nil {
+		t.Fatal(err)
+	}
+
+	start := func() (string, *Set) {
+		var logs strings.Builder
+		var mu sync.Mutex
+		s := newSet(t, h, SetConfig{Store: st, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.String(), s
+	}
+	logs, s2 := start()
+	if !strings.Contains(logs, "missing") || !strings.Contains(logs, route.Hash()) {
+		t.Errorf("first start with the file gone logged:\n%s\nwant a line naming the missing module", logs)
+	}
+	if st := s2.List()[HookRouteFilter]; st.LastGood == nil || st.LastGood.Hash != other.Hash() {
+		t.Errorf("the last good module, still saved, was not restored: %+v", st.LastGood)
+	}
+	s2.Close()
+	logs, s3 := start()
+	defer s3.Close()
+	if strings.Contains(logs, route.Hash()) {
+		t.Errorf("second start logged the missing module again:\n%s", logs)
+	}
+	man, err := st.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := man.Hooks[HookRouteFilter.String()]; e.Active == route.Hash() || e.LastGood != other.Hash() {
+		t.Errorf("saved route entry %+v: want the missing module dropped and the last good kept", e)
 	}
 }
