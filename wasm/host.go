@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
@@ -162,6 +163,9 @@ type Host struct {
 	cache    wazero.CompilationCache
 	cacheDir string
 	tempDir  bool // cacheDir is the host's own, removed at Close
+	// wasi holds the host's WASI functions by name, for the signatures
+	// imports must have.
+	wasi map[string]api.FunctionDefinition
 	// compiles bounds the modules compiled at once.
 	compiles chan struct{}
 	// budget holds a token per live instance, across every module.
@@ -236,6 +240,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 		return nil, fmt.Errorf("wasm host: instantiate WASI: %w", err)
 	}
 	return &Host{cfg: cfg, log: cfg.Logger, out: &countingWriter{w: cfg.GuestOutput}, rt: rt, cache: cache, cacheDir: dir, tempDir: temp,
+		wasi:     rt.Module(wasiModule).ExportedFunctionDefinitions(),
 		compiles: make(chan struct{}, cfg.MaxConcurrentCompiles), budget: make(chan struct{}, cfg.MaxInstances),
 		routeCalls: make(chan struct{}, cfg.MaxConcurrentRouteCalls), trials: make(chan struct{}, 1),
 		modules: make(map[string]*Module), compiling: make(map[string]*compileCall), refused: make(map[string]error)}, nil
@@ -481,7 +486,7 @@ func (h *Host) compile(ctx context.Context, hash string, module []byte) (*Module
 		}
 		return nil, refuse(hash, ErrMalformed, "%v", err)
 	}
-	hooks, hasInit, ve := checkModule(cm, h.cfg.MaxMemoryPages)
+	hooks, hasInit, ve := checkModule(cm, h.wasi, h.cfg.MaxMemoryPages)
 	if ve != nil {
 		_ = cm.Close(ctx)
 		ve.Hash = hash
