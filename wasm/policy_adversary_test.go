@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgereg/edgereg/wasm/wasmtest"
 	"github.com/edgereg/edgereg/wire"
 )
 
@@ -223,4 +224,26 @@ func TestMissingSavedModuleDroppedOnce(t *testing.T) {
 	if e := man.Hooks[HookRouteFilter.String()]; e.Active == route.Hash() || e.LastGood != other.Hash() {
 		t.Errorf("saved route entry %+v: want the missing module dropped and the last good kept", e)
 	}
+}
+
+// FuzzModuleChecks runs the checks the node makes on a module's bytes in
+// its own process, before the compile child sees them (structure, memory
+// section, custom sections): none may panic or loop on any input, since
+// a panic there stops the node. Seeds: the shipped and hostile modules.
+func FuzzModuleChecks(f *testing.F) {
+	for _, name := range []string{"fixtures/empty-route.wasm", "jitter-threshold.wasm", "hostile/grow.wasm", "hostile/trap.wasm", "hostile/memory-cap.wasm"} {
+		f.Add(testdata(f, name))
+	}
+	for _, sh := range wasmtest.HostileShapes() {
+		if len(sh.Module) < 4096 {
+			f.Add(sh.Module)
+		}
+	}
+	var lim Limits
+	lim.setDefaults()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = checkStructure(b, lim)
+		_ = checkMemorySection(b, DefaultMaxMemoryPages)
+		_ = withoutCustomSections(b)
+	})
 }
