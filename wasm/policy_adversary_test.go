@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/edgereg/edgereg/wasm/wasmtest"
 	"github.com/edgereg/edgereg/wire"
 )
@@ -246,4 +248,26 @@ func FuzzModuleChecks(f *testing.F) {
 		_ = checkMemorySection(b, DefaultMaxMemoryPages)
 		_ = withoutCustomSections(b)
 	})
+}
+
+// TestTrialRefusesLabelsOverTheCaps: a real call with client labels or a
+// zone over the caps never reaches the guest (ABI.md: the fail mode
+// answers it), so `policy test` does not run the guest on them either: it
+// says the input is over a cap rather than show an answer no real read
+// would get.
+func TestTrialRefusesLabelsOverTheCaps(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	m := mustValidate(t, h, watWith(t, trapOnMarker))
+	defer m.Close()
+	route := encode(t, zonedRoute())
+	for name, client := range map[string]map[int]any{
+		"label": {3: map[string]string{"k": "MARKER12" + strings.Repeat("x", MaxClientLabelBytes)}},
+		"zone":  {2: "MARKER12" + strings.Repeat("z", MaxClientZoneBytes)},
+	} {
+		input := encode(t, map[int]any{1: client, 2: "t", 3: cbor.RawMessage(route), 4: 1, 5: 2})
+		_, _, err := m.Trial(context.Background(), HookRouteFilter, input, DefaultMinThreshold, DefaultMaxThreshold)
+		if !errors.Is(err, ErrBadInput) {
+			t.Errorf("trial with a %s over the cap: %v, want ErrBadInput (no guest call)", name, err)
+		}
+	}
 }
