@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/edgereg/edgereg/wasm"
@@ -58,5 +59,50 @@ func TestPushWithSpentInstanceBudgetIsOverloaded(t *testing.T) {
 	_, err = op.PolicyTest(ctx, "route", tagged(base, "tested"), nil)
 	if wireCode(err) != wire.CodeOverloaded {
 		t.Fatalf("test with the instance budget spent: %v (code %d), want code %d (overloaded)", err, wireCode(err), wire.CodeOverloaded)
+	}
+}
+
+// TestRefusedUploadsKeepThePreviousModule pushes modules that must be
+// refused over a route policy in service: each is answered code 1 with
+// the reason (PROTOCOL.md 8.16), and the module in service stays active
+// and keeps filtering reads.
+func TestRefusedUploadsKeepThePreviousModule(t *testing.T) {
+	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 100 })
+	ctx := policyCtx(t)
+	op := tn.dial(pki.RoleOperator)
+	zonedBrokers(t, op)
+	reader := tn.dial(pki.RoleClient)
+	good := readModule(t, "fixtures/empty-route.wasm")
+	info, err := op.PolicyPush(ctx, "route", good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string][]byte{
+		"truncated":  good[:len(good)/2],
+		"garbage":    []byte("\x00asm\x01\x00\x00\x00\xff\xff\xff\xff\xff\xff"),
+		"not-wasm":   []byte("#!/bin/sh\nrm -rf /\n"),
+		"one-byte":   {0},
+		"over-4-MiB": make([]byte, 4<<20+1),
+	}
+	for _, name := range []string{"abi-version", "import-path-open", "import-sock-accept", "memory-cap"} {
+		bad[name] = readModule(t, "hostile/"+name+".wasm")
+	}
+	for name, b := range bad {
+		_, err := op.PolicyPush(ctx, "route", b)
+		if wireCode(err) != wire.CodeBadRequest || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("%s: push = %v (code %d), want code %d naming the refusal", name, err, wireCode(err), wire.CodeBadRequest)
+		}
+		if got, _ := groupsOf(t, reader, "zone-1"); len(got) != 0 {
+			t.Fatalf("after the refused %s, a read sees %v: the module in service stopped filtering", name, got)
+		}
+	}
+	list, err := op.PolicyList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list {
+		if p.Hook == "route" && p.Hash != info.Hash {
+			t.Fatalf("route policy %.12s after refused uploads, want %.12s still active", p.Hash, info.Hash)
+		}
 	}
 }
