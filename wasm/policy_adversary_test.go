@@ -271,3 +271,33 @@ func TestTrialRefusesLabelsOverTheCaps(t *testing.T) {
 		}
 	}
 }
+
+// TestDryRunRetriesAMissedVersionCallOnce: the dry run's very first call,
+// edgereg_abi_version on a fresh instance, missing its deadline once (a
+// loaded node) does not refuse a valid module either.
+func TestDryRunRetriesAMissedVersionCallOnce(t *testing.T) {
+	h := newHost(t, HostConfig{CallTimeout: 50 * time.Millisecond})
+	b := watWith(t, `(module `+abiPrelude+okFilter+`
+  (func (export "spin") (result i32) (loop $l (br $l)) (i32.const 1)))`)
+	var calls atomic.Int64
+	testHookCallI32Name = func(name string) string {
+		if calls.Add(1) == 1 {
+			return "spin" // the first call misses its deadline
+		}
+		return name
+	}
+	t.Cleanup(func() { testHookCallI32Name = nil })
+	m, err := h.Validate(context.Background(), b)
+	if err != nil {
+		t.Fatalf("a module whose first version call missed its deadline once: %v", err)
+	}
+	m.Close()
+	testHookCallI32Name = func(string) string { return "spin" }
+	m, err = h.Validate(context.Background(), tagModule(b, "always"))
+	if m != nil {
+		m.Close()
+	}
+	if !errors.Is(err, ErrDryRun) || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("a version call missing every deadline: %v, want a dry-run refusal naming the deadline", err)
+	}
+}
