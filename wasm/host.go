@@ -17,6 +17,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/edgereg/edgereg/wire"
 )
 
 // Defaults of HostConfig.
@@ -306,26 +308,60 @@ func (h *Host) Load(ctx context.Context, path string) (*Module, error) {
 	return h.Validate(ctx, b)
 }
 
-// readCapped reads a regular file, refusing one larger than max without
-// reading all of it. Anything else is refused before it is opened: opening
-// a FIFO blocks until a writer comes, and a device may never end.
+// ReadModuleFile reads a module from a file as Host.Load does, for tools
+// that send it elsewhere (`edgereg policy push`): only a regular file of
+// at most the default module cap, 4 MiB, without reading more of it.
+func ReadModuleFile(path string) ([]byte, error) { return readCapped(path, DefaultMaxModuleSize) }
+
+// ReadInputFile reads a hook input for `edgereg policy test` from a
+// regular file of at most wire.MaxFrameLen bytes, the most a frame holds.
+func ReadInputFile(path string) ([]byte, error) {
+	b, err := readRegular(path, wire.MaxFrameLen)
+	if err != nil {
+		return nil, fmt.Errorf("policy input: %w", err)
+	}
+	return b, nil
+}
+
+// readCapped reads a module file, refusing one larger than max without
+// reading all of it (a *ValidationError, ErrModuleTooLarge).
 func readCapped(path string, max int) ([]byte, error) {
-	if fi, err := os.Stat(path); err != nil {
+	b, err := readRegular(path, max)
+	var big *tooLarge
+	if errors.As(err, &big) {
+		return nil, refuse("", ErrModuleTooLarge, "%s is over %d bytes", path, max)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("load policy module: %w", err)
+	}
+	return b, nil
+}
+
+// tooLarge is readRegular's error for a file over its cap.
+type tooLarge struct{ path string }
+
+func (e *tooLarge) Error() string { return e.path + " is over the size cap" }
+
+// readRegular reads a regular file of at most max bytes. Anything else is
+// refused before it is opened: opening a FIFO blocks until a writer
+// comes, and a device may never end.
+func readRegular(path string, max int) ([]byte, error) {
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
 	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("load policy module: %s is not a regular file (%v)", path, fi.Mode().Type())
+		return nil, fmt.Errorf("%s is not a regular file (%v)", path, fi.Mode().Type())
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("load policy module: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
-		return nil, fmt.Errorf("load policy module %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(b) > max {
-		return nil, refuse("", ErrModuleTooLarge, "%s is over %d bytes", path, max)
+		return nil, &tooLarge{path}
 	}
 	return b, nil
 }
