@@ -49,3 +49,33 @@ func TestPolicyFilesReadCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyTestRouteJSONAsABISays runs `policy test --input` on a route
+// input written with the JSON names wasm/ABI.md gives, groups out of
+// order, through zone-affinity: a client of zone-1 sees its group and the
+// one without a master, in broker-name order.
+func TestPolicyTestRouteJSONAsABISays(t *testing.T) {
+	addr, dir := cliNode(t)
+	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir, "EDGEREG_TIMEOUT=120s"}
+	module := filepath.Join("..", "..", "testdata", "wasm", "zone-affinity.wasm")
+	input := filepath.Join(t.TempDir(), "route.json")
+	os.WriteFile(input, []byte(`{"client": {"addr": "10.9.9.9", "zone": "zone-1", "labels": {"app": "x"}},
+  "topic": "t", "now_ms": 1, "rand": 2,
+  "route": {
+    "queues": [
+      {"broker_name": "c", "read_queues": 4, "write_queues": 0, "perm": 4, "sys_flag": 0},
+      {"broker_name": "b", "read_queues": 4, "write_queues": 4, "perm": 6, "sys_flag": 0},
+      {"broker_name": "a", "read_queues": 4, "write_queues": 4, "perm": 6, "sys_flag": 0}],
+    "brokers": [
+      {"cluster": "C", "name": "c", "zone": "zone-2", "addresses": {"1": "10.0.3.2:1"}},
+      {"cluster": "C", "name": "b", "zone": "zone-2", "addresses": {"0": "10.0.2.1:1"}},
+      {"cluster": "C", "name": "a", "zone": "zone-1", "addresses": {"0": "10.0.1.1:1"}}]}}`), 0o600)
+	out, stderr, code := run(t, env, "-o", "json", "policy", "test", module, "--hook", "route", "--input", input)
+	if code != 0 {
+		t.Fatalf("policy test: exit %d: %s", code, stderr)
+	}
+	a, c, b := strings.Index(out, `"name": "a"`), strings.Index(out, `"name": "c"`), strings.Index(out, `"name": "b"`)
+	if a < 0 || c < 0 || b >= 0 || a > c {
+		t.Fatalf("zone-1 client sees, in order: %s\nwant groups a then c, not b", out)
+	}
+}
