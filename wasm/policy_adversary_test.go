@@ -301,3 +301,70 @@ func TestDryRunRetriesAMissedVersionCallOnce(t *testing.T) {
 		t.Fatalf("a version call missing every deadline: %v, want a dry-run refusal naming the deadline", err)
 	}
 }
+
+// initWritesThenLoops is a route module whose _initialize writes 5 bytes
+// to stdout (so the test counts instantiations) and then loops until its
+// deadline: refused at every dry run, each costing the init deadline.
+const initWritesThenLoops = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))` + abiPrelude + okFilter + `
+  (data (i32.const 2048) "hello")
+  (func (export "_initialize")
+    (i32.store (i32.const 2100) (i32.const 2048)) (i32.store (i32.const 2104) (i32.const 5))
+    (drop (call $w (i32.const 1) (i32.const 2100) (i32.const 1) (i32.const 2108)))
+    (loop $l (br $l))))`
+
+// TestLoadDirBacksOffADryRunRefusal: a policy directory file refused at
+// its dry run is loaded again every 10 s while it is there (the refusal
+// may be the node's load), and each dry run of a module that loops in
+// _initialize costs its 2 s init deadline: 20% of a core for as long as
+// the file stays. The directory loader tries the same bytes again with a
+// backoff instead (10 s, doubling, at most 5 min); a changed file is
+// tried at once.
+func TestLoadDirBacksOffADryRunRefusal(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "route.wasm")
+	b := watWith(t, initWritesThenLoops)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t, HostConfig{InitTimeout: 20 * time.Millisecond})
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	s := newSet(t, h, SetConfig{Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	dryRuns := func() uint64 { return h.GuestOutputBytes() / 5 }
+	load := func() error {
+		t.Helper()
+		err := s.LoadDir(context.Background(), dir)
+		if err == nil || s.Active(HookRouteFilter) {
+			t.Fatalf("a module that loops in _initialize: LoadDir = %v, active %v", err, s.Active(HookRouteFilter))
+		}
+		return err
+	}
+	for range 3 { // three reloads 10 s apart... at the same instant
+		load()
+	}
+	if n := dryRuns(); n != 1 {
+		t.Fatalf("%d dry runs for 3 loads within the backoff, want 1", n)
+	}
+	if err := load(); !strings.Contains(err.Error(), "_initialize") && !strings.Contains(err.Error(), "initialize") {
+		t.Errorf("a load within the backoff says %v, want the refusal's reason", err)
+	}
+	now.Add(int64(11 * time.Second))
+	load()
+	if n := dryRuns(); n != 2 {
+		t.Fatalf("%d dry runs after the first backoff, want 2", n)
+	}
+	now.Add(int64(11 * time.Second)) // within the doubled backoff, 20 s
+	load()
+	if n := dryRuns(); n != 2 {
+		t.Fatalf("%d dry runs within the doubled backoff, want 2", n)
+	}
+	// A changed file is tried at once.
+	if err := os.WriteFile(path, tagModule(b, "changed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	load()
+	if n := dryRuns(); n != 3 {
+		t.Fatalf("%d dry runs after the file changed, want 3", n)
+	}
+}
