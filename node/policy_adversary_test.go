@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgereg/edgereg/wasm"
 	"github.com/edgereg/edgereg/wire"
@@ -35,7 +36,9 @@ func wireCode(err error) wire.Code {
 // node's load, not the module's fault: code 12 (overloaded, retry), not
 // code 1 (the module refused), and nothing changes.
 func TestPushWithSpentInstanceBudgetIsOverloaded(t *testing.T) {
-	tn := startNode(t, nil)
+	// Dry runs with a deadline no loaded machine misses: the budget, not
+	// the time, is what this test is about.
+	tn := startNode(t, func(c *Config) { c.PolicyCallTimeout = 5 * time.Second })
 	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	base := readModule(t, "fixtures/empty-route.wasm")
@@ -67,7 +70,7 @@ func TestPushWithSpentInstanceBudgetIsOverloaded(t *testing.T) {
 // the reason (PROTOCOL.md 8.16), and the module in service stays active
 // and keeps filtering reads.
 func TestRefusedUploadsKeepThePreviousModule(t *testing.T) {
-	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 100 })
+	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute, c.PolicyCallTimeout = 100, 5*time.Second })
 	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)

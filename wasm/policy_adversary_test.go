@@ -95,7 +95,7 @@ const spinOnFF = `(module ` + abiPrelude + `
 // tried again once on a fresh instance, so a valid module is not refused
 // for the node's load; a module that misses it again is refused.
 func TestDryRunRetriesAMissedDeadlineOnce(t *testing.T) {
-	h := newHost(t, HostConfig{CallTimeout: 50 * time.Millisecond})
+	h := newHost(t, HostConfig{}) // 2 s per call: only the spinning calls wait for it
 	b := watWith(t, spinOnFF)
 	var calls atomic.Int64
 	testHookInvokeInput = func(_ Hook, in []byte) []byte {
@@ -276,7 +276,7 @@ func TestTrialRefusesLabelsOverTheCaps(t *testing.T) {
 // edgereg_abi_version on a fresh instance, missing its deadline once (a
 // loaded node) does not refuse a valid module either.
 func TestDryRunRetriesAMissedVersionCallOnce(t *testing.T) {
-	h := newHost(t, HostConfig{CallTimeout: 50 * time.Millisecond})
+	h := newHost(t, HostConfig{}) // 2 s per call: only the spinning calls wait for it
 	b := watWith(t, `(module `+abiPrelude+okFilter+`
   (func (export "spin") (result i32) (loop $l (br $l)) (i32.const 1)))`)
 	var calls atomic.Int64
@@ -327,7 +327,7 @@ func TestLoadDirBacksOffADryRunRefusal(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := newHost(t, HostConfig{InitTimeout: 20 * time.Millisecond})
+	h := newHost(t, HostConfig{InitTimeout: 2 * time.Second}) // only the loop waits for it
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	s := newSet(t, h, SetConfig{Now: func() time.Time { return time.Unix(0, now.Load()) }})

@@ -141,10 +141,18 @@ func hostileWATs() []hostileWAT {
 // it with the ABI's reason (or accepts a legal one), never panics or
 // hangs, and a legal module's calls stay within the memory cap.
 func TestHostileModulesSweep(t *testing.T) {
-	h := newHost(t, HostConfig{CallTimeout: 100 * time.Millisecond, InitTimeout: 500 * time.Millisecond})
+	// Deadlines far beyond what a legal call needs, even under -race on
+	// a loaded machine (a call growing memory to the cap copies it): only
+	// the modules that loop wait for them.
+	refusing := newHost(t, HostConfig{CallTimeout: time.Second, InitTimeout: 2 * time.Second})
+	legal := newHost(t, HostConfig{CallTimeout: 30 * time.Second, InitTimeout: 30 * time.Second})
 	for _, c := range hostileWATs() {
 		t.Run(c.name, func(t *testing.T) {
 			b := watWith(t, c.src, c.flags...)
+			h := refusing
+			if c.want == nil {
+				h = legal
+			}
 			m, err := h.Validate(context.Background(), b)
 			if m != nil {
 				defer m.Close()
