@@ -23,8 +23,9 @@ DEPLOY  := cmd/edgereg/deploy
 FUZZ_EXECS ?= 300000x
 # FUZZ_PKGS are the packages whose Fuzz targets `make fuzz` runs, each in
 # turn (go test -fuzz takes one target of one package at a time): the wire
-# codec, the RocketMQ remoting codec, and the node's remoting handler.
-FUZZ_PKGS  ?= ./wire ./wire/remoting ./node
+# codec, the RocketMQ remoting codec, the node's remoting handler, and the
+# policy host's checks of a module's bytes.
+FUZZ_PKGS  ?= ./wire ./wire/remoting ./node ./wasm
 
 .PHONY: all build run test image bench fuzz policies policies-check clean
 

@@ -229,6 +229,11 @@ func (n *Node) validateModule(ctx context.Context, limit *rateLimit, what, hookN
 	if errors.As(err, &refused) {
 		return 0, nil, wire.Errorf(wire.CodeBadRequest, "policy module refused: %v", err)
 	}
+	if errors.Is(err, wasm.ErrBusy) {
+		// The node's instance budget or route-call slots were all taken
+		// during the dry run: the module was not found at fault.
+		return 0, nil, wire.Errorf(wire.CodeOverloaded, "policy %s could not run its dry run now, the node is busy (%v): retry; nothing changed", what, err)
+	}
 	if err != nil {
 		// The node's failure (its compilation cache, a compile child
 		// that could not start), not the module's: worth a retry.
@@ -298,8 +303,8 @@ func (n *Node) policyTest(req *wire.PolicyTest) (any, error) {
 	}
 	cfg := n.policies.host.Config()
 	out, took, err := m.Trial(ctx, h, input, cfg.MinThreshold, cfg.MaxThreshold)
-	if errors.Is(err, wasm.ErrBusy) && ctx.Err() != nil { // tests run one at a time
-		return nil, wire.Errorf(wire.CodeOverloaded, "policy test of %.12s waited for another test past its deadline: retry", m.Hash())
+	if errors.Is(err, wasm.ErrBusy) { // tests run one at a time, route calls on a few slots
+		return nil, wire.Errorf(wire.CodeOverloaded, "policy test of %.12s found the node busy (%v): retry", m.Hash(), err)
 	}
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeBadRequest, "policy test of %.12s: %v", m.Hash(), err)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ReadDir reads a policy directory, such as a mounted Kubernetes ConfigMap,
@@ -133,6 +134,7 @@ func (s *Set) LoadDir(ctx context.Context, dir string) error {
 		b, ok := mods[h]
 		if !ok {
 			// A file put back later is a change.
+			s.noteDirRefusal(h, "", nil)
 			if err := s.setFromDir(h, ""); err != nil {
 				errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
 			}
@@ -146,11 +148,17 @@ func (s *Set) LoadDir(ctx context.Context, dir string) error {
 		if unchanged {
 			continue
 		}
-		m, err := s.host.Validate(ctx, b)
-		if err != nil {
+		if err := s.dirBackoff(h, hash); err != nil {
 			errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
 			continue
 		}
+		m, err := s.host.Validate(ctx, b)
+		if err != nil {
+			s.noteDirRefusal(h, hash, err)
+			errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
+			continue
+		}
+		s.noteDirRefusal(h, "", nil)
 		if err := s.ActivateAs(h, m, Change{Source: dir}); err != nil {
 			errs = append(errs, fmt.Errorf("%s policy from %s: %w", h, dir, err))
 		} else if err := s.setFromDir(h, hash); err != nil {
@@ -159,6 +167,56 @@ func (s *Set) LoadDir(ctx context.Context, dir string) error {
 		_ = m.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// Backoff of a policy directory file refused at its dry run.
+const (
+	dirRetryFirst = 10 * time.Second
+	dirRetryMax   = 5 * time.Minute
+)
+
+// dirRefusal is a policy directory file refused at its dry run: the same
+// bytes are not tried again before next. Dry-run refusals are not
+// remembered by the Host (the node's load may have caused them), and one
+// of a module that loops in _initialize costs its whole init deadline:
+// tried at every 10 s reload, 20% of a core for as long as the file
+// stayed (TestLoadDirBacksOffADryRunRefusal).
+type dirRefusal struct {
+	hash string
+	err  error
+	next time.Time
+	wait time.Duration
+}
+
+// dirBackoff returns the earlier refusal of hook h's file while its
+// backoff runs and the file holds the same bytes (hash).
+func (s *Set) dirBackoff(h Hook, hash string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.dirRefused[h]
+	if r.hash != hash || !s.cfg.Now().Before(r.next) {
+		return nil
+	}
+	return fmt.Errorf("%w (not tried again before %s, the same file was refused at its dry run)", r.err, r.next.UTC().Format(time.RFC3339))
+}
+
+// noteDirRefusal records that hook h's file (hash) was refused by err;
+// only a dry-run refusal starts or extends a backoff (other refusals the
+// Host remembers itself, and a busy node or a deadline is no refusal).
+// hash "" clears the record.
+func (s *Set) noteDirRefusal(h Hook, hash string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hash == "" || !errors.Is(err, ErrDryRun) {
+		s.dirRefused[h] = dirRefusal{}
+		return
+	}
+	r := &s.dirRefused[h]
+	wait := dirRetryFirst
+	if r.hash == hash {
+		wait = min(2*r.wait, dirRetryMax)
+	}
+	*r = dirRefusal{hash: hash, err: err, next: s.cfg.Now().Add(wait), wait: wait}
 }
 
 // ForgetDir forgets which modules a policy directory gave the hooks, as

@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/edgereg/edgereg/wire"
 )
 
 // Defaults of HostConfig.
@@ -162,6 +165,9 @@ type Host struct {
 	cache    wazero.CompilationCache
 	cacheDir string
 	tempDir  bool // cacheDir is the host's own, removed at Close
+	// wasi holds the host's WASI functions by name, for the signatures
+	// imports must have.
+	wasi map[string]api.FunctionDefinition
 	// compiles bounds the modules compiled at once.
 	compiles chan struct{}
 	// budget holds a token per live instance, across every module.
@@ -236,6 +242,7 @@ func NewHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 		return nil, fmt.Errorf("wasm host: instantiate WASI: %w", err)
 	}
 	return &Host{cfg: cfg, log: cfg.Logger, out: &countingWriter{w: cfg.GuestOutput}, rt: rt, cache: cache, cacheDir: dir, tempDir: temp,
+		wasi:     rt.Module(wasiModule).ExportedFunctionDefinitions(),
 		compiles: make(chan struct{}, cfg.MaxConcurrentCompiles), budget: make(chan struct{}, cfg.MaxInstances),
 		routeCalls: make(chan struct{}, cfg.MaxConcurrentRouteCalls), trials: make(chan struct{}, 1),
 		modules: make(map[string]*Module), compiling: make(map[string]*compileCall), refused: make(map[string]error)}, nil
@@ -301,26 +308,60 @@ func (h *Host) Load(ctx context.Context, path string) (*Module, error) {
 	return h.Validate(ctx, b)
 }
 
-// readCapped reads a regular file, refusing one larger than max without
-// reading all of it. Anything else is refused before it is opened: opening
-// a FIFO blocks until a writer comes, and a device may never end.
+// ReadModuleFile reads a module from a file as Host.Load does, for tools
+// that send it elsewhere (`edgereg policy push`): only a regular file of
+// at most the default module cap, 4 MiB, without reading more of it.
+func ReadModuleFile(path string) ([]byte, error) { return readCapped(path, DefaultMaxModuleSize) }
+
+// ReadInputFile reads a hook input for `edgereg policy test` from a
+// regular file of at most wire.MaxFrameLen bytes, the most a frame holds.
+func ReadInputFile(path string) ([]byte, error) {
+	b, err := readRegular(path, wire.MaxFrameLen)
+	if err != nil {
+		return nil, fmt.Errorf("policy input: %w", err)
+	}
+	return b, nil
+}
+
+// readCapped reads a module file, refusing one larger than max without
+// reading all of it (a *ValidationError, ErrModuleTooLarge).
 func readCapped(path string, max int) ([]byte, error) {
-	if fi, err := os.Stat(path); err != nil {
+	b, err := readRegular(path, max)
+	var big *tooLarge
+	if errors.As(err, &big) {
+		return nil, refuse("", ErrModuleTooLarge, "%s is over %d bytes", path, max)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("load policy module: %w", err)
+	}
+	return b, nil
+}
+
+// tooLarge is readRegular's error for a file over its cap.
+type tooLarge struct{ path string }
+
+func (e *tooLarge) Error() string { return e.path + " is over the size cap" }
+
+// readRegular reads a regular file of at most max bytes. Anything else is
+// refused before it is opened: opening a FIFO blocks until a writer
+// comes, and a device may never end.
+func readRegular(path string, max int) ([]byte, error) {
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
 	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("load policy module: %s is not a regular file (%v)", path, fi.Mode().Type())
+		return nil, fmt.Errorf("%s is not a regular file (%v)", path, fi.Mode().Type())
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("load policy module: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
-		return nil, fmt.Errorf("load policy module %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(b) > max {
-		return nil, refuse("", ErrModuleTooLarge, "%s is over %d bytes", path, max)
+		return nil, &tooLarge{path}
 	}
 	return b, nil
 }
@@ -481,7 +522,7 @@ func (h *Host) compile(ctx context.Context, hash string, module []byte) (*Module
 		}
 		return nil, refuse(hash, ErrMalformed, "%v", err)
 	}
-	hooks, hasInit, ve := checkModule(cm, h.cfg.MaxMemoryPages)
+	hooks, hasInit, ve := checkModule(cm, h.wasi, h.cfg.MaxMemoryPages)
 	if ve != nil {
 		_ = cm.Close(ctx)
 		ve.Hash = hash

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,9 +77,19 @@ func (m *Module) dryRun(ctx context.Context) error {
 	first := m.pools[m.Hooks()[0]]
 	in, err := first.getNew(ctx)
 	if err != nil {
-		return refuse(m.hash, ErrDryRun, "%v", err)
+		return dryRunError(m.hash, "", err)
 	}
-	ve := m.checkInstance(ctx, in)
+	ve, timedOut := m.checkInstance(ctx, in)
+	if timedOut && ctx.Err() == nil {
+		// The first calls into a fresh instance missed their deadline:
+		// on a loaded node, not the module's doing; once more, on a
+		// fresh instance (TestDryRunRetriesAMissedVersionCallOnce).
+		first.put(in, false)
+		if in, err = first.getNew(ctx); err != nil {
+			return dryRunError(m.hash, "", err)
+		}
+		ve, _ = m.checkInstance(ctx, in)
+	}
 	first.put(in, ve == nil)
 	if ve != nil {
 		return ve
@@ -94,36 +105,50 @@ func (m *Module) dryRun(ctx context.Context) error {
 		// instantiation fails is refused with the reason.
 		in, err := m.pools[h].getNew(ctx)
 		if err != nil {
-			return refuse(m.hash, ErrDryRun, "%s: %v", h, err)
+			return dryRunError(m.hash, h.String()+": ", err)
 		}
 		m.pools[h].put(in, true)
 		if err := m.dryRunHook(ctx, h); err != nil {
-			return refuse(m.hash, ErrDryRun, "%s: %v", h, err)
+			return dryRunError(m.hash, h.String()+": ", err)
 		}
 	}
 	return nil
 }
 
+// dryRunError refuses the module for a failed dry run, unless the node,
+// not the module, kept it from running: the node-wide instance budget
+// spent, or every route-call slot taken past the call's deadline. That is
+// ErrBusy, not a refusal: the same bytes may pass a moment later, and the
+// operator is told to retry (before, "bad request": "module failed its
+// dry run: ... the instance budget is spent"; TestDryRunOnSpentBudgetIsBusy).
+func dryRunError(hash, what string, err error) error {
+	if errors.Is(err, ErrBusy) {
+		return fmt.Errorf("policy module %.12s: dry run: %s%w", hash, what, err)
+	}
+	return refuse(hash, ErrDryRun, "%s%v", what, err)
+}
+
 // checkInstance asks a fresh instance for its ABI version and, if it
-// exports edgereg_hooks, for the hooks it really implements.
-func (m *Module) checkInstance(ctx context.Context, in *instance) *ValidationError {
+// exports edgereg_hooks, for the hooks it really implements; timedOut
+// tells a refusal for a missed deadline (the instance is then closed).
+func (m *Module) checkInstance(ctx context.Context, in *instance) (ve *ValidationError, timedOut bool) {
 	v, err := callI32(ctx, in.mod, exportABIVersion, m.host.cfg.CallTimeout)
 	if err != nil {
-		return refuse(m.hash, ErrDryRun, "%s: %v", exportABIVersion, err)
+		return refuse(m.hash, ErrDryRun, "%s: %v", exportABIVersion, err), errors.Is(err, ErrTimeout)
 	}
 	if v != ABIVersion {
-		return refuse(m.hash, ErrABIVersion, "%s returned %d, this host implements %d", exportABIVersion, v, ABIVersion)
+		return refuse(m.hash, ErrABIVersion, "%s returned %d, this host implements %d", exportABIVersion, v, ABIVersion), false
 	}
 	if in.mod.ExportedFunction(exportHooks) == nil {
-		return nil
+		return nil, false
 	}
 	mask, err := callI32(ctx, in.mod, exportHooks, m.host.cfg.CallTimeout)
 	if err != nil {
-		return refuse(m.hash, ErrDryRun, "%s: %v", exportHooks, err)
+		return refuse(m.hash, ErrDryRun, "%s: %v", exportHooks, err), errors.Is(err, ErrTimeout)
 	}
 	declared := hookSet(mask)
 	if uint32(mask) > 1<<numHooks-1 || declared&^m.hooks != 0 {
-		return refuse(m.hash, ErrExport, "%s returned %#x, naming hooks the module does not export", exportHooks, mask)
+		return refuse(m.hash, ErrExport, "%s returned %#x, naming hooks the module does not export", exportHooks, mask), false
 	}
 	m.hooks = declared
 	for _, h := range Hooks {
@@ -132,14 +157,22 @@ func (m *Module) checkInstance(ctx context.Context, in *instance) *ValidationErr
 		}
 	}
 	if m.hooks == 0 {
-		return refuse(m.hash, ErrNoHooks, "%s returned 0", exportHooks)
+		return refuse(m.hash, ErrNoHooks, "%s returned 0", exportHooks), false
 	}
-	return nil
+	return nil, false
 }
+
+// testHookCallI32Name, when set, renames the export callI32 calls: tests
+// use it to make one call miss its deadline (an export that loops), as a
+// loaded node makes a call do.
+var testHookCallI32Name func(name string) string
 
 func callI32(ctx context.Context, mod api.Module, name string, timeout time.Duration) (int32, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if testHookCallI32Name != nil {
+		name = testHookCallI32Name(name)
+	}
 	res, err := mod.ExportedFunction(name).Call(ctx)
 	if err != nil {
 		return 0, callError(err)
@@ -155,6 +188,7 @@ func callI32(ctx context.Context, mod api.Module, name string, timeout time.Dura
 // calls: the same threshold range, the same output rules.
 func (m *Module) dryRunHook(ctx context.Context, h Hook) error {
 	cfg := &m.host.cfg
+	retry := m.retryOnce(ctx, h)
 	switch h {
 	case HookRouteFilter:
 		for i, in := range sampleRouteInputs() {
@@ -162,19 +196,22 @@ func (m *Module) dryRunHook(ctx context.Context, h Hook) error {
 			if err := wire.Unmarshal(in.Route, &orig); err != nil {
 				return err
 			}
-			if _, _, err := m.filterRoute(ctx, &in, &orig); err != nil {
+			if err := retry(func() error { _, _, err := m.filterRoute(ctx, &in, &orig); return err }); err != nil {
 				return fmt.Errorf("sample %d: %w", i+1, err)
 			}
 		}
 	case HookExpiryThreshold:
 		for i, in := range sampleThresholdInputs() {
-			if _, _, err := m.expiryThreshold(ctx, &in, cfg.MinThreshold, cfg.MaxThreshold); err != nil {
+			if err := retry(func() error {
+				_, _, err := m.expiryThreshold(ctx, &in, cfg.MinThreshold, cfg.MaxThreshold)
+				return err
+			}); err != nil {
 				return fmt.Errorf("sample %d: %w", i+1, err)
 			}
 		}
 	case HookExpiryConfirm:
 		for i, in := range sampleConfirmInputs() {
-			if _, _, err := m.confirmExpiry(ctx, &in); err != nil {
+			if err := retry(func() error { _, _, err := m.confirmExpiry(ctx, &in); return err }); err != nil {
 				return fmt.Errorf("sample %d: %w", i+1, err)
 			}
 		}
@@ -182,6 +219,32 @@ func (m *Module) dryRunHook(ctx context.Context, h Hook) error {
 		return fmt.Errorf("%w: %d", ErrUnknownHook, h)
 	}
 	return nil
+}
+
+// retryOnce returns a runner of hook h's dry-run calls that tries one
+// call again, once per hook, when it missed its deadline: on a loaded
+// node a valid module's call can miss 20 ms (a fresh instance's first
+// call pays for page faults of its memory, the scheduler for everyone
+// else), and refusing the module for that made uploads fail at random.
+// The timed-out instance was closed; the retry gets a fresh one made
+// here, off the call's deadline, as the dry run's first instance was. A
+// module that misses the deadline again is refused: one stuck in a loop
+// costs two deadlines, not one.
+func (m *Module) retryOnce(ctx context.Context, h Hook) func(call func() error) error {
+	retried := false
+	return func(call func() error) error {
+		err := call()
+		if err == nil || retried || !errors.Is(err, ErrTimeout) || errors.Is(err, ErrBusy) || ctx.Err() != nil {
+			return err
+		}
+		retried = true
+		in, ierr := m.pools[h].getNew(ctx)
+		if ierr != nil {
+			return err
+		}
+		m.pools[h].put(in, true)
+		return call()
+	}
 }
 
 // sampleRouteInputs are the dry run's route filter inputs; the first is

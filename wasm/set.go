@@ -156,6 +156,9 @@ type Set struct {
 	// pending holds the saved state of each hook the Store's manifest
 	// names until it is restored; guarded by mu.
 	pending [numHooks]*ManifestEntry
+	// dirRefused is each hook's policy directory file refused at its dry
+	// run, with its backoff (LoadDir); guarded by mu.
+	dirRefused [numHooks]dirRefusal
 
 	memo  *memo
 	thr   *thresholdCache

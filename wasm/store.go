@@ -251,10 +251,50 @@ func (s *Set) restore(ctx context.Context, st *Store, man Manifest) {
 			s.log.Warn("saved policy skipped", "hook", name, "err", err)
 			continue
 		}
-		lg := s.restoreModule(ctx, st, h, e.LastGood)
-		m := s.restoreModule(ctx, st, h, e.Active)
+		lg, lgGone := s.restoreModule(ctx, st, h, e.LastGood)
+		m, mGone := s.restoreModule(ctx, st, h, e.Active)
 		s.install(h, e, m, lg)
+		if (lgGone || mGone) && ctx.Err() == nil {
+			s.dropMissing(h, e, mGone, lgGone)
+		}
 	}
+}
+
+// dropMissing removes from hook h's saved state the modules whose files
+// are gone: nothing can bring such a module back but pushing it again
+// (which saves it anew), so it is logged once, here, and not tried at
+// every later start. Before, the hook failed its restore at every start
+// until an operator changed it (TestMissingSavedModuleDroppedOnce).
+func (s *Set) dropMissing(h Hook, e ManifestEntry, active, lastGood bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gone []string
+	if active {
+		gone = append(gone, e.Active)
+	}
+	if lastGood {
+		gone = append(gone, e.LastGood)
+	}
+	if p := s.pending[h]; p != nil { // nothing restored: keep what may be, next time
+		kept := *p
+		if active {
+			kept.Active, kept.ActivatedAt = "", time.Time{}
+		}
+		if lastGood {
+			kept.LastGood = ""
+		}
+		kept.Proven = slices.DeleteFunc(slices.Clone(kept.Proven), func(x string) bool { return slices.Contains(gone, x) })
+		s.pending[h] = &kept
+		if kept.Active == "" && kept.LastGood == "" {
+			s.pending[h] = nil
+		}
+	}
+	if slices.Contains(gone, s.fromDir[h]) {
+		s.fromDir[h] = "" // the directory's file, if still there, is activated again
+	}
+	err := s.persist(numHooks, nil, nil)
+	s.log.Error("saved policy dropped: its module file is missing", "hook", h.String(), "hashes", gone,
+		"dir", s.cfg.Store.Dir(), "saved", err == nil)
 }
 
 // install puts restored modules (each with a reference it takes over) in
@@ -301,25 +341,28 @@ func (s *Set) install(h Hook, e ManifestEntry, m, lg *Module) {
 }
 
 // restoreModule loads and validates one saved module, returning it with a
-// reference the caller keeps, or nil (logged) when it cannot be used.
-func (s *Set) restoreModule(ctx context.Context, st *Store, h Hook, hash string) *Module {
+// reference the caller keeps, or nil (logged) when it cannot be used;
+// gone reports that its file does not exist (dropMissing logs that).
+func (s *Set) restoreModule(ctx context.Context, st *Store, h Hook, hash string) (m *Module, gone bool) {
 	if hash == "" {
-		return nil
+		return nil, false
 	}
 	b, err := st.Module(hash)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, true
+	}
 	if err == nil {
-		var m *Module
 		if m, err = s.host.Validate(ctx, b); err == nil {
 			if m.Implements(h) {
-				return m
+				return m, false
 			}
 			_ = m.Close()
 			err = ErrHookAbsent
 		}
 	}
 	if ctx.Err() != nil {
-		return nil // the Set is closing (a start that failed): nothing was lost
+		return nil, false // the Set is closing (a start that failed): nothing was lost
 	}
 	s.log.Error("saved policy not restored", "hook", h.String(), "hash", hash, "err", err)
-	return nil
+	return nil, false
 }

@@ -61,6 +61,22 @@ func (m *Module) Trial(ctx context.Context, h Hook, input []byte, lo, hi time.Du
 		if err := wire.Unmarshal(in.Route, &orig); err != nil {
 			return bad(err)
 		}
+		// Labels or a zone over the caps never reach the guest in a
+		// real call (the fail mode answers it), so not in a test either
+		// (TestTrialRefusesLabelsOverTheCaps).
+		if err := checkClient(wire.ClientAttrs{Zone: in.Client.Zone, Labels: in.Client.Labels}); err != nil {
+			return nil, 0, fmt.Errorf("%v input: %w; a real read with it gets the route hook's fail mode, without a guest call", h, err)
+		}
+		// The guest gets the route as a real call gives it: the node's
+		// canonical encoding, sorted, without keys this version does not
+		// define. Before, it got the operator's bytes as given
+		// (TestTrialGivesTheRouteAsRealCallsDo).
+		canonical(&orig)
+		route, err := wire.Marshal(&orig)
+		if err != nil {
+			return bad(err)
+		}
+		in.Route = route
 		r, took, err := m.filterRoute(ctx, &in, &orig)
 		return encodeTrial(&RouteFilterOutput{Route: r}, took, err)
 	case HookExpiryThreshold:

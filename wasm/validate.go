@@ -66,10 +66,11 @@ var (
 	sigInit    = signature{nil, nil}
 )
 
-// checkModule checks a compiled module's imports, exports and memory, and
-// returns the hooks it exports and whether it exports _initialize.
-func checkModule(cm wazero.CompiledModule, maxPages uint32) (hookSet, bool, *ValidationError) {
-	if ve := checkImports(cm); ve != nil {
+// checkModule checks a compiled module's imports (against wasi, the
+// host's WASI functions), exports and memory, and returns the hooks it
+// exports and whether it exports _initialize.
+func checkModule(cm wazero.CompiledModule, wasi map[string]api.FunctionDefinition, maxPages uint32) (hookSet, bool, *ValidationError) {
+	if ve := checkImports(cm, wasi); ve != nil {
 		return 0, false, ve
 	}
 	exports := cm.ExportedFunctions()
@@ -110,7 +111,13 @@ func checkModule(cm wazero.CompiledModule, maxPages uint32) (hookSet, bool, *Val
 	return hooks, hasInit, nil
 }
 
-func checkImports(cm wazero.CompiledModule) *ValidationError {
+// checkImports refuses imports outside the allow-list, and allowed
+// functions imported with another signature than the host's: before,
+// such a module compiled and was refused at its dry run's instantiation
+// as "policy call trapped: ... signature mismatch", and, a dry-run
+// refusal, was not remembered (TestHostileModulesSweep,
+// import-allowed-wrong-sig).
+func checkImports(cm wazero.CompiledModule, wasi map[string]api.FunctionDefinition) *ValidationError {
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		if mod != wasiModule {
@@ -118,6 +125,10 @@ func checkImports(cm wazero.CompiledModule) *ValidationError {
 		}
 		if _, ok := allowedImports[name]; !ok {
 			return refuse("", ErrForbiddenImport, "imports %s.%s, which is not on the allow-list", mod, name)
+		}
+		if def, ok := wasi[name]; ok && (!slices.Equal(f.ParamTypes(), def.ParamTypes()) || !slices.Equal(f.ResultTypes(), def.ResultTypes())) {
+			return refuse("", ErrForbiddenImport, "imports %s.%s with signature %s, the host's is %s", mod, name,
+				sigString(f.ParamTypes(), f.ResultTypes()), sigString(def.ParamTypes(), def.ResultTypes()))
 		}
 	}
 	if mems := cm.ImportedMemories(); len(mems) > 0 {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -83,13 +82,10 @@ ls lists every node; test runs a module once on one node and activates nothing.`
 	return cmd
 }
 
-func readModuleFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("policy module: %w", err)
-	}
-	return b, nil
-}
+// readModuleFile reads the module to send: a regular file within the
+// module cap, so a FIFO or /dev/zero is refused rather than read forever,
+// and an oversized file is refused before anything is sent.
+func readModuleFile(path string) ([]byte, error) { return wasm.ReadModuleFile(path) }
 
 // policySummary is what push, rollback and rm print per node.
 func policySummary(info wire.PolicyInfo) string {
@@ -254,9 +250,9 @@ checked output with the ABI's field names, and the call time.`,
 // readPolicyInput reads a hook's input for policy test: JSON (it starts
 // with "{") with wasm/ABI.md's field names, or CBOR as is.
 func readPolicyInput(h wasm.Hook, path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := wasm.ReadInputFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("policy input: %w", err)
+		return nil, err
 	}
 	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
 		return wasm.InputFromJSON(h, t)
