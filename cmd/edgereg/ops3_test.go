@@ -1,0 +1,148 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestNodeOnPortInUseLeavesDataDirAlone: `node --data NEWDIR` on a port
+// another process holds created NEWDIR with a fresh CA, node id, keys and
+// policy directories before it failed to bind, so the operator's retry on
+// another port found a CA nobody had asked for (and a typo in --data left
+// a directory of secrets behind). The node binds its sockets first: a
+// failed start leaves the directory as it found it, missing or empty.
+func TestNodeOnPortInUseLeavesDataDirAlone(t *testing.T) {
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	for _, args := range [][]string{
+		{"--addr", udp.LocalAddr().String(), "--admin-addr", "off"},
+		{"--addr", freeUDPAddr(t), "--admin-addr", tcp.Addr().String()},
+		{"--addr", freeUDPAddr(t), "--admin-addr", "off", "--remoting-addr", tcp.Addr().String()},
+		{"--addr", freeUDPAddr(t), "--admin-addr", "127.0.0.1:0", "--status-addr", tcp.Addr().String()},
+	} {
+		parent := t.TempDir()
+		fresh := filepath.Join(parent, "new")
+		empty := filepath.Join(parent, "empty")
+		if err := os.Mkdir(empty, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, dir := range []string{fresh, empty} {
+			_, stderr, code := run(t, nil, append([]string{"node", "--data", dir, "--log-format", "json"}, args...)...)
+			if code != exitFailure || !strings.Contains(stderr, "address already in use") {
+				t.Errorf("node %v on a port in use: exit %d (want %d), stderr %q", args, code, exitFailure, stderr)
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			if len(names) > 0 {
+				t.Errorf("node %v on a port in use left %s with %v, want it as it was (missing or empty)", args, dir, names)
+			}
+		}
+	}
+}
+
+// TestNodeRefusesEmptyNodeID: an empty (or blank) node-id file, what a
+// full disk or a crash of another tool leaves, was replaced by a new id
+// without a word, so the node came back as another node (its status,
+// metrics and the brokers' view of it all changed) while the operator
+// believed the data directory intact. It is refused as a damaged file,
+// naming the file and what to do, and left as it was.
+func TestNodeRefusesEmptyNodeID(t *testing.T) {
+	for _, content := range []string{"", " \n"} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "node-id")
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := run(t, nil, "node", "--data", dir, "--addr", freeUDPAddr(t), "--admin-addr", "off", "--log-format", "json")
+		if code != exitFailure || !strings.Contains(stderr, path) || !strings.Contains(stderr, "delete it") {
+			t.Errorf("node on an empty node-id file %q: exit %d (want %d), stderr %q; want it refused, naming %s and what to do",
+				content, code, exitFailure, stderr, path)
+		}
+		if b, _ := os.ReadFile(path); string(b) != content {
+			t.Errorf("the damaged node-id file was rewritten: %q, want %q as it was", b, content)
+		}
+	}
+}
+
+// TestSecondSignalCutsShutdownShort: a node stopping with requests in
+// progress waited the whole --shutdown-timeout whatever the operator did; a
+// second Ctrl-C (or SIGTERM) did nothing, so the only way out before the
+// deadline was kill -9. The second signal ends the graceful stop at once:
+// the node stops, says why, and exits 1, as a stop past its deadline does.
+func TestSecondSignalCutsShutdownShort(t *testing.T) {
+	dir, addr := t.TempDir(), freeUDPAddr(t)
+	n := startProcess(t, "node", "--data", dir, "--addr", addr, "--admin-addr", "off", "--log-format", "json",
+		"--warm-up", "-1s", "--policy-call-timeout", "1h", "--shutdown-timeout", "1h")
+	waitLog(t, n, `"msg":"node started"`)
+	input := filepath.Join(t.TempDir(), "input.json")
+	if err := os.WriteFile(input, []byte(`{"topic": "t"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// loop.wasm passes the dry run and then loops for the call timeout
+	// (1h), holding a request in progress until then.
+	module := filepath.Join("..", "..", "testdata", "wasm", "hostile", "loop.wasm")
+	test := []string{"--data", dir, "--nodes", addr, "--timeout", "1h", "policy", "test", module, "--hook", "route", "--input", input}
+	startProcess(t, test...)
+	// Tests run one at a time: a second one, given 5 s, says it waited
+	// for another only while the first is running.
+	deadline := time.Now().Add(60 * time.Second)
+	probe := append([]string{}, test...)
+	probe[5] = "5s"
+	for {
+		_, stderr, _ := run(t, nil, probe...)
+		if strings.Contains(stderr, "waited for another test") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hanging policy test never ran; last probe: %s\n%s", stderr, n.logs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	n.cmd.Process.Signal(syscall.SIGINT)
+	waitLog(t, n, `"msg":"node shutting down"`)
+	n.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-n.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("a second SIGINT did not cut the 1h --shutdown-timeout short:\n%s", n.logs)
+	}
+	if code := n.cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(n.logs.String(), "second signal") {
+		t.Errorf("node stopped by a second signal: exit %d (want %d) and logs naming the second signal:\n%s", code, exitFailure, n.logs)
+	}
+}
+
+// waitLog waits until a process's stderr holds want.
+func waitLog(t *testing.T, p *process, want string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(p.logs.String(), want) {
+		select {
+		case <-p.done:
+			t.Fatalf("process ended before logging %s: %v\n%s", want, p.err, p.logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in the logs:\n%s", want, p.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
