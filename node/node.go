@@ -583,6 +583,9 @@ func loadNodeID(dir string) (string, error) {
 		if id := strings.TrimSpace(string(b)); id != "" {
 			return id, nil
 		}
+		// Damaged (a full disk, another tool): a new id would make this
+		// node another one to brokers, clients and dashboards without a word.
+		return "", fmt.Errorf("node id: %s is empty, so the data directory is damaged: restore the file from a backup, or delete it to start this node with a new identity", path)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("node id: %w", err)
 	}
