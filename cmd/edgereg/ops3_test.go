@@ -130,6 +130,22 @@ func TestSecondSignalCutsShutdownShort(t *testing.T) {
 	}
 }
 
+// TestOneSignalStopsQuietly: the second-signal warning is for a second
+// signal only; one stop is graceful, exit 0, with no such line.
+func TestOneSignalStopsQuietly(t *testing.T) {
+	n := startProcess(t, "node", "--data", t.TempDir(), "--addr", freeUDPAddr(t), "--admin-addr", "off", "--log-format", "json")
+	waitLog(t, n, `"msg":"node started"`)
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("node did not stop on SIGTERM:\n%s", n.logs)
+	}
+	if n.err != nil || strings.Contains(n.logs.String(), "second signal") || !strings.Contains(n.logs.String(), `"msg":"node stopped"`) {
+		t.Errorf("node stopped by one SIGTERM: %v, logs:\n%s\nwant exit 0, \"node stopped\" and no second-signal line", n.err, n.logs)
+	}
+}
+
 // waitLog waits until a process's stderr holds want.
 func waitLog(t *testing.T, p *process, want string) {
 	t.Helper()
