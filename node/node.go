@@ -127,6 +127,9 @@ func New(cfg Config) (*Node, error) {
 	// KV file each from its own memory.
 	unlock, err := datadir.Lock(cfg.DataDir)
 	if err != nil {
+		if errors.Is(err, datadir.ErrInUse) {
+			return nil, fmt.Errorf("data directory (--data): %w: stop that node, or give this one another --data", err)
+		}
 		return nil, fmt.Errorf("data directory (--data): %w", err)
 	}
 	started := false

@@ -162,3 +162,41 @@ func waitLog(t *testing.T, p *process, want string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestDataDirErrorsSayWhatToDo: a node refused a damaged file of its data
+// directory, or a directory another node holds, with the bare cause ("load
+// KV config .../kvconfig.json: invalid character 'g'", "... in use by
+// another node (it holds .../lock)"), leaving the operator to guess whether
+// deleting the file loses anything. Each message names the file and what to
+// do about it.
+func TestDataDirErrorsSayWhatToDo(t *testing.T) {
+	seed := t.TempDir()
+	n := startProcess(t, "node", "--data", seed, "--addr", freeUDPAddr(t), "--admin-addr", "off", "--log-format", "json")
+	waitLog(t, n, `"msg":"node started"`)
+	_, stderr, code := run(t, nil, "node", "--data", seed, "--addr", freeUDPAddr(t), "--admin-addr", "off", "--log-format", "json")
+	if code != exitFailure || !strings.Contains(stderr, "stop that node") || !strings.Contains(stderr, "another --data") {
+		t.Errorf("second node on a held data directory: exit %d, %q; want exit %d and what to do", code, stderr, exitFailure)
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	<-n.done
+	cases := []struct{ file, want string }{
+		{"kvconfig.json", "move it aside to start with an empty KV config"},
+		{"quic-reset.key", "delete it"},
+		{"quic-token.key", "delete it"},
+		{filepath.Join("tls", "ca.crt"), "re-issue"},
+		{filepath.Join("tls", "ca.key"), "re-issue"},
+	}
+	for _, c := range cases {
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS(seed)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.file), []byte("garbage"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := run(t, nil, "node", "--data", dir, "--addr", freeUDPAddr(t), "--admin-addr", "off", "--log-format", "json")
+		if code != exitFailure || !strings.Contains(stderr, filepath.Join(dir, c.file)) || !strings.Contains(stderr, c.want) {
+			t.Errorf("node on a damaged %s: exit %d, %q; want exit %d, the file named and %q", c.file, code, stderr, exitFailure, c.want)
+		}
+	}
+}
