@@ -145,9 +145,9 @@ func refuseZeroSettings(fs *pflag.FlagSet) error {
 		}
 		t, v := f.Value.Type(), f.Value.String()
 		switch {
-		case t == "int" && strings.HasPrefix(v, "-"):
+		case (t == "int" || t == "int64") && strings.HasPrefix(v, "-"):
 			err = fmt.Errorf("--%s may not be negative, got %s (%s)", f.Name, v, flagSource(f))
-		case (t == "int" || t == "duration") && (v == "0" || v == "0s") && v != f.DefValue:
+		case (t == "int" || t == "int64" || t == "duration") && (v == "0" || v == "0s") && v != f.DefValue:
 			err = fmt.Errorf("--%s must be positive, got %s (%s)", f.Name, v, flagSource(f))
 		case t == "string" && v == "" && f.DefValue != "":
 			err = fmt.Errorf("--%s may not be empty (%s); its default is %s", f.Name, flagSource(f), f.DefValue)

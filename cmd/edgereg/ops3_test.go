@@ -200,3 +200,33 @@ func TestDataDirErrorsSayWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayRefusesInvalidSettings: the gateway took a zero or negative
+// setting as its default without a word (--max-brokers 0 ran with 1000,
+// --request-timeout -1s with 3s), where the node refuses them naming the
+// flag; and --request-timeout past 4s was refused naming "upstream
+// timeout", a setting the gateway has no flag for. Each is a usage error
+// (exit 2) naming the flag.
+func TestGatewayRefusesInvalidSettings(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := run(t, nil, "--data", dir, "cert", "init"); code != 0 {
+		t.Fatalf("cert init: exit %d: %s", code, stderr)
+	}
+	for _, c := range []struct{ flag, value, want string }{
+		{"--request-timeout", "0s", "must be positive"},
+		{"--request-timeout", "-1s", "may not be negative"},
+		{"--request-timeout", "5s", "at most 4s"},
+		{"--max-brokers", "0", "must be positive"},
+		{"--max-topics", "-1", "may not be negative"},
+		{"--shutdown-timeout", "0s", "must be positive"},
+		{"--broker-timeout", "0s", "must be positive"},
+		{"--max-buffered-bytes", "0", "must be positive"},
+		{"--listen", "", "may not be empty"},
+	} {
+		_, stderr, code := run(t, nil, "--data", dir, "--nodes", freeUDPAddr(t), "gateway", "--listen", "127.0.0.1:0",
+			"--admin-addr", "off", "--log-format", "json", c.flag+"="+c.value)
+		if code != exitUsage || !strings.Contains(stderr, c.flag) || !strings.Contains(stderr, c.want) {
+			t.Errorf("gateway %s=%s: exit %d, %q; want exit %d naming %s, %q", c.flag, c.value, code, stderr, exitUsage, c.flag, c.want)
+		}
+	}
+}
