@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -90,21 +89,11 @@ leases run on, and they register with the next gateway at their next period).`,
 }
 
 // refuseGatewaySettings refuses, naming the flag, what the gateway would
-// otherwise take as its default without a word: a zero, negative or empty
-// setting, as the node refuses them (an empty --listen listened on every
-// interface), a negative duration (read as unset), and a --request-timeout
+// otherwise take as its default without a word (refuseAgentSettings: an
+// empty --listen listened on every interface), and a --request-timeout
 // longer than a read may wait for the nodes (gateway.DefaultUpstreamTimeout).
 func refuseGatewaySettings(fs *pflag.FlagSet) error {
-	if err := refuseZeroSettings(fs); err != nil {
-		return err
-	}
-	var err error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if err == nil && f.Changed && f.Value.Type() == "duration" && strings.HasPrefix(f.Value.String(), "-") {
-			err = fmt.Errorf("--%s may not be negative, got %s (%s)", f.Name, f.Value, flagSource(f))
-		}
-	})
-	if err != nil {
+	if err := refuseAgentSettings(fs); err != nil {
 		return err
 	}
 	if f := fs.Lookup("request-timeout"); f != nil {

@@ -156,6 +156,22 @@ func refuseZeroSettings(fs *pflag.FlagSet) error {
 	return err
 }
 
+// refuseAgentSettings is refuseZeroSettings for the broker agent and the
+// gateway, which also read a negative duration as unset: each is refused,
+// naming the flag, where the agent would run with its default without a word.
+func refuseAgentSettings(fs *pflag.FlagSet) error {
+	if err := refuseZeroSettings(fs); err != nil {
+		return err
+	}
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err == nil && f.Changed && f.Value.Type() == "duration" && strings.HasPrefix(f.Value.String(), "-") {
+			err = fmt.Errorf("--%s may not be negative, got %s (%s)", f.Name, f.Value, flagSource(f))
+		}
+	})
+	return err
+}
+
 // nodeFailure is a failure of the node itself (a port in use, a data
 // directory it cannot use, a stop past --shutdown-timeout): exit 1, never
 // a client's exit code such as 4, which a deadline's error would get.

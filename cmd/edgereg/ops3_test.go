@@ -230,3 +230,29 @@ func TestGatewayRefusesInvalidSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerAgentRefusesInvalidSettings: `broker --queues -1` registered
+// its topics with 4294967295 read and write queues (the int wrapped into
+// the wire's uint32), --queues 0 with none (a topic nobody can write), and
+// --heartbeat-interval 0s or -1s ran with the default 30s without a word.
+// Each is a usage error (exit 2) naming the flag, before anything is sent.
+func TestBrokerAgentRefusesInvalidSettings(t *testing.T) {
+	addr, dir := cliNode(t)
+	for _, c := range []struct{ flag, value, want string }{
+		{"--queues", "-1", "may not be negative"},
+		{"--queues", "0", "must be positive"},
+		{"--queues", "4294967297", "at most 2147483647"},
+		{"--heartbeat-interval", "0s", "must be positive"},
+		{"--heartbeat-interval", "-1s", "may not be negative"},
+		{"--fake-topics", "-1", "may not be negative"},
+	} {
+		_, stderr, code := run(t, []string{"EDGEREG_TIMEOUT=3s"}, "--data", dir, "--nodes", addr, "broker", "--name", "b-invalid",
+			"--addr", "10.0.0.7:10911", "--topics", "t-invalid", "--log-format", "json", c.flag+"="+c.value)
+		if code != exitUsage || !strings.Contains(stderr, c.flag) || !strings.Contains(stderr, c.want) {
+			t.Errorf("broker %s=%s: exit %d, %q; want exit %d naming %s, %q", c.flag, c.value, code, stderr, exitUsage, c.flag, c.want)
+		}
+	}
+	if out, _, _ := run(t, []string{"EDGEREG_TIMEOUT=3s"}, "--data", dir, "--nodes", addr, "route", "t-invalid", "--wait", "0s"); out != "" {
+		t.Errorf("a refused broker agent registered its topic:\n%s", out)
+	}
+}
