@@ -256,3 +256,34 @@ func TestBrokerAgentRefusesInvalidSettings(t *testing.T) {
 		t.Errorf("a refused broker agent registered its topic:\n%s", out)
 	}
 }
+
+// TestMissingCredentialFilesNameTheFlag: a node given a --revocations or
+// --tls-* path that does not exist failed with "credentials: stat
+// nope.txt: no such file or directory", exit 1: no flag named, and not the
+// usage exit (2) that a --policy-dir that is no directory gets. A missing
+// file of the configuration is an invalid setting, refused naming its flag.
+func TestMissingCredentialFilesNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := run(t, nil, "--data", dir, "cert", "init"); code != 0 {
+		t.Fatalf("cert init: exit %d: %s", code, stderr)
+	}
+	tls := filepath.Join(dir, "tls")
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, c := range []struct {
+		flag string
+		args []string
+	}{
+		{"--revocations", []string{"--revocations", missing}},
+		{"--tls-cert", []string{"--tls-cert", missing, "--tls-key", filepath.Join(tls, "operator.key"), "--tls-client-ca", filepath.Join(tls, "ca.crt")}},
+		{"--tls-key", []string{"--tls-cert", filepath.Join(tls, "operator.crt"), "--tls-key", missing, "--tls-client-ca", filepath.Join(tls, "ca.crt")}},
+		{"--tls-client-ca", []string{"--tls-cert", filepath.Join(tls, "operator.crt"), "--tls-key", filepath.Join(tls, "operator.key"), "--tls-client-ca", missing}},
+	} {
+		args := append([]string{"node", "--data", t.TempDir(), "--addr", freeUDPAddr(t), "--admin-addr", "off", "--log-format", "json"}, c.args...)
+		_, stderr, code := run(t, nil, args...)
+		if code != exitUsage || !strings.Contains(stderr, c.flag+" "+strconvQuote(missing)) || !strings.Contains(stderr, "no such file") {
+			t.Errorf("node %s MISSING: exit %d, %q; want exit %d naming %s %q", c.flag, code, stderr, exitUsage, c.flag, missing)
+		}
+	}
+}
+
+func strconvQuote(s string) string { return `"` + s + `"` }
