@@ -287,3 +287,14 @@ func TestMissingCredentialFilesNameTheFlag(t *testing.T) {
 }
 
 func strconvQuote(s string) string { return `"` + s + `"` }
+
+// TestStatusRefusesNegativeLeaseTolerance: `status --lease-tolerance -1`
+// was taken, and then reported drift between nodes holding the same
+// number of leases (0 > -1); it is a usage error naming the flag.
+func TestStatusRefusesNegativeLeaseTolerance(t *testing.T) {
+	addr, dir := cliNode(t)
+	_, stderr, code := run(t, nil, "--data", dir, "--nodes", addr+","+addr, "status", "--lease-tolerance", "-1")
+	if code != exitUsage || !strings.Contains(stderr, "--lease-tolerance") {
+		t.Errorf("status --lease-tolerance -1: exit %d, %q; want exit %d naming the flag", code, stderr, exitUsage)
+	}
+}
