@@ -140,9 +140,9 @@ func GuardLoopback(addr string, h http.Handler) http.Handler {
 }
 
 func (a *adminServer) bind(what, addr string, h http.Handler) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := a.n.socks.listenTCP(addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s listen on %s: %w", what, addr, err)
+		return nil, bindError(what+"-addr", addr, err)
 	}
 	a.listeners = append(a.listeners, ln)
 	srv := NewHTTPServer(h, a.n.log)

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -414,6 +415,22 @@ func (c Config) Validate() error {
 	if c.PolicyDir != "" {
 		if fi, err := os.Stat(c.PolicyDir); err != nil || !fi.IsDir() {
 			return fmt.Errorf("--policy-dir %q is not a directory", c.PolicyDir)
+		}
+	}
+	// A credential file that is not there is a setting to correct, named
+	// here, not the node's failure to load credentials ("credentials: stat ...").
+	for _, f := range []struct{ flag, path string }{
+		{"--tls-cert", c.CertFile}, {"--tls-key", c.KeyFile}, {"--tls-client-ca", c.ClientCAFile}, {"--revocations", c.RevocationFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return fmt.Errorf("%s %q: %w", f.flag, f.path, err)
 		}
 	}
 	for _, l := range []struct {

@@ -103,6 +103,7 @@ type Node struct {
 	rechecks      atomic.Uint64          // full checks of every connection done (auth.go), for tests
 	warn          *warnings              // rate-limited security logs (audit.go)
 	unlockData    func() error           // releases the data directory's lock (Shutdown)
+	socks         *sockets               // bound by New before the data directory is touched
 }
 
 // New prepares a node: it creates or loads the data directory, its TLS
@@ -112,6 +113,13 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Bind first: a node that cannot bind writes nothing to the data
+	// directory (sockets.go).
+	socks, err := bindSockets(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer socks.close() // what open did not take, whether New succeeds or not
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -119,6 +127,9 @@ func New(cfg Config) (*Node, error) {
 	// KV file each from its own memory.
 	unlock, err := datadir.Lock(cfg.DataDir)
 	if err != nil {
+		if errors.Is(err, datadir.ErrInUse) {
+			return nil, fmt.Errorf("data directory (--data): %w: stop that node, or give this one another --data", err)
+		}
 		return nil, fmt.Errorf("data directory (--data): %w", err)
 	}
 	started := false
@@ -140,6 +151,7 @@ func New(cfg Config) (*Node, error) {
 		stop:     make(chan struct{}),
 		servers:  newStreamServers(),
 		filtered: newFilteredGroups(),
+		socks:    socks,
 	}
 	n.brokerInFlight = newByteBudget(int64(cfg.MaxBytesInFlight))
 	n.answers = newByteBudget(int64(cfg.MaxBytesInFlight))
@@ -353,22 +365,13 @@ func (n *Node) gatedTLS() *tls.Config {
 // slot; tests use it to hold handshakes in progress.
 var testHookHandshake func()
 
+// socket is the node's QUIC socket: Config.PacketConn, or the one New bound.
 func (n *Node) socket() (net.PacketConn, error) {
 	if n.cfg.PacketConn != nil {
 		return n.cfg.PacketConn, nil
 	}
-	udpAddr, err := net.ResolveUDPAddr("udp", n.cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen address %s: %w", n.cfg.Addr, err)
-	}
-	udp, err := net.ListenUDP("udp", udpAddr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", n.cfg.Addr, err)
-	}
-	if got, err := setReceiveBuffer(udp, n.cfg.UDPReceiveBuffer); err != nil || got < n.cfg.UDPReceiveBuffer {
-		n.log.Warn("UDP receive buffer smaller than asked: a connection storm may drop Initials; raise net.core.rmem_max or grant CAP_NET_ADMIN",
-			"asked", n.cfg.UDPReceiveBuffer, "got", got, "err", errString(err))
-	}
+	udp := n.socks.udp
+	n.socks.udp = nil
 	return udp, nil
 }
 
@@ -584,6 +587,9 @@ func loadNodeID(dir string) (string, error) {
 		if id := strings.TrimSpace(string(b)); id != "" {
 			return id, nil
 		}
+		// Damaged (a full disk, another tool): a new id would make this
+		// node another one to brokers, clients and dashboards without a word.
+		return "", fmt.Errorf("node id: %s is empty, so the data directory is damaged: restore the file from a backup, or delete it to start this node with a new identity", path)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("node id: %w", err)
 	}

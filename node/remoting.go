@@ -99,9 +99,9 @@ func (n *Node) openRemoting() error {
 		return nil
 	}
 	addr := remotingListenAddr(n.cfg.RemotingAddr)
-	ln, err := net.Listen("tcp", addr)
+	ln, err := n.socks.listenTCP(addr)
 	if err != nil {
-		return fmt.Errorf("remoting listener on %s: %w", addr, err)
+		return bindError("remoting-addr", addr, err)
 	}
 	rl := &remotingListener{n: n, ln: ln, byConn: map[uint64]map[brokerKey]uint64{},
 		decoding: make(chan struct{}, remotingDecoders())}

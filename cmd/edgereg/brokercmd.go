@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -93,7 +94,15 @@ for it, follows changes of the node list, and unregisters from every node on
 SIGINT, SIGTERM or SIGHUP. It is a simulator for demos and tests, and a reference for
 broker authors (see the wire/broker package).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runBroker(cmd, g, bf) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuseAgentSettings(cmd.Flags()); err != nil {
+				return usageError{fmt.Errorf("invalid configuration: %w", err)}
+			}
+			if bf.queues > math.MaxInt32 { // RocketMQ's queue counts are Java ints
+				return usageError{fmt.Errorf("invalid configuration: --queues %d: at most %d", bf.queues, math.MaxInt32)}
+			}
+			return runBroker(cmd, g, bf)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&bf.id.Cluster, "cluster", "DefaultCluster", "cluster name")

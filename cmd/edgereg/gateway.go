@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire/gateway"
@@ -59,7 +60,12 @@ Remoting has no authentication: keep --listen on loopback or a trusted LAN.
 SIGINT, SIGTERM or SIGHUP stops the gateway without unregistering its brokers (their
 leases run on, and they register with the next gateway at their next period).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runGateway(cmd, g, gf) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuseGatewaySettings(cmd.Flags()); err != nil {
+				return usageError{fmt.Errorf("invalid configuration: %w", err)}
+			}
+			return runGateway(cmd, g, gf)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&gf.listen, "listen", defaultGatewayListen, "TCP address for RocketMQ remoting (brokers' and clients' namesrvAddr)")
@@ -69,7 +75,7 @@ leases run on, and they register with the next gateway at their next period).`,
 	f.BoolVar(&gf.cfg.UnregisterOnClose, "unregister-on-close", false, "unregister a broker as soon as its TCP connection closes, as a NameServer does")
 	f.DurationVar(&gf.cfg.PollInterval, "poll-interval", gateway.DefaultPollInterval, "how old cached cluster info and topic lists may get before they are read again")
 	f.DurationVar(&gf.cfg.HeartbeatInterval, "heartbeat-interval", 30*time.Second, "how often the brokers' leases are renewed on every node")
-	f.DurationVar(&gf.cfg.RequestTimeout, "request-timeout", gateway.DefaultRequestTimeout, "timeout of one request to one node")
+	f.DurationVar(&gf.cfg.RequestTimeout, "request-timeout", gateway.DefaultRequestTimeout, "timeout of one request to one node (at most 4s: a read waits for the nodes at most that long, under rocketmq-client-go's 6 s)")
 	f.IntVar(&gf.cfg.MaxTopics, "max-topics", gateway.DefaultMaxTopics, "topics whose routes are cached and watched")
 	f.IntVar(&gf.cfg.MaxBrokers, "max-brokers", gateway.DefaultMaxBrokers, "brokers the gateway registers (each holds a QUIC connection to every node: keep it under the nodes' --max-broker-conns-per-host, 1024 by default, less 2)")
 	f.IntVar(&gf.limits.MaxConns, "max-conns", remoting.DefaultMaxConns, "remoting connections in total")
@@ -81,6 +87,23 @@ leases run on, and they register with the next gateway at their next period).`,
 	f.StringVar(&gf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	gf.src.add(cmd)
 	return cmd
+}
+
+// refuseGatewaySettings refuses, naming the flag, what the gateway would
+// otherwise take as its default without a word (refuseAgentSettings: an
+// empty --listen listened on every interface), and a --request-timeout
+// longer than a read may wait for the nodes (gateway.DefaultUpstreamTimeout).
+func refuseGatewaySettings(fs *pflag.FlagSet) error {
+	if err := refuseAgentSettings(fs); err != nil {
+		return err
+	}
+	if f := fs.Lookup("request-timeout"); f != nil {
+		if d, _ := time.ParseDuration(f.Value.String()); d > gateway.DefaultUpstreamTimeout {
+			return fmt.Errorf("--request-timeout %s (%s): at most %s, how long a read waits for the nodes, failovers included, so that it stays under rocketmq-client-go's 6 s request timeout",
+				f.Value, flagSource(f), gateway.DefaultUpstreamTimeout)
+		}
+	}
+	return nil
 }
 
 func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +43,7 @@ func newNodeCmd(g *globals) *cobra.Command {
 health and metrics on http://127.0.0.1:9877, keeps its data in ./edgereg-data and
 creates a local CA there, so the CLI on this machine works with no configuration.
 SIGINT, SIGTERM or SIGHUP stops it gracefully (SIGHUP is no reload: credentials
-and --policy-dir are re-read when they change).`,
+and --policy-dir are re-read when they change); a second one stops it at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nf.configFile != "" {
@@ -126,7 +125,7 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.StringVar(&nf.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&nf.configFile, "config", "", "YAML config file of flag-name: value (flags and EDGEREG_* variables win)")
 	fs.BoolVar(&nf.printConfig, "print-config", false, "print the effective configuration and exit")
-	fs.DurationVar(&nf.shutdown, "shutdown-timeout", node.DefaultShutdownTimeout, "how long a graceful stop waits for requests in progress")
+	fs.DurationVar(&nf.shutdown, "shutdown-timeout", node.DefaultShutdownTimeout, "how long a graceful stop waits for requests in progress (a second signal ends the wait)")
 }
 
 // refuseZeroSettings refuses a count or duration set to zero, or a string
@@ -146,12 +145,28 @@ func refuseZeroSettings(fs *pflag.FlagSet) error {
 		}
 		t, v := f.Value.Type(), f.Value.String()
 		switch {
-		case t == "int" && strings.HasPrefix(v, "-"):
+		case (t == "int" || t == "int64") && strings.HasPrefix(v, "-"):
 			err = fmt.Errorf("--%s may not be negative, got %s (%s)", f.Name, v, flagSource(f))
-		case (t == "int" || t == "duration") && (v == "0" || v == "0s") && v != f.DefValue:
+		case (t == "int" || t == "int64" || t == "duration") && (v == "0" || v == "0s") && v != f.DefValue:
 			err = fmt.Errorf("--%s must be positive, got %s (%s)", f.Name, v, flagSource(f))
 		case t == "string" && v == "" && f.DefValue != "":
 			err = fmt.Errorf("--%s may not be empty (%s); its default is %s", f.Name, flagSource(f), f.DefValue)
+		}
+	})
+	return err
+}
+
+// refuseAgentSettings is refuseZeroSettings for the broker agent and the
+// gateway, which also read a negative duration as unset: each is refused,
+// naming the flag, where the agent would run with its default without a word.
+func refuseAgentSettings(fs *pflag.FlagSet) error {
+	if err := refuseZeroSettings(fs); err != nil {
+		return err
+	}
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err == nil && f.Changed && f.Value.Type() == "duration" && strings.HasPrefix(f.Value.String(), "-") {
+			err = fmt.Errorf("--%s may not be negative, got %s (%s)", f.Name, f.Value, flagSource(f))
 		}
 	})
 	return err
@@ -184,8 +199,8 @@ func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
 		return err
 	}
 	logEndpoints(logger, n, cfg)
-	ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
-	defer stop()
+	ctx, now, release := stopOnSignals(cmd.Context())
+	defer release()
 	served := make(chan error, 1)
 	go func() { served <- n.Serve() }()
 	select {
@@ -193,9 +208,16 @@ func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), nf.shutdown)
+	sctx, cancel := context.WithTimeout(now, nf.shutdown)
 	defer cancel()
+	unlog := context.AfterFunc(now, func() {
+		logger.Warn("second signal: stopping now, without waiting for the requests in progress")
+	})
+	defer unlog() // before release ends now
 	if err := n.Shutdown(sctx); err != nil {
+		if now.Err() != nil {
+			return fmt.Errorf("stopped by a second signal before the requests in progress finished: %w", err)
+		}
 		return err
 	}
 	if err := <-served; !errors.Is(err, node.ErrClosed) {

@@ -88,7 +88,12 @@ more than --lease-tolerance, and brokers one node holds a lease for and another 
 not (that node is cut off from the broker, or the broker from it). Exits 1 when a
 node did not answer.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd, g, &src, tolerance) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tolerance < 0 { // every pair of nodes would be drift, even equal ones
+				return usageError{fmt.Errorf("--lease-tolerance %d: give zero or a positive count", tolerance)}
+			}
+			return runStatus(cmd, g, &src, tolerance)
+		},
 	}
 	src.add(cmd)
 	cmd.Flags().IntVar(&tolerance, "lease-tolerance", 0, "lease counts may differ by this much before it is drift")

@@ -52,7 +52,7 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("load KV config: %w", err)
 	}
 	if err := json.Unmarshal(b, &s.data); err != nil {
-		return nil, fmt.Errorf("load KV config %s: %w", s.path, err)
+		return nil, fmt.Errorf("load KV config %s: %w: the file is damaged; restore it from a backup, or move it aside to start with an empty KV config", s.path, err)
 	}
 	if s.data == nil {
 		s.data = make(map[string]map[string]string)

@@ -21,7 +21,7 @@ func LoadOrCreateKey(path string) ([32]byte, error) {
 	switch {
 	case err == nil:
 		if len(data) != len(key) {
-			return key, fmt.Errorf("load key %s: %d bytes, want %d", path, len(data), len(key))
+			return key, fmt.Errorf("load key %s: %d bytes, want %d: the file is damaged; delete it and the node makes a new one (peers of its last run then see their connections time out rather than reset)", path, len(data), len(key))
 		}
 		copy(key[:], data)
 		return key, nil

@@ -100,11 +100,13 @@ func loadOrCreateCA(dir string) (*Local, error) {
 	if !ok {
 		return l, l.createCA()
 	}
+	// A damaged CA is never replaced: every credential it issued would stop
+	// working.
 	if l.CA, err = readCertFile(certPath); err != nil {
-		return nil, fmt.Errorf("load CA %s: %w", certPath, err)
+		return nil, fmt.Errorf("load CA %s: %w; restore %s from a backup, or move it aside to create a new CA and re-issue all credentials", certPath, err, dir)
 	}
 	if l.caKey, err = readKeyFile(keyPath); err != nil {
-		return nil, fmt.Errorf("load CA key %s: %w", keyPath, err)
+		return nil, fmt.Errorf("load CA key %s: %w; restore %s from a backup, or move it aside to create a new CA and re-issue all credentials", keyPath, err, dir)
 	}
 	if !l.CA.IsCA {
 		return nil, fmt.Errorf("load CA %s: not a CA certificate", certPath)
