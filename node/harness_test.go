@@ -32,6 +32,14 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 // startNode starts a node on 127.0.0.1 with a random port; edit may adjust
 // the config. The node is shut down when the test ends.
+// testPolicyCallTimeout replaces the node's 20 ms policy call deadline in
+// test nodes: under -race on a loaded 2-core machine a goroutine may wait
+// longer than 20 ms for a core, so a dry run at push missed it and a fast
+// module was refused ("policy call exceeded its deadline"; seen in
+// TestPolicyChangesLoggedOnceWithTheOperator), and real calls fell back.
+// A test about the deadline itself sets PolicyCallTimeout in its edit.
+const testPolicyCallTimeout = 5 * time.Second
+
 func startNode(t testing.TB, edit func(*Config)) *testNode {
 	t.Helper()
 	dir := t.TempDir()
@@ -41,7 +49,7 @@ func startNode(t testing.TB, edit func(*Config)) *testNode {
 func startNodeIn(t testing.TB, dir, addr string, edit func(*Config)) *testNode {
 	t.Helper()
 	cfg := Config{Addr: addr, AdminAddr: AdminOff, DataDir: dir, Logger: quietLogger(), WarmUp: -1,
-		PolicyCacheDir: sharedPolicyCache}
+		PolicyCacheDir: sharedPolicyCache, PolicyCallTimeout: testPolicyCallTimeout}
 	if edit != nil {
 		edit(&cfg)
 	}

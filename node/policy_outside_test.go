@@ -117,9 +117,12 @@ func runPushChecks(t *testing.T, checks []pushCheck, edit ...func(*Config)) {
 		}
 	})
 	op := tn.dial(pki.RoleOperator)
-	ctx := policyCtx(t)
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
+			// A deadline of each check's own, against a hang: one for all
+			// of them ran out under load in TestOutsideStructuralLimits
+			// (its checks took over 3 min together), failing the last.
+			ctx := policyCtx(t)
 			mod := c.module(t)
 			_, err := op.PolicyPush(ctx, c.hook, mod)
 			if err != nil {

@@ -162,7 +162,13 @@ func waitRestored(t testing.TB, tn *testNode) {
 }
 
 func TestHostilePoliciesRefusedOrContained(t *testing.T) {
-	tn := startNode(t, func(c *Config) { c.MaxPolicyUploadsPerMinute = 100 })
+	tn := startNode(t, func(c *Config) {
+		c.MaxPolicyUploadsPerMinute = 100
+		// loop.wasm spins on every real call until the deadline: 500 ms
+		// keeps that short (the test nodes' 5 s made this test take 26 s)
+		// and is still 25 times what the dry runs missed under load.
+		c.PolicyCallTimeout = 500 * time.Millisecond
+	})
 	ctx := policyCtx(t)
 	op := tn.dial(pki.RoleOperator)
 	zonedBrokers(t, op)

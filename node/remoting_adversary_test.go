@@ -399,14 +399,19 @@ func TestRemotingRegistrationsWaitWithoutTheirBodies(t *testing.T) {
 func TestRemotingRegistrationBodiesDecodedFewAtATime(t *testing.T) {
 	limit := remotingDecoders()
 	k := limit + 4
-	tn := startRemotingNode(t, func(c *Config) { c.Workers = 8 * k }) // k workers per host
+	// The hook is set before the node starts and cleared after it stops
+	// (cleanups run last first), so its goroutines never race the test
+	// for it, even when the test fails with registrations in progress.
 	var decoded atomic.Int32
 	release := make(chan struct{})
+	var releaseOnce sync.Once
 	testHookRemotingDecoded = func() {
 		decoded.Add(1)
 		<-release
 	}
 	t.Cleanup(func() { testHookRemotingDecoded = nil })
+	tn := startRemotingNode(t, func(c *Config) { c.Workers = 8 * k }) // k workers per host
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })   // before the node's shutdown
 	conns := make([]*rmqConn, k)
 	sent := 0
 	var before, after runtime.MemStats
@@ -440,7 +445,7 @@ func TestRemotingRegistrationBodiesDecodedFewAtATime(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	at := decoded.Load()
-	close(release)
+	releaseOnce.Do(func() { close(release) })
 	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
 	t.Logf("%d registrations of %d bytes in all: %d decoded at once, heap in use grew by %d KiB", k, sent, at, grew>>10)
 	for _, c := range conns {

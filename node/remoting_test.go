@@ -70,7 +70,10 @@ func dialRemoting(t testing.TB, tn *testNode) *rmqConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(time.Now().Add(30 * time.Second))
+	// Only against a hang: under -race on a loaded machine, the node
+	// inflating and decoding a registration of megabytes took longer than
+	// the 30 s this was (TestRemotingCompressedRegistrationPinsNoInflatedBytes).
+	nc.SetDeadline(time.Now().Add(3 * time.Minute))
 	return &rmqConn{t: t, nc: nc, br: bufio.NewReader(nc)}
 }
 

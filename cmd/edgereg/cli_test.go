@@ -48,7 +48,10 @@ func TestMain(m *testing.M) {
 // KEY=VALUE pairs; it returns stdout, stderr and the exit code.
 func run(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Only against a hang, and longer than any --timeout a test gives a
+	// command: 30 s killed TestRouteShowsAnEmptyRoute's push of a 2 MB
+	// module (--timeout 2m) under -race on a loaded machine (exit -1).
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), env...)

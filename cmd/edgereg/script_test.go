@@ -371,7 +371,7 @@ func jsonKind(v any) string {
 func TestJSONOfMultiNodeCommands(t *testing.T) {
 	dir := t.TempDir()
 	n, err := node.New(node.Config{Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", DataDir: dir, WarmUp: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		PolicyCallTimeout: testPolicyCallTimeout, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,12 @@ func Start(t testing.TB, ca *CA, edit func(*node.Config)) *Node {
 	return tn
 }
 
+// PolicyCallTimeout is a test node's policy call deadline in place of the
+// node's 20 ms: under -race on a loaded 2-core machine a goroutine can wait
+// longer than that for a core, and a fast module's dry run at push was
+// refused for its deadline. A test about the deadline sets its own.
+const PolicyCallTimeout = 5 * time.Second
+
 // Start starts the node again after Stop, on the same address and data
 // directory.
 func (tn *Node) Start() {
@@ -110,7 +116,8 @@ func (tn *Node) Start() {
 	tn.mu.Lock()
 	addr := tn.addr
 	tn.mu.Unlock()
-	cfg := node.Config{Addr: addr, AdminAddr: node.AdminOff, DataDir: tn.dir, WarmUp: -1, Logger: Logger()}
+	cfg := node.Config{Addr: addr, AdminAddr: node.AdminOff, DataDir: tn.dir, WarmUp: -1, Logger: Logger(),
+		PolicyCallTimeout: PolicyCallTimeout}
 	if tn.edit != nil {
 		tn.edit(&cfg)
 	}

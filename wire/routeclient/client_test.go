@@ -268,7 +268,10 @@ func TestStaleRouteServedWhenNoNodeAnswers(t *testing.T) {
 	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
 	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) {
 		cfg.RefreshInterval = 50 * time.Millisecond
-		cfg.RequestTimeout = 300 * time.Millisecond
+		// Bounds the lookups once the node is down (no node answers: each
+		// times out); the first, with the node up, dials it within this
+		// too: 300 ms, it timed out under -race on a loaded machine.
+		cfg.RequestTimeout = 5 * time.Second
 	})
 	ctx := ctxT(t)
 	_, v, err := c.Route(ctx, "orders")

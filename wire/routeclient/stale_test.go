@@ -131,7 +131,10 @@ func TestStaleRouteIsNotLookedUpOnEveryRead(t *testing.T) {
 	tn := startNode(t, ca, nil)
 	register(t, tn, "b1", "10.0.0.1:10911", 4, "orders")
 	c := newClient(t, ca, nodes.Static(tn.Addr()), func(cfg *routeclient.Config) {
-		cfg.RequestTimeout = 300 * time.Millisecond
+		// Bounds the lookup once the node is down; the first read, with
+		// the node up, dials it within this too: 300 ms, it timed out
+		// under -race on a loaded machine.
+		cfg.RequestTimeout = 5 * time.Second
 	})
 	ctx := ctxT(t)
 	_, v, err := c.Route(ctx, "orders")
