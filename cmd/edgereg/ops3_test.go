@@ -102,14 +102,14 @@ func TestSecondSignalCutsShutdownShort(t *testing.T) {
 	module := filepath.Join("..", "..", "testdata", "wasm", "hostile", "loop.wasm")
 	test := []string{"--data", dir, "--nodes", addr, "--timeout", "1h", "policy", "test", module, "--hook", "route", "--input", input}
 	startProcess(t, test...)
-	// Tests run one at a time: a second one, given 5 s, says it waited
-	// for another only while the first is running.
+	// Tests run one at a time: a second one, given 5 s, is answered busy,
+	// waiting for another policy test, only while the first is running.
 	deadline := time.Now().Add(60 * time.Second)
 	probe := append([]string{}, test...)
 	probe[5] = "5s"
 	for {
 		_, stderr, _ := run(t, nil, probe...)
-		if strings.Contains(stderr, "waited for another test") {
+		if strings.Contains(stderr, "waiting for another policy test") {
 			break
 		}
 		if time.Now().After(deadline) {
