@@ -1,0 +1,70 @@
+package client
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/edgereg/edgereg/wire"
+)
+
+// TestWatchAckAfterMoreEventsThanTheBuffer: PROTOCOL.md 11 lets a watch's
+// initial events arrive before its WatchAck. A client that sends the watch
+// and only then reads Events must still get the ack when more events than
+// EventBuffer come first: the pipe used to stop reading the stream once
+// Events was full, so the ack behind the events was never read and the
+// Call failed at its deadline.
+func TestWatchAckAfterMoreEventsThanTheBuffer(t *testing.T) {
+	const events = 3 * EventBuffer
+	addr, conf := testPeer(t, func(s *quic.Stream) {
+		var fr frameReader
+		b, err := fr.next(s, 1<<20)
+		if err != nil {
+			return
+		}
+		var req wire.Frame
+		if wire.DecodeFrame(b, &req) != nil {
+			return
+		}
+		for i := range events {
+			body, _ := wire.Marshal(wire.RouteEvent{Result: wire.RouteResult{Topic: "t", Status: wire.StatusOK, Version: uint64(i + 1)}})
+			out, _ := wire.AppendFrame(nil, &wire.Frame{Type: wire.TypeRouteEvent, Body: body})
+			if _, err := s.Write(out); err != nil {
+				return
+			}
+		}
+		body, _ := wire.Marshal(wire.WatchAck{Watching: 1})
+		out, _ := wire.AppendFrame(nil, &wire.Frame{Type: req.Type, ID: req.ID, Body: body})
+		s.Write(out)
+		<-s.Context().Done()
+	})
+	c, err := Dial(context.Background(), addr, Config{TLS: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := c.OpenPipe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var ack wire.WatchAck
+	if err := p.Call(ctx, wire.TypeWatch, &wire.Watch{Topics: []wire.TopicVersion{{Topic: "t"}}}, &ack); err != nil {
+		t.Fatalf("watch answered after %d events, Events not read yet: %v", events, err)
+	}
+	for i := range events { // every event, in order
+		select {
+		case f := <-p.Events():
+			var ev wire.RouteEvent
+			if err := f.DecodeBody(&ev); err != nil || ev.Result.Version != uint64(i+1) {
+				t.Fatalf("event %d: version %d, err %v", i, ev.Result.Version, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d of %d events", i, events)
+		}
+	}
+}
