@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -38,6 +39,10 @@ type Pipe struct {
 	// feed, in order; the read loop's own.
 	overflow chan *wire.Frame
 	fed      chan struct{} // closed when feed returns
+	// held is the bytes of the events in overflow (maxOverflowBytes);
+	// room is signalled when feed hands one over.
+	held atomic.Int64
+	room chan struct{}
 	// onEvent, when set, is given each pushed frame on the read goroutine
 	// instead of events (OpenWatchPipe).
 	onEvent func(*wire.Frame)
@@ -94,7 +99,7 @@ func (c *Conn) openPipe(ctx context.Context, onEvent func(*wire.Frame)) (*Pipe, 
 // watch (for a pipe from OpenWatchPipe, none: they go to its onEvent). It
 // is closed when the pipe ends, after the last event was handed over.
 // While a Call waits, events past EventBuffer are held (up to 16,384
-// more) so that its response is read: a watch's initial events may come
+// more, 8 MiB) so that its response is read: a watch's initial events may come
 // before its WatchAck (PROTOCOL.md 11), and the caller may read Events only
 // once the watch returned. Events still held when the pipe ends may be
 // dropped, as the client re-watches then anyway.
@@ -253,6 +258,9 @@ func (p *Pipe) readLoop() {
 // the 10,000 topics a request may name) and then some.
 const maxOverflow = 16 << 10
 
+// maxOverflowBytes bounds the bytes of the events overflow holds.
+const maxOverflowBytes = 8 << 20
+
 // queueEvent hands a pushed frame to Events, waiting for room (and so,
 // through QUIC flow control, slowing the node down) while no Call waits.
 // While one does, or once one did, the event goes through overflow
@@ -278,8 +286,17 @@ func (p *Pipe) queueEvent(f *wire.Frame) bool {
 		}
 		p.overflow = make(chan *wire.Frame, maxOverflow)
 		p.fed = make(chan struct{})
+		p.room = make(chan struct{}, 1)
 		go p.feed()
 	}
+	for p.held.Load() >= maxOverflowBytes { // full: flow control again
+		select {
+		case <-p.room:
+		case <-p.done:
+			return false
+		}
+	}
+	p.held.Add(eventSize(f))
 	select {
 	case p.overflow <- f: // full: flow control again
 		return true
@@ -287,6 +304,9 @@ func (p *Pipe) queueEvent(f *wire.Frame) bool {
 		return false
 	}
 }
+
+// eventSize is about the memory a kept event takes.
+func eventSize(f *wire.Frame) int64 { return int64(len(f.Body)) + 64 }
 
 // feed moves overflow's events to Events, in order, until the pipe ends.
 func (p *Pipe) feed() {
@@ -296,6 +316,11 @@ func (p *Pipe) feed() {
 		case p.events <- f:
 		case <-p.done:
 			return
+		}
+		p.held.Add(-eventSize(f))
+		select {
+		case p.room <- struct{}{}:
+		default:
 		}
 	}
 }

@@ -68,3 +68,61 @@ func TestWatchAckAfterMoreEventsThanTheBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestEventOverflowBoundedInBytes: the events a pipe holds for a waiting
+// Call are bounded in bytes, not only in count, so that a peer pushing
+// large frames ahead of a response cannot make the client hold
+// maxOverflow of them.
+func TestEventOverflowBoundedInBytes(t *testing.T) {
+	const eventLen = 64 << 10
+	wrote := make(chan int, 1)
+	addr, conf := testPeer(t, func(s *quic.Stream) {
+		var fr frameReader
+		if _, err := fr.next(s, 1<<20); err != nil {
+			return
+		}
+		route, _ := wire.Marshal(make([]byte, eventLen)) // a CBOR byte string
+		body, err := wire.Marshal(wire.RouteEvent{Result: wire.RouteResult{Topic: "t", Status: wire.StatusOK, Version: 1, Route: route}})
+		if err != nil {
+			panic(err)
+		}
+		out, _ := wire.AppendFrame(nil, &wire.Frame{Type: wire.TypeRouteEvent, Body: body})
+		n := 0
+		s.SetWriteDeadline(time.Now().Add(3 * time.Second)) // stops once the client stops reading
+		for n < 4096 {
+			if _, err := s.Write(out); err != nil {
+				break
+			}
+			n++
+		}
+		wrote <- n
+		<-s.Context().Done()
+	})
+	c, err := Dial(context.Background(), addr, Config{TLS: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := c.OpenPipe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	callCtx, callCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer callCancel()
+	go p.Call(callCtx, wire.TypeWatch, &wire.Watch{Topics: []wire.TopicVersion{{Topic: "t"}}}, nil)
+	var n int
+	select {
+	case n = <-wrote:
+	case <-ctx.Done():
+		t.Fatal("the peer never stopped writing")
+	}
+	// What the peer wrote beyond EventBuffer and the stream's window is
+	// what the pipe holds.
+	held := (n - EventBuffer) * eventLen
+	if held > 2*maxOverflowBytes {
+		t.Fatalf("the pipe read %d events of %d bytes: about %d MiB held for a waiting Call", n, eventLen, held>>20)
+	}
+}
