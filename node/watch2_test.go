@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
@@ -219,4 +220,67 @@ func TestWatchChurnWithPolicyFlipsAndStalledNeighbour(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// TestWatchTopicDeletedAndCreatedAgain: a watched topic an operator
+// deletes is pushed as gone, and once the broker creates it again with
+// the same configuration (so the same route, and the same version as
+// before the delete) the route is pushed again, however fast the two
+// follow each other: the watcher ends holding the route, never "gone".
+func TestWatchTopicDeletedAndCreatedAgain(t *testing.T) {
+	tn := startNode(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := registration("c1", "g1", 0, "10.0.0.1:10911", "dr")
+	res, err := tn.reg.Register(toRegistration(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := tn.reg.Route("dr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := e.Version
+	wc := newWatchClient(t, tn.dial(pki.RoleClient))
+	if err := wc.watch(ctx, []string{"dr"}); err != nil {
+		t.Fatal(err)
+	}
+	await := func(want uint64, what string) {
+		t.Helper()
+		for len(wc.behind(map[string]uint64{"dr": want})) > 0 {
+			if ctx.Err() != nil {
+				wc.mu.Lock()
+				defer wc.mu.Unlock()
+				t.Fatalf("%s: the watcher holds %016x, want %016x", what, wc.have["dr"], want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	await(v, "watched")
+	recreate := func() {
+		t.Helper()
+		if err := tn.reg.DeleteTopic("dr"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tn.reg.UpdateTopics(registry.TopicUpdate{Cluster: "c1", Addr: "10.0.0.1:10911", Epoch: res.Epoch,
+			DataVersion: wire.DataVersion{Counter: 2}, Upsert: r.Topics}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tn.reg.DeleteTopic("dr"); err != nil {
+		t.Fatal(err)
+	}
+	await(0, "deleted")
+	if _, err := tn.reg.UpdateTopics(registry.TopicUpdate{Cluster: "c1", Addr: "10.0.0.1:10911", Epoch: res.Epoch,
+		DataVersion: wire.DataVersion{Counter: 2}, Upsert: r.Topics}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := tn.reg.Route("dr"); err != nil || e.Version != v {
+		t.Fatalf("created again: version %016x, %v; want the version it had, %016x", e.Version, err, v)
+	}
+	await(v, "created again")
+	for range 200 {
+		recreate()
+	}
+	await(v, "deleted and created again 200 times")
 }
