@@ -275,11 +275,11 @@ func (p *Pipe) queueEvent(f *wire.Frame) bool {
 			return true
 		default:
 		}
-		if !p.callsWaiting() {
+		for !p.callsWaiting() {
 			select {
 			case p.events <- f:
 				return true
-			case <-p.called: // a Call is waiting now: read on for it
+			case <-p.called: // a Call may be waiting now: read on for it
 			case <-p.done:
 				return false
 			}
