@@ -289,9 +289,13 @@ func (p *Pipe) queueEvent(f *wire.Frame) bool {
 		p.room = make(chan struct{}, 1)
 		go p.feed()
 	}
-	for p.held.Load() >= maxOverflowBytes { // full: flow control again
+	// Full, or nothing to read on for (no Call waits) with events held
+	// already: flow control again, as a full Events buffer is without the
+	// overflow.
+	for p.held.Load() >= maxOverflowBytes || (p.held.Load() > 0 && !p.callsWaiting()) {
 		select {
 		case <-p.room:
+		case <-p.called:
 		case <-p.done:
 			return false
 		}

@@ -189,3 +189,73 @@ func TestPipeStopsReadingOnceCallsAreAnswered(t *testing.T) {
 		t.Fatalf("the pipe read %d events of %d bytes with no Call waiting: it did not stop reading", n, eventLen)
 	}
 }
+
+// TestPipeStopsReadingAfterAnOverflow: a pipe whose overflow was used
+// for a Call (more than EventBuffer events came before its response)
+// stops reading the stream, once the Call is answered, as soon as it
+// holds EventBuffer events nobody takes, not maxOverflowBytes.
+func TestPipeStopsReadingAfterAnOverflow(t *testing.T) {
+	const eventLen = 1 << 10
+	wrote := make(chan int, 1)
+	addr, conf := testPeer(t, func(s *quic.Stream) {
+		var fr frameReader
+		b, err := fr.next(s, 1<<20)
+		if err != nil {
+			return
+		}
+		var req wire.Frame
+		if wire.DecodeFrame(b, &req) != nil {
+			return
+		}
+		first, _ := wire.Marshal(wire.RouteEvent{Result: wire.RouteResult{Topic: "t", Status: wire.StatusOK, Version: 1}})
+		for range 2 * EventBuffer {
+			out, _ := wire.AppendFrame(nil, &wire.Frame{Type: wire.TypeRouteEvent, Body: first})
+			if _, err := s.Write(out); err != nil {
+				return
+			}
+		}
+		ack, _ := wire.Marshal(wire.WatchAck{Watching: 1})
+		out, _ := wire.AppendFrame(nil, &wire.Frame{Type: req.Type, ID: req.ID, Body: ack})
+		if _, err := s.Write(out); err != nil {
+			return
+		}
+		route, _ := wire.Marshal(make([]byte, eventLen))
+		body, _ := wire.Marshal(wire.RouteEvent{Result: wire.RouteResult{Topic: "t", Status: wire.StatusOK, Version: 1, Route: route}})
+		out, _ = wire.AppendFrame(nil, &wire.Frame{Type: wire.TypeRouteEvent, Body: body})
+		n := 0
+		s.SetWriteDeadline(time.Now().Add(3 * time.Second)) // stops once the client stops reading
+		for n < 20_000 {
+			if _, err := s.Write(out); err != nil {
+				break
+			}
+			n++
+		}
+		wrote <- n
+		<-s.Context().Done()
+	})
+	c, err := Dial(context.Background(), addr, Config{TLS: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := c.OpenPipe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Call(ctx, wire.TypeWatch, &wire.Watch{Topics: []wire.TopicVersion{{Topic: "t"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	select {
+	case n = <-wrote:
+	case <-ctx.Done():
+		t.Fatal("the peer never stopped writing")
+	}
+	// EventBuffer events, and what the stream's receive window holds.
+	if held := n - EventBuffer; held*eventLen > maxOverflowBytes/2 {
+		t.Fatalf("the pipe read %d events of %d bytes with no Call waiting: it did not stop reading", n, eventLen)
+	}
+}
