@@ -15,7 +15,9 @@ import (
 
 // EventBuffer is how many pushed frames a Pipe holds for its reader before
 // it stops reading the stream (and so, through QUIC flow control, slows the
-// node down).
+// node down). While a Call waits for its response, a Pipe reads on past
+// it, holding up to 8 MiB more, so that the response is not stuck behind
+// events nobody takes yet (see Events).
 const EventBuffer = 256
 
 // Pipe is a long-lived stream carrying pipelined requests matched by id. A
