@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -14,7 +15,9 @@ import (
 
 // EventBuffer is how many pushed frames a Pipe holds for its reader before
 // it stops reading the stream (and so, through QUIC flow control, slows the
-// node down).
+// node down). While a Call waits for its response, a Pipe reads on past
+// it, holding up to 8 MiB more, so that the response is not stuck behind
+// events nobody takes yet (see Events).
 const EventBuffer = 256
 
 // Pipe is a long-lived stream carrying pipelined requests matched by id. A
@@ -30,6 +33,18 @@ type Pipe struct {
 	err    error
 	done   chan struct{}
 	events chan *wire.Frame
+	// called is signalled when a Call registers, so that a read loop
+	// waiting for room on events goes on reading (toward the response)
+	// through overflow instead.
+	called chan struct{}
+	// overflow, once made, carries every later event to events through
+	// feed, in order; the read loop's own.
+	overflow chan *wire.Frame
+	fed      chan struct{} // closed when feed returns
+	// held is the bytes of the events in overflow (maxOverflowBytes);
+	// room is signalled when feed hands one over.
+	held atomic.Int64
+	room chan struct{}
 	// onEvent, when set, is given each pushed frame on the read goroutine
 	// instead of events (OpenWatchPipe).
 	onEvent func(*wire.Frame)
@@ -71,6 +86,7 @@ func (c *Conn) openPipe(ctx context.Context, onEvent func(*wire.Frame)) (*Pipe, 
 		wait:    make(map[uint64]chan *wire.Frame),
 		done:    make(chan struct{}),
 		onEvent: onEvent,
+		called:  make(chan struct{}, 1),
 	}
 	if onEvent == nil {
 		p.events = make(chan *wire.Frame, EventBuffer)
@@ -84,6 +100,11 @@ func (c *Conn) openPipe(ctx context.Context, onEvent func(*wire.Frame)) (*Pipe, 
 // Events delivers frames the node pushes (id 0), such as route events on a
 // watch (for a pipe from OpenWatchPipe, none: they go to its onEvent). It
 // is closed when the pipe ends, after the last event was handed over.
+// While a Call waits, events past EventBuffer are held (up to 16,384
+// more, 8 MiB) so that its response is read: a watch's initial events may come
+// before its WatchAck (PROTOCOL.md 11), and the caller may read Events only
+// once the watch returned. Events still held when the pipe ends may be
+// dropped, as the client re-watches then anyway.
 func (p *Pipe) Events() <-chan *wire.Frame { return p.events }
 
 // Done is closed when the pipe ends; Err then says why.
@@ -168,6 +189,10 @@ func (p *Pipe) register() (uint64, chan *wire.Frame, error) {
 	p.nextID++
 	ch := make(chan *wire.Frame, 1)
 	p.wait[p.nextID] = ch
+	select {
+	case p.called <- struct{}{}:
+	default:
+	}
 	return p.nextID, ch, nil
 }
 
@@ -178,7 +203,13 @@ func (p *Pipe) unregister(id uint64) {
 }
 
 func (p *Pipe) readLoop() {
-	defer close(p.events)
+	defer func() {
+		if p.overflow != nil {
+			close(p.overflow)
+			<-p.fed
+		}
+		close(p.events)
+	}()
 	// One buffer for the stream's bytes (frameReader): one Read usually
 	// brings a frame's length prefix and body together. A frame handed to
 	// onEvent shares it (onEvent returns before the next read); anything
@@ -209,9 +240,7 @@ func (p *Pipe) readLoop() {
 			return
 		}
 		if f.ID == 0 {
-			select {
-			case p.events <- f:
-			case <-p.done:
+			if !p.queueEvent(f) {
 				return
 			}
 			continue
@@ -224,6 +253,89 @@ func (p *Pipe) readLoop() {
 			ch <- f
 		}
 	}
+}
+
+// maxOverflow bounds the events a pipe holds beyond EventBuffer while a
+// Call waits for its response: the initial events of one watch (at most
+// the 10,000 topics a request may name) and then some.
+const maxOverflow = 16 << 10
+
+// maxOverflowBytes bounds the bytes of the events overflow holds.
+const maxOverflowBytes = 8 << 20
+
+// queueEvent hands a pushed frame to Events, waiting for room (and so,
+// through QUIC flow control, slowing the node down) while no Call waits.
+// While one does, or once one did, the event goes through overflow
+// instead, so that the stream is read on to the response: PROTOCOL.md 11
+// lets a watch's initial events come before its WatchAck, and a client
+// that reads Events only after the watch returned would otherwise never
+// get the ack. It reports false once the pipe ended.
+func (p *Pipe) queueEvent(f *wire.Frame) bool {
+	if p.overflow == nil {
+		select {
+		case p.events <- f:
+			return true
+		default:
+		}
+		for !p.callsWaiting() {
+			select {
+			case p.events <- f:
+				return true
+			case <-p.called: // a Call may be waiting now: read on for it
+			case <-p.done:
+				return false
+			}
+		}
+		p.overflow = make(chan *wire.Frame, maxOverflow)
+		p.fed = make(chan struct{})
+		p.room = make(chan struct{}, 1)
+		go p.feed()
+	}
+	// Full, or nothing to read on for (no Call waits) with events held
+	// already: flow control again, as a full Events buffer is without the
+	// overflow.
+	for p.held.Load() >= maxOverflowBytes || (p.held.Load() > 0 && !p.callsWaiting()) {
+		select {
+		case <-p.room:
+		case <-p.called:
+		case <-p.done:
+			return false
+		}
+	}
+	p.held.Add(eventSize(f))
+	select {
+	case p.overflow <- f: // full: flow control again
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
+// eventSize is about the memory a kept event takes.
+func eventSize(f *wire.Frame) int64 { return int64(len(f.Body)) + 64 }
+
+// feed moves overflow's events to Events, in order, until the pipe ends.
+func (p *Pipe) feed() {
+	defer close(p.fed)
+	for f := range p.overflow {
+		select {
+		case p.events <- f:
+		case <-p.done:
+			return
+		}
+		p.held.Add(-eventSize(f))
+		select {
+		case p.room <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// callsWaiting reports whether a Call waits for its response.
+func (p *Pipe) callsWaiting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.wait) > 0
 }
 
 // smallFrameLen is the longest frame keepFrame keeps in one allocation
