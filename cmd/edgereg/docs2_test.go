@@ -74,3 +74,22 @@ func TestUnknownOutputFormatChangesNothing(t *testing.T) {
 		t.Errorf("-o yaml topics with no node: exit %d, stderr %q; want 2", code, stderr)
 	}
 }
+
+// TestNodeModeFlagsComplete: shell completion offers the values of the
+// node's mode flags, as it does for --log-level; --policy-route-failure,
+// --policy-confirm-failure and --tls-key-exchange offered file names.
+func TestNodeModeFlagsComplete(t *testing.T) {
+	for flag, want := range map[string][]string{
+		"policy-route-failure":   {"open", "closed"},
+		"policy-confirm-failure": {"open", "closed"},
+		"tls-key-exchange":       {"hybrid", "x25519"},
+	} {
+		out, stderr, code := run(t, nil, "__complete", "node", "--"+flag, "")
+		for _, v := range want {
+			if code != 0 || !strings.Contains(out, v+"\n") || !strings.Contains(stderr, "NoFileComp") {
+				t.Errorf("completion of --%s: exit %d, %q %q; want %v and no file names", flag, code, out, stderr, want)
+				break
+			}
+		}
+	}
+}
