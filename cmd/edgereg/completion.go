@@ -13,7 +13,8 @@ import (
 )
 
 // registerCompletions adds value completion to flags every command shares
-// or several commands have: -o, --hook, --log-format, --log-level. Cobra's
+// or several commands have: -o, --hook, --log-format, --log-level, and
+// the node's mode flags. Cobra's
 // `edgereg completion bash|zsh|fish|powershell` prints the shell script.
 func registerCompletions(root *cobra.Command) {
 	fixed := func(values ...string) cobra.CompletionFunc {
@@ -26,6 +27,10 @@ func registerCompletions(root *cobra.Command) {
 			"hook":       {"route", "expiry", "confirm"},
 			"log-format": {"auto", "text", "json"},
 			"log-level":  {"debug", "info", "warn", "error"},
+			// the node's modes
+			"policy-route-failure":   {"open", "closed"},
+			"policy-confirm-failure": {"closed", "open"},
+			"tls-key-exchange":       {"hybrid", "x25519"},
 		} {
 			if c.LocalNonPersistentFlags().Lookup(name) != nil {
 				if _, ok := c.GetFlagCompletionFunc(name); !ok {

@@ -176,7 +176,12 @@ in upper case, dashes as underscores (--nodes is EDGEREG_NODES).`,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			warnUnknownEnv(cmd.ErrOrStderr(), cmd.Root())
-			return bindEnv(cmd)
+			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			// Before any command acts: a change made and then refused at
+			// printing would exit 2, "nothing done", having done it.
+			return g.checkOutput()
 		},
 	}
 	pf := root.PersistentFlags()

@@ -102,8 +102,9 @@ func addNodeFlags(fs *pflag.FlagSet, nf *nodeFlags) {
 	fs.DurationVar(&c.PolicyCallTimeout, "policy-call-timeout", 20*time.Millisecond, "how long one policy call may take before the built-in behaviour answers")
 	fs.IntVar(&c.MaxPolicyUploadsPerMinute, "max-policy-uploads-per-minute", node.DefaultMaxPolicyUploadsPerMinute, "policy pushes and tests a node accepts per minute")
 	fs.DurationVar(&c.PolicyReadBudget, "policy-read-budget", wasm.DefaultReadBudget, "route policy time one get-routes request may spend; later topics get --policy-route-failure")
-	fs.TextVar(&c.PolicyRouteFailure, "policy-route-failure", wasm.FailOpen, "when the route policy cannot answer: open (unfiltered route) or closed (status policy-failed)")
-	fs.TextVar(&c.PolicyConfirmFailure, "policy-confirm-failure", wasm.FailClosed, "when the confirm policy cannot answer: closed (hold due leases back) or open (remove them all)")
+	c.PolicyRouteFailure, c.PolicyConfirmFailure = wasm.FailOpen, wasm.FailClosed
+	fs.Var(failModeFlag{&c.PolicyRouteFailure}, "policy-route-failure", "when the route policy cannot answer: open (unfiltered route) or closed (status policy-failed)")
+	fs.Var(failModeFlag{&c.PolicyConfirmFailure}, "policy-confirm-failure", "when the confirm policy cannot answer: closed (hold due leases back) or open (remove them all)")
 	fs.StringVar(&c.RemotingAddr, "remoting-addr", "", `TCP address for RocketMQ remoting (brokers' and clients' namesrvAddr), e.g. ":9876" (an empty host is loopback); "off" (the default) disables`)
 	fs.BoolVar(&c.RemotingAllowBrokers, "remoting-allow-brokers", false, "accept broker registration over remoting (unauthenticated: anyone who reaches the port can register or remove brokers)")
 	fs.BoolVar(&c.RemotingAllowAdmin, "remoting-allow-admin", false, "accept remoting's write and admin codes: KV put/delete, write permission, topic deletion (unauthenticated)")
@@ -396,3 +397,26 @@ func (b invertedBool) Set(s string) error {
 }
 
 func (b invertedBool) Type() string { return "bool" }
+
+// failModeFlag is a policy fail mode flag. pflag's TextVar names the type
+// of a pointer, which is empty, so help showed the flag bare, like a
+// switch; as a "string" it shows `--policy-route-failure string`. An
+// empty value (EDGEREG_POLICY_ROUTE_FAILURE=) is refused, as other empty
+// settings are.
+type failModeFlag struct{ m *wasm.FailMode }
+
+func (f failModeFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	return f.m.String()
+}
+
+func (f failModeFlag) Set(s string) error {
+	if s == "" { // ParseFailMode's "" would quietly be the built-in default
+		return errors.New("may not be empty: use open or closed")
+	}
+	return f.m.UnmarshalText([]byte(s))
+}
+
+func (f failModeFlag) Type() string { return "string" }

@@ -32,6 +32,16 @@ func (g *globals) emit(w io.Writer, v any, table func(tw *tabwriter.Writer)) err
 		table(tw)
 		return tw.Flush()
 	}
+	return g.checkOutput()
+}
+
+// checkOutput refuses an -o (or EDGEREG_OUTPUT) that is neither table nor
+// json, as a usage error.
+func (g *globals) checkOutput() error {
+	switch g.output {
+	case "json", "table", "":
+		return nil
+	}
 	return usageError{fmt.Errorf("-o %q: use table or json", g.output)}
 }
 
