@@ -317,6 +317,10 @@ type rawStream struct {
 	t      *testing.T
 	s      *quic.Stream
 	nextID uint64
+	// early holds the pushes read while waiting for a watch's answer:
+	// PROTOCOL.md 11 lets a watch's first events come before its
+	// WatchAck, and nextEventFrame must still find them.
+	early []frame
 }
 
 func open(t *testing.T, qc *quic.Conn) *rawStream {
@@ -374,12 +378,22 @@ func (rs *rawStream) next(timeout time.Duration) (frame, error) {
 // read reads the next non-push frame, skipping route-event pushes.
 func (rs *rawStream) read() frame {
 	rs.t.Helper()
+	return rs.readKeeping(false)
+}
+
+// readKeeping is read that, with keep, keeps the pushes it passes for
+// nextEventFrame.
+func (rs *rawStream) readKeeping(keep bool) frame {
+	rs.t.Helper()
 	for {
 		f, err := rs.next(10 * time.Second)
 		if err != nil {
 			rs.t.Fatalf("read: %v", err)
 		}
 		if f.typ == tRouteEvent && f.id == 0 {
+			if keep {
+				rs.early = append(rs.early, f)
+			}
 			continue
 		}
 		return f
@@ -387,10 +401,11 @@ func (rs *rawStream) read() frame {
 }
 
 // call sends a request and reads its answer, checking type and id (4).
+// The pushes a watch's answer comes after are kept (11).
 func (rs *rawStream) call(typ uint64, body any) frame {
 	rs.t.Helper()
 	id := rs.send(typ, body)
-	f := rs.read()
+	f := rs.readKeeping(typ == tWatch)
 	check(rs.t, f.typ == typ && f.id == id, "4: answer to type %d id %d came as %v", typ, id, f)
 	return f
 }
@@ -1113,6 +1128,12 @@ func eventResult(t *testing.T, f frame) result {
 
 func nextEventFrame(t *testing.T, rs *rawStream) frame {
 	t.Helper()
+	if len(rs.early) > 0 {
+		f := rs.early[0]
+		rs.early = rs.early[1:]
+		check(t, f.id == 0, "11: pushes have id 0")
+		return f
+	}
 	for {
 		f, err := rs.next(10 * time.Second)
 		if err != nil {
