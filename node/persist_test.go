@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -60,5 +62,27 @@ func TestKVConfigIsBounded(t *testing.T) {
 	}
 	if len(m) != accepted { // accepted - k0000 + small
 		t.Fatalf("after a restart the namespace holds %d keys, want %d", len(m), accepted)
+	}
+}
+
+// TestDamagedPolicyManifestSaysWhatToDo: a node whose policy manifest is
+// damaged refuses to start, as with a damaged KV config or node id, and
+// says how to get going again. Before, it said only "unexpected end of
+// JSON input".
+func TestDamagedPolicyManifestSaysWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	tn := startNodeIn(t, dir, "127.0.0.1:0", nil)
+	tn.stop()
+	path := filepath.Join(dir, "policies", "manifest.json")
+	if err := os.WriteFile(path, []byte(`{"version":1,"hoo`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Config{Addr: "127.0.0.1:0", AdminAddr: AdminOff, DataDir: dir, Logger: quietLogger(),
+		PolicyCacheDir: sharedPolicyCache})
+	if err == nil {
+		t.Fatal("started with a damaged policy manifest")
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "move it aside") {
+		t.Fatalf("damaged manifest: %v, want its path and what to do", err)
 	}
 }
