@@ -77,11 +77,13 @@ func (st *Store) Load() (Manifest, error) {
 		return man, fmt.Errorf("load policy manifest: %w", err)
 	}
 	path := filepath.Join(st.dir, manifestName)
+	// Never guessed around: the manifest is what an operator pushed.
+	const remedy = "restore it from a backup, or move it aside to start with the built-in behaviour on every hook and push the policies again"
 	if err := json.Unmarshal(b, &man); err != nil {
-		return man, fmt.Errorf("load policy manifest %s: %w", path, err)
+		return man, fmt.Errorf("load policy manifest %s: %w: the file is damaged; %s", path, err, remedy)
 	}
 	if man.Version != 1 {
-		return man, fmt.Errorf("load policy manifest %s: format version %d, want 1", path, man.Version)
+		return man, fmt.Errorf("load policy manifest %s: format version %d, want 1 (written by another edgereg?); %s", path, man.Version, remedy)
 	}
 	if man.Hooks == nil {
 		man.Hooks = map[string]ManifestEntry{}

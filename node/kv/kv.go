@@ -21,10 +21,16 @@ import (
 // FileName is the name of the KV file inside a node's data directory.
 const FileName = "kvconfig.json"
 
-// Limits on what one namespace, key or value may hold.
+// Limits on what one namespace, key or value may hold, and on the KV
+// config as a whole.
 const (
 	MaxNameLen  = 255
 	MaxValueLen = 64 << 10
+	// MaxTotalLen bounds the file the KV config is kept in, which every put
+	// rewrites. It is RocketMQ's ORDER_TOPIC_CONFIG for some 50,000
+	// topics, and far below the 16 MiB a remoting broker reads: its
+	// registration answer carries that namespace.
+	MaxTotalLen = 4 << 20
 )
 
 // Errors that callers branch on.
@@ -38,6 +44,7 @@ type Store struct {
 	path string
 	mu   sync.RWMutex
 	data map[string]map[string]string
+	size int // bytes of the file as last loaded or written
 }
 
 // Open loads the store from dir/kvconfig.json, or starts empty when the file
@@ -57,6 +64,7 @@ func Open(dir string) (*Store, error) {
 	if s.data == nil {
 		s.data = make(map[string]map[string]string)
 	}
+	s.size = len(b)
 	return s, nil
 }
 
@@ -146,10 +154,16 @@ func (s *Store) commit(namespace string, next map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("encode KV config: %w", err)
 	}
+	// A change that shrinks the file is always taken, so a KV config over
+	// the limit (an older node's) can be cut down.
+	if len(b) > MaxTotalLen && len(b) > s.size {
+		return fmt.Errorf("%w: the KV config would take %d bytes, over its limit of %d: delete keys first", ErrInvalid, len(b), MaxTotalLen)
+	}
 	if err := datadir.WriteFile(s.path, b, 0o600); err != nil {
 		return fmt.Errorf("persist KV config: %w", err)
 	}
 	s.data = data
+	s.size = len(b)
 	return nil
 }
 

@@ -16,7 +16,10 @@
 // the directory), so a crash never leaves a half-written key behind. The CA is
 // created once; the node certificate is re-issued whenever it is missing,
 // within 30 days of expiry, or does not cover a requested host, and the
-// operator certificate only when it is missing or no longer valid.
+// operator certificate only when it is missing or no longer valid. A
+// certificate "not valid yet" means the clock is behind, not that the
+// certificate is bad: it is kept, and nothing is issued while the clock
+// reads earlier than the CA's creation.
 // InitCA creates a CA explicitly (and refuses where one exists); OpenLocal
 // loads one for issuing and never creates it, so a mistyped data directory
 // cannot yield credentials nobody trusts. WriteCredential refuses to

@@ -89,7 +89,7 @@ func (l *Local) IssueRequest(r Request) (certPEM, keyPEM []byte, err error) {
 	if r.Role == RoleNode {
 		hosts = nodeHosts(append([]string{r.Name}, r.Hosts...))
 	}
-	now := time.Now()
+	now := clock()
 	return l.issue(r.Role, r.Name, r.Groups, hosts, now.Add(-clockSkew), now.Add(r.Validity))
 }
 

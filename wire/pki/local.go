@@ -36,6 +36,9 @@ const (
 	nodeName          = "edgereg-node"
 )
 
+// clock is the local CA's time source; tests set it.
+var clock = time.Now
+
 // defaultHosts are always in the node certificate so local tools work.
 var defaultHosts = []string{"127.0.0.1", "::1", "localhost"}
 
@@ -111,7 +114,7 @@ func loadOrCreateCA(dir string) (*Local, error) {
 	if !l.CA.IsCA {
 		return nil, fmt.Errorf("load CA %s: not a CA certificate", certPath)
 	}
-	if time.Now().After(l.CA.NotAfter) {
+	if clock().After(l.CA.NotAfter) {
 		return nil, fmt.Errorf("load CA %s: expired on %s; move %s aside to create a new CA and re-issue all credentials",
 			certPath, l.CA.NotAfter.Format(time.DateOnly), dir)
 	}
@@ -130,7 +133,7 @@ func (l *Local) createCA() error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := clock()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: "edgereg local CA"},
@@ -172,7 +175,7 @@ func (l *Local) ensureNode(hosts []string) error {
 		l.Node = pair
 		return nil
 	}
-	now := time.Now()
+	now := clock()
 	certPEM, keyPEM, err := l.issue(RoleNode, nodeName, nil, hosts, now.Add(-clockSkew), now.Add(leafValidity))
 	if err != nil {
 		return fmt.Errorf("issue node certificate: %w", err)
@@ -189,7 +192,7 @@ func (l *Local) ensureNode(hosts []string) error {
 // nodeCertOK reports whether leaf chains to our CA as a server certificate,
 // has more than renewBefore left, and covers every host.
 func (l *Local) nodeCertOK(leaf *x509.Certificate, hosts []string) bool {
-	if !l.verifies(leaf, x509.ExtKeyUsageServerAuth) || time.Until(leaf.NotAfter) < renewBefore {
+	if !l.verifies(leaf, x509.ExtKeyUsageServerAuth) || leaf.NotAfter.Sub(clock()) < renewBefore {
 		return false
 	}
 	for _, h := range hosts {
@@ -208,7 +211,7 @@ func (l *Local) ensureOperator() error {
 	if err == nil && l.verifies(pair.Leaf, x509.ExtKeyUsageClientAuth) {
 		return nil
 	}
-	now := time.Now()
+	now := clock()
 	certPEM, keyPEM, err := l.issue(RoleOperator, localOperatorName, nil, nil, now.Add(-clockSkew), now.Add(leafValidity))
 	if err != nil {
 		return fmt.Errorf("issue operator certificate: %w", err)
@@ -216,8 +219,17 @@ func (l *Local) ensureOperator() error {
 	return writePair(certPath, keyPath, certPEM, keyPEM)
 }
 
+// verifies reports whether leaf chains to the CA for usage. A leaf "not
+// valid yet" was issued here when the clock read later than it does now: the
+// clock is behind (a machine without a battery-backed clock, before NTP),
+// so the leaf is judged at its own start rather than replaced by one dated
+// by that clock, which would have expired once the clock is corrected.
 func (l *Local) verifies(leaf *x509.Certificate, usage x509.ExtKeyUsage) bool {
-	_, err := leaf.Verify(x509.VerifyOptions{Roots: l.CAPool, KeyUsages: []x509.ExtKeyUsage{usage}})
+	at := clock()
+	if at.Before(leaf.NotBefore) {
+		at = leaf.NotBefore
+	}
+	_, err := leaf.Verify(x509.VerifyOptions{Roots: l.CAPool, KeyUsages: []x509.ExtKeyUsage{usage}, CurrentTime: at})
 	return err == nil
 }
 
@@ -250,7 +262,7 @@ func (l *Local) Issue(role Role, name string, groups []string, validity time.Dur
 		// certificate of the CA must carry it.
 		hosts = nodeHosts([]string{name})
 	}
-	now := time.Now()
+	now := clock()
 	return l.issue(role, name, groups, hosts, now.Add(-clockSkew), now.Add(validity))
 }
 
@@ -292,6 +304,13 @@ func checkRequest(role Role, name string, groups []string) error {
 // issue signs a new leaf certificate. It takes explicit times so tests can
 // make expired certificates; callers validate their arguments first.
 func (l *Local) issue(role Role, name string, groups, hosts []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, err error) {
+	// The CA was created at its NotBefore (plus clockSkew): a clock before
+	// that is wrong, and a credential dated by it would expire, or not be
+	// valid yet, once the clock is corrected.
+	if now := clock(); now.Before(l.CA.NotBefore) {
+		return nil, nil, fmt.Errorf("issue %s: the system clock (%s) is before the local CA was created (%s): correct the clock (NTP) first",
+			name, now.UTC().Format(time.RFC3339), l.CA.NotBefore.Add(clockSkew).UTC().Format(time.RFC3339))
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate key: %w", err)
