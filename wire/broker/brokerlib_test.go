@@ -58,3 +58,36 @@ func TestTopicChangeSurvivesAFailedFullRegistration(t *testing.T) {
 			err, rs.DataVersion().Counter, st.DataVersion.Counter, st.Registrations, st.Resumes)
 	}
 }
+
+// TestStopAfterANewerRegistration stops a registrar whose lease on the node
+// was replaced by a newer registration of the same broker address (a new
+// instance of the broker started before the old one stopped, as in a
+// rolling restart). The late unregister names the old epoch and the node
+// answers stale-epoch: the newer registration stays, and PROTOCOL.md says
+// a stale unregister needs nothing more, so Stop reports no failure.
+func TestStopAfterANewerRegistration(t *testing.T) {
+	ca := newTestCA(t)
+	tn := startNode(t, ca, nil)
+	oldCfg := testConfig(t, ca, nodes.Static(tn.Addr()))
+	// No heartbeat within the test: the old instance must not notice the
+	// newer registration and register again before it stops.
+	oldCfg.HeartbeatInterval = time.Hour
+	oldCfg.ProbeInterval = -1
+	old := startRegistrar(t, oldCfg)
+	if err := old.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	newer := startRegistrar(t, testConfig(t, ca, nodes.Static(tn.Addr())))
+	if err := newer.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if old.Nodes()[0].Epoch == newer.Nodes()[0].Epoch {
+		t.Fatal("the second registration kept the epoch: the test proves nothing")
+	}
+	if err := old.Stop(ctxT(t)); err != nil {
+		t.Errorf("Stop after a newer registration took the lease over: %v", err)
+	}
+	if l, ok := lease(tn, brokerAddr); !ok || l.Epoch != newer.Nodes()[0].Epoch {
+		t.Errorf("the newer registration is gone after the old instance stopped (lease %v, epoch %d)", ok, l.Epoch)
+	}
+}

@@ -747,6 +747,13 @@ func (s *session) sendUnregister(conn *client.Conn, epoch uint64) (*client.Conn,
 		return conn, nil
 	case errors.Is(err, wire.ErrLeaseNotFound):
 		return conn, nil // expired already
+	case errors.Is(err, wire.ErrStaleEpoch):
+		// A newer registration of this address holds the lease (another
+		// instance of the broker started first): ours is gone already,
+		// and that one is not ours to remove (PROTOCOL.md: a stale
+		// unregister needs nothing more).
+		s.log.Info("a newer registration holds the lease on node: leaving it", "epoch", epoch, "err", err)
+		return conn, nil
 	}
 	return conn, fmt.Errorf("unregister from %s (epoch %d): %w", s.addr, epoch, err)
 }
