@@ -369,7 +369,9 @@ func (r *Registrar) refusalsLocked() error {
 // registration's epoch, and closes every connection. ctx bounds the whole
 // shutdown: requests still in flight when it ends are abandoned, and those
 // nodes expire the lease by themselves. It returns the unregistrations that
-// failed, joined. A Registrar cannot be started again.
+// failed, joined; a node that no longer holds the lease, or holds a newer
+// registration of the broker's address (another instance started first),
+// is no failure. A Registrar cannot be started again.
 func (r *Registrar) Stop(ctx context.Context) error {
 	return r.shutdown(ctx, true)
 }

@@ -501,7 +501,8 @@ func (s *session) register(conn *client.Conn) error {
 		HAAddr: id.HAAddr, Zone: id.Zone, ActingMaster: id.ActingMaster,
 		DataVersion: r.version, Topics: r.fullTopicsLocked(), HeartbeatTimeoutMs: r.hbTimeoutMs,
 	}
-	s.pending = nil // the full configuration carries every change so far
+	carried := s.pending // the full configuration carries every change so far
+	s.pending = nil
 	r.mu.Unlock()
 
 	var ack wire.RegisterAck
@@ -510,6 +511,12 @@ func (s *session) register(conn *client.Conn) error {
 		return err
 	})
 	if err != nil {
+		// The node may still hold the lease at the old version, and a
+		// reconnect then resumes it with a heartbeat that finds nothing
+		// amiss: the changes carried must stay queued, or they never
+		// reach the node (wire/broker
+		// TestTopicChangeSurvivesAFailedFullRegistration).
+		s.requeue(carried)
 		return fmt.Errorf("register with %s: %w", s.addr, err)
 	}
 	var first bool
@@ -571,17 +578,7 @@ func (s *session) updateTopics(conn *client.Conn) error {
 		return err
 	})
 	if err != nil {
-		r.mu.Lock()
-		if s.pending == nil {
-			s.pending = delta
-		} else {
-			for name, t := range delta {
-				if _, newer := s.pending[name]; !newer {
-					s.pending[name] = t
-				}
-			}
-		}
-		r.mu.Unlock()
+		s.requeue(delta)
 		return fmt.Errorf("update topics on %s: %w", s.addr, err)
 	}
 	s.update(func(st *NodeState) {
@@ -590,6 +587,25 @@ func (s *session) updateTopics(conn *client.Conn) error {
 	})
 	s.log.Debug("topics updated on node", "upsert", len(req.Upsert), "remove", len(req.Remove), "version", req.DataVersion.Counter)
 	return nil
+}
+
+// requeue queues again the changes of a request that failed, under any
+// change queued since (which is newer).
+func (s *session) requeue(delta map[string]*wire.TopicConfig) {
+	if len(delta) == 0 {
+		return
+	}
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	if s.pending == nil {
+		s.pending = delta
+		return
+	}
+	for name, t := range delta {
+		if _, newer := s.pending[name]; !newer {
+			s.pending[name] = t
+		}
+	}
 }
 
 // heldEpoch returns the epoch of the lease the node last acknowledged, or
@@ -731,6 +747,13 @@ func (s *session) sendUnregister(conn *client.Conn, epoch uint64) (*client.Conn,
 		return conn, nil
 	case errors.Is(err, wire.ErrLeaseNotFound):
 		return conn, nil // expired already
+	case errors.Is(err, wire.ErrStaleEpoch):
+		// A newer registration of this address holds the lease (another
+		// instance of the broker started first): ours is gone already,
+		// and that one is not ours to remove (PROTOCOL.md: a stale
+		// unregister needs nothing more).
+		s.log.Info("a newer registration holds the lease on node: leaving it", "epoch", epoch, "err", err)
+		return conn, nil
 	}
 	return conn, fmt.Errorf("unregister from %s (epoch %d): %w", s.addr, epoch, err)
 }
