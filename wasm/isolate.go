@@ -207,8 +207,17 @@ func (h *Host) compileIsolated(ctx context.Context, hash string, module []byte) 
 			return fmt.Errorf("compile policy module %.12s in a child process: %s", hash, msg)
 		}
 	}
-	return refuse(hash, ErrLimit, "compilation exceeded its memory limit of %d MiB (compile memory limit): %v: %s",
-		h.cfg.CompileMemory>>20, err, msg)
+	return refuse(hash, ErrLimit, "compilation exceeded its memory limit of %s (compile memory limit): %v: %s",
+		sizeOf(h.cfg.CompileMemory), err, msg)
+}
+
+// sizeOf says n bytes in MiB, or in KiB below 1 MiB, which >>20 would
+// call 0 MiB.
+func sizeOf(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
 }
 
 // isFileError says whether err is a file system failure (writing or
