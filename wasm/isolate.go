@@ -304,8 +304,8 @@ func (h *Host) adoptCompiled(hash, dir string) error {
 		return fmt.Errorf("compile policy module %.12s: read the child's cache: %w", hash, err)
 	}
 	if size > h.cfg.MaxCompiledSize {
-		return refuse(hash, ErrLimit, "compiled code size: %d MiB, limit is %d MiB (compiled size limit)",
-			size>>20, h.cfg.MaxCompiledSize>>20)
+		return refuse(hash, ErrLimit, "compiled code size: %s, limit is %s (compiled size limit)",
+			sizeOf(size), sizeOf(h.cfg.MaxCompiledSize))
 	}
 	for _, src := range files {
 		rel, err := filepath.Rel(dir, src)
