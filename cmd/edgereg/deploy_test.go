@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -182,6 +184,15 @@ func TestSystemdUnit(t *testing.T) {
 	if state := sections["Service"]["StateDirectory"]; state == "" || fs.Lookup("data").Value.String() != "/var/lib/"+state {
 		t.Errorf("--data=%s is not the unit's StateDirectory (/var/lib/%s), the one path ProtectSystem=strict leaves writable",
 			fs.Lookup("data").Value.String(), state)
+	}
+	// A node exits 2 (exitUsage) only for a setting it will refuse
+	// however often it is started (a bad flag, EDGEREG_* variable or config
+	// file), 1 for what may pass (its address still held by the node it
+	// replaces): restarting on 2 every RestartSec only fills the journal
+	// until systemd's start limit gives up, with the cause scrolled away.
+	if sections["Service"]["Restart"] != "" && !slices.Contains(strings.Fields(sections["Service"]["RestartPreventExitStatus"]), strconv.Itoa(exitUsage)) {
+		t.Errorf("Restart=%s restarts a node that exited %d for a wrong setting, which no restart mends: want RestartPreventExitStatus=%d",
+			sections["Service"]["Restart"], exitUsage, exitUsage)
 	}
 	if sections["Service"]["KillSignal"] != "SIGTERM" || sections["Install"]["WantedBy"] == "" {
 		t.Errorf("unit does not stop gracefully or is not installable: %v", sections)
