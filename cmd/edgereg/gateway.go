@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -153,17 +152,27 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	}
 	logger.Info("gateway listening for RocketMQ remoting", "addr", ln.Addr().String())
 
-	ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
-	defer stop()
+	// As a node's: the first signal begins a graceful stop, a second
+	// ends it at once (stopOnSignals).
+	ctx, now, release := stopOnSignals(cmd.Context())
+	defer release()
 	select {
 	case err := <-served:
 		return fmt.Errorf("remoting listener: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), gf.shutdown)
+	logger.Info("gateway shutting down", "shutdown_timeout", gf.shutdown.String())
+	sctx, cancel := context.WithTimeout(now, gf.shutdown)
 	defer cancel()
+	unlog := context.AfterFunc(now, func() {
+		logger.Warn("second signal: stopping now, without waiting for the requests in progress")
+	})
+	defer unlog() // before release ends now
 	err = srv.Shutdown(sctx)
-	if err != nil {
+	switch {
+	case err != nil && now.Err() != nil:
+		err = nodeFailure{fmt.Errorf("stopped by a second signal before the requests in progress finished: %w", err)}
+	case err != nil:
 		// The gateway's own failure (exit 1), as a node's stop past it is,
 		// not a client's "no node answered in time" (exit 4).
 		err = nodeFailure{fmt.Errorf("requests still in progress after --shutdown-timeout %s: %w", gf.shutdown, err)}

@@ -208,3 +208,80 @@ func TestGatewayStopsWithTheWANCut(t *testing.T) {
 		t.Errorf("a stop past --shutdown-timeout: exit %d, want %d with a message naming the timeout:\n%s", code, exitFailure, stderr.String())
 	}
 }
+
+// TestGatewaySecondSignalCutsShutdownShort: a gateway stopping with a
+// route read waiting for unreachable nodes waited for it whatever the
+// operator did; a second Ctrl-C (or SIGTERM) did nothing. As a node's, the
+// second signal ends the graceful stop at once: the gateway stops, says
+// why, and exits 1, as a stop past its deadline does. The read holds the
+// stop for --request-timeout (4 s), the most it may; --shutdown-timeout is
+// an hour, so only the second signal can end the stop early.
+func TestGatewaySecondSignalCutsShutdownShort(t *testing.T) {
+	_, dir := cliNode(t) // for the credentials; the gateway is sent elsewhere
+	listen, err := freeTCPAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := startProcess(t, "gateway", "--nodes", "127.0.0.1:1", "--data", dir, "--listen", listen,
+		"--admin-addr", "off", "--log-format", "json", "--request-timeout", "4s", "--shutdown-timeout", "1h")
+	var nc net.Conn
+	waitGateway(t, "the gateway's remoting listener", func() bool {
+		nc, err = net.Dial("tcp", listen)
+		return err == nil
+	})
+	defer nc.Close()
+	// A read of a topic not cached waits for the nodes; the request after
+	// it, answered locally, tells the read is in its handler.
+	route, err := remoting.NewRequest(remoting.GetRouteInfoByTopic, 99, map[string]string{"topic": "NotCachedYet"}, nil).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := remoting.NewRequest(9999, 100, nil, nil).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Write(append(route, probe...))
+	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		resp, err := remoting.ReadCommand(nc, 0)
+		if err != nil {
+			t.Fatalf("waiting for the local answer: %v\n%s", err, gw.logs)
+		}
+		if resp.Opaque == 100 {
+			break
+		}
+	}
+	gw.cmd.Process.Signal(syscall.SIGINT)
+	waitLog(t, gw, `"msg":"gateway shutting down"`)
+	gw.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-gw.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("gateway did not stop:\n%s", gw.logs)
+	}
+	if code := gw.cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(gw.logs.String(), "second signal") {
+		t.Errorf("gateway stopped by a second signal: exit %d (want %d) and logs naming the second signal:\n%s", code, exitFailure, gw.logs)
+	}
+}
+
+// TestGatewayOneSignalStopsQuietly: the second-signal warning is for a
+// second signal only; one stop of an idle gateway is graceful, exit 0.
+func TestGatewayOneSignalStopsQuietly(t *testing.T) {
+	_, dir := cliNode(t)
+	listen, err := freeTCPAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := startProcess(t, "gateway", "--nodes", "127.0.0.1:1", "--data", dir, "--listen", listen,
+		"--admin-addr", "off", "--log-format", "json")
+	waitLog(t, gw, `"msg":"gateway listening for RocketMQ remoting"`)
+	gw.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-gw.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("gateway did not stop on SIGTERM:\n%s", gw.logs)
+	}
+	if gw.err != nil || strings.Contains(gw.logs.String(), "second signal") || !strings.Contains(gw.logs.String(), `"msg":"gateway stopped`) {
+		t.Errorf("gateway stopped by one SIGTERM: %v, logs:\n%s\nwant exit 0, \"gateway stopped\" and no second-signal line", gw.err, gw.logs)
+	}
+}
