@@ -15,8 +15,11 @@
 // All files are written atomically (temporary file, fsync, rename, fsync of
 // the directory), so a crash never leaves a half-written key behind. The CA is
 // created once; the node certificate is re-issued whenever it is missing,
-// within 30 days of expiry, or does not cover a requested host, and the
-// operator certificate only when it is missing or no longer valid. A
+// damaged, within 30 days of expiry (RenewBefore), or does not cover a
+// requested host, and the operator certificate when it is missing, damaged,
+// no longer valid or within 30 days of expiry; Local.Issued says which was
+// and why. A running node calls EnsureLocal again once its certificate or
+// the operator's comes within RenewBefore of expiry. A
 // certificate "not valid yet" means the clock is behind, not that the
 // certificate is bad: it is kept, and nothing is issued while the clock
 // reads earlier than the CA's creation.

@@ -8,7 +8,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"net/url"
@@ -25,9 +27,6 @@ import (
 const (
 	caValidity   = 10 * 365 * 24 * time.Hour
 	leafValidity = 365 * 24 * time.Hour
-	// renewBefore: a node certificate this close to expiry is re-issued at
-	// start, so a node restarted now and then never serves an expired one.
-	renewBefore = 30 * 24 * time.Hour
 	// clockSkew backdates NotBefore so peers with slightly slow clocks
 	// accept a certificate issued a moment ago.
 	clockSkew = 5 * time.Minute
@@ -35,6 +34,12 @@ const (
 	localOperatorName = "local-operator"
 	nodeName          = "edgereg-node"
 )
+
+// RenewBefore is how close to its expiry a node or operator certificate of
+// the local CA is re-issued by EnsureLocal: at a start, and by a running
+// node, which calls it again once its certificate comes this close, so a
+// node that runs for a year never serves an expired one.
+const RenewBefore = 30 * 24 * time.Hour
 
 // clock is the local CA's time source; tests set it.
 var clock = time.Now
@@ -56,16 +61,31 @@ type Local struct {
 	CAPool *x509.CertPool
 	// Node is this node's certificate and key, with Leaf set.
 	Node tls.Certificate
+	// OperatorExpiry is when the operator certificate expires.
+	OperatorExpiry time.Time
+	// Issued lists the certificates EnsureLocal issued anew, and why.
+	Issued []Issued
 
 	caKey crypto.Signer
+}
+
+// Issued says which certificate of the local CA EnsureLocal issued anew,
+// and why.
+type Issued struct {
+	File   string // "node.crt" or "operator.crt", in Local.Dir
+	Reason string // e.g. "missing", "expires 2027-01-02, within 30 days"
+	// Damaged is set when the files were there but could not be loaded
+	// (a damaged key, a certificate and key that do not match).
+	Damaged bool
 }
 
 // EnsureLocal creates (first call) or loads (later calls) the local CA in
 // dataDir/tls, see the package doc for the files. hosts are the IP addresses
 // and DNS names the node is reached by; 127.0.0.1, ::1 and localhost are
 // always added. The node certificate is re-issued if it is missing, invalid,
-// within 30 days of expiry, or lacks a requested host. The operator
-// certificate is re-issued only if it is missing or no longer valid.
+// within RenewBefore (30 days) of expiry, or lacks a requested host; the
+// operator certificate if it is missing, invalid or within RenewBefore of
+// expiry. Local.Issued says what was issued, and why.
 func EnsureLocal(dataDir string, hosts []string) (*Local, error) {
 	dir := TLSDir(dataDir)
 	if err := os.MkdirAll(dir, dirMode); err != nil {
@@ -171,14 +191,15 @@ func (l *Local) createCA() error {
 func (l *Local) ensureNode(hosts []string) error {
 	certPath, keyPath := l.path("node.crt"), l.path("node.key")
 	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
-	if err == nil && l.nodeCertOK(pair.Leaf, hosts) {
+	why := l.nodeCertProblem(pair.Leaf, err, hosts)
+	if why.Reason == "" {
 		l.Node = pair
 		return nil
 	}
 	now := clock()
 	certPEM, keyPEM, err := l.issue(RoleNode, nodeName, nil, hosts, now.Add(-clockSkew), now.Add(leafValidity))
 	if err != nil {
-		return fmt.Errorf("issue node certificate: %w", err)
+		return fmt.Errorf("issue node certificate (%s): %w", why.Reason, err)
 	}
 	if err := writePair(certPath, keyPath, certPEM, keyPEM); err != nil {
 		return err
@@ -186,37 +207,70 @@ func (l *Local) ensureNode(hosts []string) error {
 	if l.Node, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		return fmt.Errorf("load new node certificate: %w", err)
 	}
+	why.File = "node.crt"
+	l.Issued = append(l.Issued, why)
 	return nil
 }
 
-// nodeCertOK reports whether leaf chains to our CA as a server certificate,
-// has more than renewBefore left, and covers every host.
-func (l *Local) nodeCertOK(leaf *x509.Certificate, hosts []string) bool {
-	if !l.verifies(leaf, x509.ExtKeyUsageServerAuth) || leaf.NotAfter.Sub(clock()) < renewBefore {
-		return false
+// nodeCertProblem says why the node certificate loaded as leaf (loadErr
+// from loading it) is to be issued anew: it does not load, does not chain
+// to our CA as a server certificate, has RenewBefore left or less, or does
+// not cover a host. No Reason: it is fine.
+func (l *Local) nodeCertProblem(leaf *x509.Certificate, loadErr error, hosts []string) Issued {
+	if why := l.leafProblem(leaf, loadErr, x509.ExtKeyUsageServerAuth); why.Reason != "" {
+		return why
 	}
 	for _, h := range hosts {
 		if leaf.VerifyHostname(h) != nil {
-			return false
+			return Issued{Reason: fmt.Sprintf("does not name host %s", h)}
 		}
 	}
-	return true
+	return Issued{}
 }
 
-// ensureOperator issues operator.crt/key when missing or no longer valid
-// (expired, or signed by a CA that was replaced).
+// leafProblem says why a certificate of ours for usage (leaf, loaded with
+// loadErr) is to be issued anew, as nodeCertProblem, hosts aside.
+func (l *Local) leafProblem(leaf *x509.Certificate, loadErr error, usage x509.ExtKeyUsage) Issued {
+	switch {
+	case errors.Is(loadErr, fs.ErrNotExist):
+		return Issued{Reason: "missing"}
+	case loadErr != nil:
+		return Issued{Reason: fmt.Sprintf("cannot be loaded: %v", loadErr), Damaged: true}
+	case !l.verifies(leaf, usage):
+		return Issued{Reason: "not valid under this CA (expired, or signed by another)"}
+	case leaf.NotAfter.Sub(clock()) < RenewBefore:
+		return Issued{Reason: fmt.Sprintf("expires %s, within %d days", leaf.NotAfter.UTC().Format(time.DateOnly), RenewBefore/(24*time.Hour))}
+	}
+	return Issued{}
+}
+
+// ensureOperator issues operator.crt/key when missing, no longer valid
+// (expired, or signed by a CA that was replaced) or within RenewBefore of
+// expiry.
 func (l *Local) ensureOperator() error {
 	certPath, keyPath := l.path("operator.crt"), l.path("operator.key")
 	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
-	if err == nil && l.verifies(pair.Leaf, x509.ExtKeyUsageClientAuth) {
+	why := l.leafProblem(pair.Leaf, err, x509.ExtKeyUsageClientAuth)
+	if why.Reason == "" {
+		l.OperatorExpiry = pair.Leaf.NotAfter
 		return nil
 	}
 	now := clock()
 	certPEM, keyPEM, err := l.issue(RoleOperator, localOperatorName, nil, nil, now.Add(-clockSkew), now.Add(leafValidity))
 	if err != nil {
-		return fmt.Errorf("issue operator certificate: %w", err)
+		return fmt.Errorf("issue operator certificate (%s): %w", why.Reason, err)
 	}
-	return writePair(certPath, keyPath, certPEM, keyPEM)
+	if err := writePair(certPath, keyPath, certPEM, keyPEM); err != nil {
+		return err
+	}
+	issued, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return fmt.Errorf("load new operator certificate: %w", err)
+	}
+	l.OperatorExpiry = issued.Leaf.NotAfter
+	why.File = "operator.crt"
+	l.Issued = append(l.Issued, why)
+	return nil
 }
 
 // verifies reports whether leaf chains to the CA for usage. A leaf "not
