@@ -152,7 +152,8 @@ func newUntrustedCounter() *prometheus.CounterVec {
 	return c
 }
 
-// trustLoop re-reads the credentials every second; after a reload it
+// trustLoop re-reads the credentials every second, renewing the local
+// CA's first when they are about to expire (localRenewal); after a reload it
 // checks every connection's certificates again (a signature check each:
 // some 100 µs, so a second of CPU for 10,000 connections, once per
 // change), and every second it closes those whose certificate expired
@@ -161,6 +162,9 @@ func (n *Node) trustLoop() {
 	seen := n.creds.Generation()
 	var warned *pki.RevocationList // the list last warned of as stale
 	n.every(pki.DefaultCheckEvery, func() {
+		if n.renewal != nil {
+			n.renewal.check(time.Now()) // before Current, which takes what it wrote
+		}
 		n.creds.Current() // reloads when a file changed
 		gen := n.creds.Generation()
 		n.checkConns(gen != seen)

@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -58,6 +57,7 @@ type Node struct {
 	policies *policies
 	tlsConf  *tls.Config
 	creds    *pki.Reloader // the TLS credentials, re-read when they change (auth.go)
+	renewal  *localRenewal // renews the local CA's certificates; nil on issued credentials
 	udp      net.PacketConn
 	tr       *quic.Transport
 	ln       *quic.Listener
@@ -266,12 +266,11 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 		},
 	}
 	if n.cfg.CertFile == "" {
-		hosts := append([]string{hostOf(n.cfg.Addr)}, n.cfg.Hosts...)
-		local, err := pki.EnsureLocal(n.cfg.DataDir, hosts)
-		if err != nil {
+		// The local CA's files, as for issued credentials: the Reloader
+		// then serves what renewal (localca.go) writes over them.
+		if err := n.localCredentials(&creds); err != nil {
 			return nil, fmt.Errorf("local CA: %w", err)
 		}
-		creds.Cert, creds.ClientCAs = local.Node, []*x509.Certificate{local.CA}
 	}
 	r, err := pki.NewReloader(creds)
 	if err != nil {

@@ -1,0 +1,140 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgereg/edgereg/wire/client"
+	"github.com/edgereg/edgereg/wire/pki"
+)
+
+// TestLocalCertificateRenewedWhileRunning: the local CA re-issued the
+// node's certificate only at a start, within 30 days of its expiry, so a
+// node that ran for a year served it expired and every handshake failed
+// until someone restarted it. A running node renews it once it comes
+// within pki.RenewBefore of expiry and serves the new one, without a
+// restart. The months are stood in for by writing over node.crt and
+// node.key a certificate of the node's CA that expires in a day.
+func TestLocalCertificateRenewedWhileRunning(t *testing.T) {
+	logs := &syncBuffer{}
+	tn := startNode(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	operator, pool, err := pki.LocalOperator(tn.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// served dials afresh and returns the certificate the node served.
+	served := func() (*x509.Certificate, error) {
+		var mu sync.Mutex
+		var leaf *x509.Certificate
+		conf := pki.ClientConfig(&operator, pool, "")
+		conf.ClientSessionCache = nil // a full handshake each time
+		conf.VerifyConnection = func(cs tls.ConnectionState) error {
+			mu.Lock()
+			leaf = cs.PeerCertificates[0]
+			mu.Unlock()
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: conf})
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		if _, err := c.Ping(ctx); err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return leaf, nil
+	}
+	first, err := served()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.OpenLocal(tn.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.WriteCredential(pki.Request{Role: pki.RoleNode, Name: "node", Validity: 24 * time.Hour}, pki.TLSDir(tn.dir), true); err != nil {
+		t.Fatal(err)
+	}
+	expiring := readLeaf(t, filepath.Join(pki.TLSDir(tn.dir), "node.crt"))
+	seen := map[string]bool{}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		leaf, err := served()
+		if err != nil {
+			t.Fatalf("handshake while the certificate was renewed: %v\n%s", err, logs)
+		}
+		seen[serialName(leaf.SerialNumber, first, expiring)] = true
+		if leaf.SerialNumber.Cmp(first.SerialNumber) != 0 && leaf.SerialNumber.Cmp(expiring.SerialNumber) != 0 {
+			if left := time.Until(leaf.NotAfter); left < 300*24*time.Hour {
+				t.Fatalf("the renewed certificate has %s left, want about a year", left)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s the node still served %v: never a renewed certificate\n%s", seen, logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if onDisk := readLeaf(t, filepath.Join(pki.TLSDir(tn.dir), "node.crt")); time.Until(onDisk.NotAfter) < 300*24*time.Hour {
+		t.Errorf("node.crt on disk expires %s: the renewal was not written", onDisk.NotAfter)
+	}
+	if !strings.Contains(logs.String(), "local CA issued a certificate") || !strings.Contains(logs.String(), "within 30 days") {
+		t.Errorf("the renewal was not logged with its reason:\n%s", logs)
+	}
+}
+
+func readLeaf(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(path, strings.TrimSuffix(path, ".crt")+".key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair.Leaf
+}
+
+func serialName(s *big.Int, first, expiring *x509.Certificate) string {
+	switch {
+	case s.Cmp(first.SerialNumber) == 0:
+		return "the first certificate"
+	case s.Cmp(expiring.SerialNumber) == 0:
+		return "the expiring one"
+	}
+	return "a new one"
+}
+
+// TestDamagedLocalKeyIsReplacedAloud: a damaged tls/node.key was replaced
+// by a new key and certificate with no word in the log, so a disk fault in
+// the data directory went unnoticed. The node still starts (the local CA
+// can issue another), and says what it replaced and why, as a warning.
+func TestDamagedLocalKeyIsReplacedAloud(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := pki.EnsureLocal(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pki.TLSDir(dir), "node.key"), []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	startNodeIn(t, dir, "127.0.0.1:0", func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	if !strings.Contains(logs.String(), `level=WARN msg="local CA issued a certificate in place of a damaged one"`) ||
+		!strings.Contains(logs.String(), "node.crt") || !strings.Contains(logs.String(), "cannot be loaded") {
+		t.Errorf("a damaged node.key was replaced without a warning naming it:\n%s", logs)
+	}
+}
