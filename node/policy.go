@@ -326,7 +326,8 @@ func (n *Node) policyInfo(h wasm.Hook) wire.PolicyInfo {
 			continue
 		}
 		info := wire.PolicyInfo{Hook: h.String(), Calls: st.Calls, Errors: st.Errors, Fallbacks: st.Fallbacks,
-			P50Micros: st.P50.Microseconds(), P99Micros: st.P99.Microseconds()}
+			P50Micros: st.P50.Microseconds(), P99Micros: st.P99.Microseconds(),
+			SavedHash: st.Saved, SavedError: st.SavedError}
 		if st.Active != nil {
 			info.Hash, info.Size, info.ActivatedAtMs = st.Active.Hash, st.Active.Size, st.ActivatedAt.UnixMilli()
 		}

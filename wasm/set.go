@@ -156,6 +156,9 @@ type Set struct {
 	// pending holds the saved state of each hook the Store's manifest
 	// names until it is restored; guarded by mu.
 	pending [numHooks]*ManifestEntry
+	// restoreErr says why the start's restore of each hook whose saved
+	// state is still pending failed; guarded by mu.
+	restoreErr [numHooks]string
 	// dirRefused is each hook's policy directory file refused at its dry
 	// run, with its backoff (LoadDir); guarded by mu.
 	dirRefused [numHooks]dirRefusal
@@ -604,6 +607,13 @@ type Status struct {
 	// Modules are the statistics of every module this hook remembers
 	// (active, last good, replaced or deactivated), oldest first.
 	Modules []ModuleStats
+	// Saved is the hash of the module saved as the hook's active one
+	// that is not in use: it is being restored (the start's restore runs in the
+	// background, see Restored), or it could not be, and SavedError says
+	// why; it is tried again at the next start. The hook has the built-in
+	// behaviour meanwhile. Empty once the hook is restored or changed.
+	Saved      string
+	SavedError string
 }
 
 // ModuleStats is the record of one module for one hook.
@@ -654,6 +664,9 @@ func (s *Set) List() []Status {
 			st.Fallbacks = b.stats.fallbacks.Load()
 			st.P50 = b.stats.times.quantile(0.5)
 			st.P99 = b.stats.times.quantile(0.99)
+		}
+		if p := s.pending[h]; p != nil && p.Active != "" {
+			st.Saved, st.SavedError = p.Active, s.restoreErr[h]
 		}
 		for _, r := range s.records[h] {
 			ms := ModuleStats{ModuleInfo: ModuleInfo{Hash: r.hash, Size: r.size},

@@ -253,9 +253,9 @@ func (s *Set) restore(ctx context.Context, st *Store, man Manifest) {
 			s.log.Warn("saved policy skipped", "hook", name, "err", err)
 			continue
 		}
-		lg, lgGone := s.restoreModule(ctx, st, h, e.LastGood)
-		m, mGone := s.restoreModule(ctx, st, h, e.Active)
-		s.install(h, e, m, lg)
+		lg, lgGone, lgErr := s.restoreModule(ctx, st, h, e.LastGood)
+		m, mGone, mErr := s.restoreModule(ctx, st, h, e.Active)
+		s.install(h, e, m, lg, errors.Join(mErr, lgErr))
 		if (lgGone || mGone) && ctx.Err() == nil {
 			s.dropMissing(h, e, mGone, lgGone)
 		}
@@ -300,8 +300,9 @@ func (s *Set) dropMissing(h Hook, e ManifestEntry, active, lastGood bool) {
 }
 
 // install puts restored modules (each with a reference it takes over) in
-// slot h, unless the slot changed since the Set started.
-func (s *Set) install(h Hook, e ManifestEntry, m, lg *Module) {
+// slot h, unless the slot changed since the Set started; failed says why
+// what is missing of them could not be restored.
+func (s *Set) install(h Hook, e ManifestEntry, m, lg *Module, failed error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := &s.slots[h]
@@ -309,7 +310,11 @@ func (s *Set) install(h Hook, e ManifestEntry, m, lg *Module) {
 		// Nothing could be restored (logged): the entry stays saved as
 		// it was, to be tried again at the next start, until the hook
 		// changes. Before, the next change of any hook dropped it and
-		// its files (TestStoreKeepsModulesNotRestored).
+		// its files (TestStoreKeepsModulesNotRestored). List says why,
+		// or policy ls showed the hook as built-in with no word of it.
+		if failed != nil {
+			s.restoreErr[h] = failed.Error()
+		}
 		return
 	}
 	s.pending[h] = nil
@@ -343,28 +348,29 @@ func (s *Set) install(h Hook, e ManifestEntry, m, lg *Module) {
 }
 
 // restoreModule loads and validates one saved module, returning it with a
-// reference the caller keeps, or nil (logged) when it cannot be used;
-// gone reports that its file does not exist (dropMissing logs that).
-func (s *Set) restoreModule(ctx context.Context, st *Store, h Hook, hash string) (m *Module, gone bool) {
+// reference the caller keeps, or nil (logged, with why as err) when it
+// cannot be used; gone reports that its file does not exist (dropMissing
+// logs that).
+func (s *Set) restoreModule(ctx context.Context, st *Store, h Hook, hash string) (m *Module, gone bool, err error) {
 	if hash == "" {
-		return nil, false
+		return nil, false, nil
 	}
 	b, err := st.Module(hash)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, true
+		return nil, true, nil
 	}
 	if err == nil {
 		if m, err = s.host.Validate(ctx, b); err == nil {
 			if m.Implements(h) {
-				return m, false
+				return m, false, nil
 			}
 			_ = m.Close()
 			err = ErrHookAbsent
 		}
 	}
 	if ctx.Err() != nil {
-		return nil, false // the Set is closing (a start that failed): nothing was lost
+		return nil, false, nil // the Set is closing (a start that failed): nothing was lost
 	}
 	s.log.Error("saved policy not restored", "hook", h.String(), "hash", hash, "err", err)
-	return nil, false
+	return nil, false, fmt.Errorf("module %.12s: %w", hash, err)
 }

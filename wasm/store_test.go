@@ -365,6 +365,10 @@ func TestStoreKeepsModulesNotRestored(t *testing.T) {
 	if got := activeHash(s2, HookExpiryThreshold); got != "" {
 		t.Fatalf("expiry %.12s restored within an init deadline it cannot meet", got)
 	}
+	// List says what is saved and why it is not in use.
+	if st := s2.List()[HookExpiryThreshold]; st.Saved != slow.Hash() || st.SavedError == "" {
+		t.Errorf("expiry not restored: List says saved %.12s, error %q; want %.12s and why", st.Saved, st.SavedError, slow.Hash())
+	}
 	activate(t, s2, HookRouteFilter, load(t, h2, "fixtures/empty-route.wasm"))
 	s2.Close()
 
@@ -388,6 +392,9 @@ func TestStoreKeepsModulesNotRestored(t *testing.T) {
 	s5 := newSet(t, h3, SetConfig{Store: st})
 	if got := activeHash(s5, HookExpiryThreshold); got != "" {
 		t.Errorf("expiry %.12s restored after the operator removed it", got)
+	}
+	if st := s5.List()[HookExpiryThreshold]; st.Saved != "" {
+		t.Errorf("after rm, List still says expiry %.12s is saved", st.Saved)
 	}
 }
 

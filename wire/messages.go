@@ -457,6 +457,12 @@ type PolicyInfo struct {
 	// Modules are the counters of every module the node remembers for
 	// the hook (active, last good, replaced, deactivated), oldest first.
 	Modules []PolicyModuleInfo `cbor:"11,keyasint,omitempty"`
+	// SavedHash is a module saved as the hook's active one that is not
+	// in use: the node is restoring it after a start, or could not, and
+	// SavedError says why (it tries again at its next start). Hash is
+	// then empty: the hook has the built-in behaviour meanwhile.
+	SavedHash  string `cbor:"12,keyasint,omitempty"`
+	SavedError string `cbor:"13,keyasint,omitempty"`
 }
 
 // PolicyModuleInfo is one module's record for a hook.

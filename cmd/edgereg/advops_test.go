@@ -2,9 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -12,8 +16,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -368,5 +374,88 @@ func TestNoAgreementClaimedWhenNoNodeAnswered(t *testing.T) {
 		if strings.Contains(out, "no drift") || strings.Contains(out, "agrees") {
 			t.Errorf("%v with no node answering claims agreement:\n%s", args, out)
 		}
+	}
+}
+
+// TestPolicyLsShowsSavedPolicyNotRestored: a saved policy a start could
+// not restore (its module file damaged, or refused by tighter limits)
+// left the hook built-in while policy ls showed it as "(built-in)" and
+// nothing else: the operator saw no policy, though one is saved and
+// will come back at the next start that can restore it. ls shows it as
+// saved and not restored, with why, until it is restored, replaced or
+// removed.
+func TestPolicyLsShowsSavedPolicyNotRestored(t *testing.T) {
+	dir := t.TempDir()
+	start := func() (addr string, stop func()) {
+		n, err := node.New(node.Config{Addr: "127.0.0.1:0", AdminAddr: node.AdminOff, DataDir: dir, WarmUp: -1,
+			PolicyCallTimeout: testPolicyCallTimeout, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go n.Serve()
+		var once sync.Once
+		stop = func() {
+			once.Do(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				n.Shutdown(ctx)
+			})
+		}
+		t.Cleanup(stop)
+		return n.Addr().String(), stop
+	}
+	addr, stop := start()
+	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir, "EDGEREG_TIMEOUT=60s"}
+	module := filepath.Join("..", "..", "testdata", "wasm", "jitter-threshold.wasm")
+	if out, stderr, code := run(t, env, "policy", "push", module, "--hook", "expiry"); code != 0 {
+		t.Fatalf("push: exit %d\n%s%s", code, out, stderr)
+	}
+	b, err := os.ReadFile(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	hash := hex.EncodeToString(sum[:])
+	stop()
+	saved := filepath.Join(dir, "policies", hash+".wasm")
+	if err := os.WriteFile(saved, append(b, 0), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ = start()
+	env[0] = "EDGEREG_NODES=" + addr
+	type lsOut []struct {
+		Policies []policyOut `json:"policies"`
+	}
+	var expiry policyOut
+	deadline := time.Now().Add(30 * time.Second)
+	for expiry.SavedError == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("policy ls never said the saved expiry policy was not restored: %+v", expiry)
+		}
+		out, stderr, code := run(t, env, "-o", "json", "policy", "ls")
+		var ls lsOut
+		if err := json.Unmarshal([]byte(out), &ls); code != 0 || err != nil || len(ls) != 1 {
+			t.Fatalf("policy ls: exit %d, %v\n%s%s", code, err, out, stderr)
+		}
+		for _, p := range ls[0].Policies {
+			if p.Hook == "expiry" {
+				expiry = p
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if expiry.Hash != "" || expiry.SavedHash != hash || !strings.Contains(expiry.SavedError, "does not match its hash") {
+		t.Errorf("expiry in policy ls -o json: %+v; want no active hash, saved_hash %.12s, an error naming the damaged file", expiry, hash)
+	}
+	out, _, _ := run(t, env, "policy", "ls")
+	if !strings.Contains(out, "saved") || !strings.Contains(out, hash[:12]) || !strings.Contains(out, "not restored: ") {
+		t.Errorf("policy ls does not show the saved expiry policy as not restored:\n%s", out)
+	}
+	// rm drops what was saved: nothing is left to show.
+	if out, stderr, code := run(t, env, "policy", "rm", "--hook", "expiry"); code != 0 {
+		t.Fatalf("rm: exit %d\n%s%s", code, out, stderr)
+	}
+	if out, _, _ := run(t, env, "policy", "ls"); strings.Contains(out, "saved") {
+		t.Errorf("after rm, policy ls still shows a saved policy:\n%s", out)
 	}
 }

@@ -116,6 +116,10 @@ type policyOut struct {
 	P99Micros    int64             `json:"p99_us"`
 	LastGoodHash string            `json:"last_good_hash,omitempty"`
 	Modules      []policyModuleOut `json:"modules,omitempty"`
+	// SavedHash is a saved module not in use: being restored, or, with
+	// SavedError, one the node could not restore at its start.
+	SavedHash  string `json:"saved_hash,omitempty"`
+	SavedError string `json:"saved_error,omitempty"`
 }
 
 type policyModuleOut struct {
@@ -129,7 +133,8 @@ type policyModuleOut struct {
 
 func newPolicyOut(p wire.PolicyInfo) policyOut {
 	out := policyOut{Hook: p.Hook, Hash: p.Hash, Size: p.Size, Calls: p.Calls, Errors: p.Errors, Fallbacks: p.Fallbacks,
-		P50Micros: p.P50Micros, P99Micros: p.P99Micros, LastGoodHash: p.LastGoodHash}
+		P50Micros: p.P50Micros, P99Micros: p.P99Micros, LastGoodHash: p.LastGoodHash,
+		SavedHash: p.SavedHash, SavedError: p.SavedError}
 	if p.ActivatedAtMs != 0 {
 		at := time.UnixMilli(p.ActivatedAtMs).UTC()
 		out.ActivatedAt = &at
@@ -180,6 +185,14 @@ func newPolicyLsCmd(g *globals) *cobra.Command {
 func printPolicy(tw *tabwriter.Writer, node string, p policyOut) {
 	if p.Hash == "" {
 		tablef(tw, "%s\t%s\t(built-in)\t\t\t\t\t\t\t\n", node, p.Hook)
+		// A saved module not in use: the hook runs built-in until a start
+		// restores it, a push replaces it or rm drops it.
+		switch {
+		case p.SavedHash != "" && p.SavedError != "":
+			tablef(tw, "%s\t  saved\t%.12s\t\tnot restored: %s\t\t\t\t\t\n", node, p.SavedHash, p.SavedError)
+		case p.SavedHash != "":
+			tablef(tw, "%s\t  saved\t%.12s\t\trestoring\t\t\t\t\t\n", node, p.SavedHash)
+		}
 	} else {
 		activated := ""
 		if p.ActivatedAt != nil {
