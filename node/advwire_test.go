@@ -650,3 +650,51 @@ func TestOneSourceIPCannotHoldTheRequestBudget(t *testing.T) {
 			tn.inFlight.used.Load(), budget, err)
 	}
 }
+
+// TestStopSendingOnAWatchEndsTheWatch: a watcher that stops reading its
+// watch stream (STOP_SENDING) made the node's next push fail, and the node
+// stopped pushing to it, but the watch stayed: its topics subscribed and
+// counted against the connection's and the node's watch budgets for as
+// long as the peer kept its side of the stream open, with nothing ever
+// pushed again. A stream whose write timed out was already reset both
+// ways; this one is now ended too: the node stops reading (STOP_SENDING
+// 0x21), the request loop ends and the watch is dropped.
+func TestStopSendingOnAWatchEndsTheWatch(t *testing.T) {
+	tn := startNode(t, nil)
+	registerQueues(t, tn, "t", 1)
+	s := rawStream(t, tn, pki.RoleClient)
+	s.SetDeadline(time.Now().Add(30 * time.Second))
+	f, err := wire.NewRequest(wire.TypeWatch, 1, &wire.Watch{Topics: []wire.TopicVersion{{Topic: "t"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := wire.AppendFrame(nil, f)
+	if _, err := s.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wire.ReadFrame(s, wire.MaxFrameLen); err != nil { // the watch's answer
+		t.Fatal(err)
+	}
+	waitFor(t, "the watch", func() bool { return tn.watches.subscriptions() == 1 })
+	s.CancelRead(5)
+	for q := uint32(2); tn.watches.subscriptions() != 0; q++ {
+		if q > 500 {
+			t.Fatalf("after %d route changes pushed into a stream its reader stopped, the watch still holds %d subscriptions", q, tn.watches.subscriptions())
+		}
+		registerQueues(t, tn, "t", q)
+		time.Sleep(20 * time.Millisecond)
+	}
+	var se *quic.StreamError
+	for i := 0; ; i++ {
+		if _, err := s.Write(pingBytes(uint64(2 + i))); err != nil {
+			if !errors.As(err, &se) || !se.Remote || se.ErrorCode != codeStreamAbort {
+				t.Fatalf("a write after the watch ended: %v, want STOP_SENDING 0x21 from the node", err)
+			}
+			break
+		}
+		if i == 500 {
+			t.Fatal("the node still reads a watch stream whose pushes the peer refused")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
