@@ -120,7 +120,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	defer socks.close() // what open did not take, whether New succeeds or not
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	if err := datadir.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	// One node per data directory: two would share an id and rewrite one

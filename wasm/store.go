@@ -57,7 +57,7 @@ type ManifestEntry struct {
 
 // OpenStore opens (creating if needed) a store in dir.
 func OpenStore(dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := datadir.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open policy store: %w", err)
 	}
 	return &Store{dir: dir}, nil

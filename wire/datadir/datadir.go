@@ -18,7 +18,7 @@ import (
 // syncs the directory, creating the directory (0700) if needed.
 func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
@@ -53,8 +53,45 @@ func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 	return syncDir(dir)
 }
 
+// MkdirAll creates dir and its missing parents with perm, as os.MkdirAll
+// does, and makes each directory it created durable by syncing the
+// directory that holds it: the files written into a new directory are
+// synced, but without its parent's entry a crash could lose them with it
+// (a node's tls/ after its first start, and with it its CA).
+func MkdirAll(dir string, perm os.FileMode) error {
+	var created []string // missing, innermost first
+	for d := filepath.Clean(dir); ; {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		created = append(created, d)
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if len(created) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := syncDir(filepath.Dir(created[i])); err != nil {
+			return fmt.Errorf("sync %s: %w", filepath.Dir(created[i]), err)
+		}
+	}
+	return nil
+}
+
 // syncDir makes a rename in dir durable. Windows cannot fsync directories.
 func syncDir(dir string) error {
+	if testHookSyncDir != nil {
+		testHookSyncDir(dir)
+	}
 	if runtime.GOOS == "windows" {
 		return nil
 	}
@@ -105,3 +142,7 @@ func isTemp(name string) bool {
 	}
 	return true
 }
+
+// testHookSyncDir, when set, is told of every directory syncDir syncs;
+// tests use it to check that what a crash could lose is synced.
+var testHookSyncDir func(dir string)

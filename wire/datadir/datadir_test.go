@@ -3,6 +3,7 @@ package datadir
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -32,5 +33,38 @@ func TestWriteFile(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".*tmp*")); len(left) != 0 {
 		t.Fatalf("temporary files left after a failure: %v", left)
+	}
+}
+
+// TestNewDirectoriesAreDurable: WriteFile created a missing directory with
+// os.MkdirAll and synced only that directory after its rename, never the
+// parent holding the new directory's entry: a power cut soon after a
+// node's first start could lose tls/ (its CA and keys, each synced) whole,
+// and the next start would make a new CA, orphaning every credential the
+// first had issued. Every directory created is now synced into its
+// parent.
+func TestNewDirectoriesAreDurable(t *testing.T) {
+	root := t.TempDir()
+	var synced []string
+	testHookSyncDir = func(dir string) { synced = append(synced, dir) }
+	t.Cleanup(func() { testHookSyncDir = nil })
+	if err := WriteFile(filepath.Join(root, "a", "b", "key"), []byte("k"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{root, filepath.Join(root, "a"), filepath.Join(root, "a", "b")} {
+		if !slices.Contains(synced, want) {
+			t.Errorf("%s was not synced (synced: %v): the entry of the directory created in it could be lost", want, synced)
+		}
+	}
+	synced = nil
+	if err := MkdirAll(filepath.Join(root, "a", "c"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(root, "a"); !slices.Equal(synced, []string{want}) {
+		t.Errorf("MkdirAll of a/c synced %v, want only %s, the parent of the one directory it created", synced, want)
+	}
+	synced = nil
+	if err := MkdirAll(filepath.Join(root, "a", "c"), 0o700); err != nil || len(synced) != 0 {
+		t.Errorf("MkdirAll of an existing directory: %v, synced %v; want nothing to do", err, synced)
 	}
 }

@@ -13,7 +13,9 @@
 //	DIR/tls/operator.key  CN "local-operator" (1 year); read by LocalOperator
 //
 // All files are written atomically (temporary file, fsync, rename, fsync of
-// the directory), so a crash never leaves a half-written key behind. The CA is
+// the directory; a directory created for them is synced into its parent), so
+// a crash never leaves a half-written key behind, nor loses the tls
+// directory of a node that has just started. The CA is
 // created once; the node certificate is re-issued whenever it is missing,
 // damaged, within 30 days of expiry (RenewBefore), or does not cover a
 // requested host, and the operator certificate when it is missing, damaged,

@@ -30,7 +30,7 @@ func InitCA(dataDir string) (*Local, error) {
 		}
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, dirMode); err != nil {
+	if err := datadir.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	l, err := loadOrCreateCA(dir)

@@ -31,7 +31,7 @@ func LoadOrCreateKey(path string) ([32]byte, error) {
 	if _, err := rand.Read(key[:]); err != nil {
 		return key, fmt.Errorf("create key %s: %w", path, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), dirMode); err != nil {
+	if err := datadir.MkdirAll(filepath.Dir(path), dirMode); err != nil {
 		return key, fmt.Errorf("create key %s: %w", path, err)
 	}
 	if err := datadir.WriteFile(path, key[:], keyMode); err != nil {

@@ -88,7 +88,7 @@ type Issued struct {
 // expiry. Local.Issued says what was issued, and why.
 func EnsureLocal(dataDir string, hosts []string) (*Local, error) {
 	dir := TLSDir(dataDir)
-	if err := os.MkdirAll(dir, dirMode); err != nil {
+	if err := datadir.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	// MkdirAll leaves an existing directory's mode alone; the CA key is inside.
