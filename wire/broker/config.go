@@ -123,8 +123,10 @@ type Config struct {
 	// session connects, disconnects, registers (or resumes its lease),
 	// loses its registration, or is refused for good (NodeState.Refused).
 	// It is called from that node's session goroutine, in order for one
-	// node and concurrently for several, without the Registrar's lock
-	// held: it may call the Registrar, and should return quickly.
+	// node and one call at a time, without the Registrar's lock held: it
+	// may call the Registrar, and should return quickly. A session of a
+	// node dropped from the node list reports nothing more, even if the
+	// node is listed again.
 	OnStateChange func(NodeState)
 	// Transport, when set, is the QUIC transport to dial nodes from (see
 	// client.Config.Transport); tests use it for a simulated network.

@@ -190,6 +190,11 @@ type Registrar struct {
 
 	stopFollow context.CancelFunc
 	wg         sync.WaitGroup // the follow loop and every session
+
+	// reportMu serializes OnStateChange calls, so that a session checks it
+	// is still listed and reports before a session replacing it can
+	// (session.update). Taken before mu, never under it.
+	reportMu sync.Mutex
 }
 
 // New validates cfg and returns a Registrar; Start (or Run) sets it going.

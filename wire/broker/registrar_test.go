@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -706,5 +707,80 @@ func TestStopWithOneNodeBlackHoled(t *testing.T) {
 	}
 	if _, ok := lease(tns[1], brokerAddr); !ok {
 		t.Error("the black-holed node lost the lease: the cut did not hold")
+	}
+}
+
+// TestDroppedSessionReportsNothingAfterReAdd: a session calls
+// OnStateChange after releasing the Registrar's lock. Held there, as a
+// preempted goroutine on a loaded machine is, the report of a session
+// since dropped from the node list reached the application after the
+// report of the session that replaced it when the node was listed again:
+// the application was told the node was connected but not registered
+// while the broker was registered there. A dropped session reports nothing
+// once it is no longer listed.
+func TestDroppedSessionReportsNothingAfterReAdd(t *testing.T) {
+	ca := newTestCA(t)
+	tns, addrs := startNodes(t, ca, 2)
+	list := nodes.NewList(addrs[0], addrs[1])
+	cfg := testConfig(t, ca, list)
+	cfg.NodeRefreshInterval = time.Hour // a List notifies
+	var (
+		log          stateLog
+		holding      atomic.Bool
+		held         atomic.Bool
+		readded      atomic.Bool
+		reRegistered = make(chan struct{})
+		released     = make(chan struct{})
+		once         sync.Once
+	)
+	cfg.OnStateChange = func(st broker.NodeState) {
+		log.add(st)
+		if st.Addr == addrs[0] && st.Registered && readded.Load() {
+			once.Do(func() { close(reRegistered) })
+		}
+	}
+	// The first session's report that its connection broke (the node
+	// restarted) waits until the node was dropped, listed again, and its
+	// new session reported the registration.
+	defer broker.SetTestHookStateChange(func(st broker.NodeState) {
+		if !holding.Load() || st.Addr != addrs[0] || st.Connected || held.Swap(true) {
+			return
+		}
+		select {
+		case <-reRegistered:
+		case <-time.After(30 * time.Second):
+		}
+		close(released)
+	})()
+	r := startRegistrar(t, cfg)
+	if err := r.WaitSynced(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	holding.Store(true)
+	tns[0].Restart()
+	waitFor(t, "the session to report the broken connection", held.Load)
+	list.Set(addrs[1])
+	waitFor(t, "the node to be dropped", func() bool { return len(r.Nodes()) == 1 })
+	readded.Store(true)
+	list.Set(addrs[0], addrs[1])
+	select {
+	case <-released:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the held report was never released")
+	}
+	// The held report, if delivered, is delivered right after the hook
+	// returns, on the old session's goroutine: give it the time to.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		var last broker.NodeState
+		for _, st := range log.all() {
+			if st.Addr == addrs[0] {
+				last = st
+			}
+		}
+		if !last.Registered {
+			t.Fatalf("after the node was listed again and registered, OnStateChange last said %+v: the dropped session's report came after the new one's", last)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

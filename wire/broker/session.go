@@ -677,7 +677,12 @@ func (s *session) ackLocked(st *NodeState, ack wire.LeaseAck, v wire.DataVersion
 //
 // When Connected, Registered or Refused changed, it then calls
 // Config.OnStateChange, after unlocking: updates come from the session's
-// goroutine only, so one node's changes are delivered in order.
+// goroutine only, so one node's changes are delivered in order. The call
+// is made under Registrar.reportMu, by a session still listed: a dropped
+// session's report, held between the unlock and the call, used to reach
+// the application after the report of the session that replaced it when
+// the node was listed again, leaving it with the old session's state.
+// Lock order: reportMu, then mu (taken and released to look).
 func (s *session) update(fn func(*NodeState)) {
 	r := s.r
 	r.mu.Lock()
@@ -691,9 +696,23 @@ func (s *session) update(fn func(*NodeState)) {
 	r.mu.Unlock()
 	if cb := r.cfg.OnStateChange; cb != nil && (before.Connected != after.Connected ||
 		before.Registered != after.Registered || before.Refused != after.Refused) {
-		cb(after)
+		if testHookStateChange != nil {
+			testHookStateChange(after)
+		}
+		r.reportMu.Lock()
+		defer r.reportMu.Unlock()
+		r.mu.Lock()
+		listed := r.sessions[s.addr] == s
+		r.mu.Unlock()
+		if listed {
+			cb(after)
+		}
 	}
 }
+
+// testHookStateChange, when set, runs between a session's update and its
+// OnStateChange call; tests use it to hold a callback there.
+var testHookStateChange func(NodeState)
 
 // failed records and logs a failed request: at Warn the first time in a
 // row, at Debug while it keeps failing.
