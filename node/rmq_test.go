@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/pki"
 	"github.com/edgereg/edgereg/wire/remoting"
 )
@@ -312,5 +313,27 @@ func TestRmqKVRemarksNameMissingFields(t *testing.T) {
 		if r.Code != remoting.QueryNotFound || r.Remark != tc.remark {
 			t.Errorf("code %d %v: %d %q, want 22 %q", tc.code, tc.ext, r.Code, r.Remark, tc.remark)
 		}
+	}
+}
+
+// TestRemotingPopRetryTopicV2IsRouted: a RocketMQ 5 broker with
+// enableRetryTopicV2 registers its pop consumers' retry topics as
+// %RETRY%<group>+<topic>, and a NameServer routes them. The node skipped
+// them from the registration ("topics skipped") and refused a route query
+// for one as an invalid topic name.
+func TestRemotingPopRetryTopicV2IsRouted(t *testing.T) {
+	tn := startRemotingNode(t, nil)
+	c := dialRemoting(t, tn)
+	const retry = "%RETRY%pop-group+TopicTest"
+	if resp := c.call(registerCmd(t, 1, 0, "127.0.0.1:51911", remoting.DataVersion{Counter: 1}, "TopicTest", retry)); resp.Code != remoting.Success {
+		t.Fatalf("register: %d %q", resp.Code, resp.Remark)
+	}
+	resp := c.call(&remoting.Command{Code: remoting.GetRouteInfoByTopic, Opaque: 2, Version: remoting.V5_3_3, ExtFields: map[string]string{"topic": retry}})
+	r, err := remoting.DecodeTopicRouteData(resp.Body)
+	if resp.Code != remoting.Success || err != nil || len(r.BrokerDatas) != 1 || r.BrokerDatas[0].BrokerAddrs[0] != "127.0.0.1:51911" {
+		t.Fatalf("route of %s: code %d %q, %+v %v", retry, resp.Code, resp.Remark, r, err)
+	}
+	if _, _, err := tn.dial(pki.RoleClient).Route(ctxT(t), retry, wire.ClientAttrs{}); err != nil {
+		t.Errorf("QUIC route of %s: %v", retry, err)
 	}
 }

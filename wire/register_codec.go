@@ -495,7 +495,7 @@ func validTopicName[T string | []byte](name T) bool {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
-		if !topicNameByte[name[i]] {
+		if !topicNameByte[name[i]] && (name[i] != popRetrySeparatorV2 || !hasPrefix(name, retryTopicPrefix)) {
 			return false
 		}
 	}

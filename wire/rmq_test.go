@@ -26,3 +26,28 @@ func TestRmqGroupTopicNameLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestRmqPopRetryTopicV2Names: a RocketMQ 5 broker with
+// enableRetryTopicV2 names a pop consumer's retry topic
+// %RETRY%<group>+<topic> (KeyBuilder.buildPopRetryTopicV2) and registers
+// it; a NameServer routes it like any other. The node refused the '+':
+// the topic was skipped from the registration and a route query for it
+// answered "invalid topic name". '+' is a topic character after the
+// retry prefix only, as the broker uses it.
+func TestRmqPopRetryTopicV2Names(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		valid bool
+	}{
+		{"%RETRY%group+TopicTest", true},
+		{"%RETRY%group_TopicTest", true}, // V1
+		{"%RETRY%" + strings.Repeat("g", 255) + "+" + strings.Repeat("t", MaxTopicNameLen), true},
+		{"Topic+Test", false},
+		{"%DLQ%group+TopicTest", false},
+		{"+", false},
+	} {
+		if got := ValidTopicName(tc.name) == nil; got != tc.valid || validTopicName(tc.name) != tc.valid {
+			t.Errorf("%q: ValidTopicName %v (%v), table %v, want %v", tc.name, got, ValidTopicName(tc.name), validTopicName(tc.name), tc.valid)
+		}
+	}
+}

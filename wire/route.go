@@ -161,8 +161,9 @@ var ErrInvalidTopicName = errors.New("invalid topic name")
 // ValidTopicName reports why a topic name is invalid, or nil. Names are 1 to
 // 127 characters of A-Z a-z 0-9 _ - % |, as RocketMQ's TopicValidator
 // requires (a consumer group's retry or dead-letter topic up to
-// MaxGroupTopicNameLen); nodes refuse anything else, so clients can check
-// first.
+// MaxGroupTopicNameLen, and a retry topic may hold '+', as a 5.x pop
+// consumer's %RETRY%<group>+<topic> does); nodes refuse anything else, so
+// clients can check first.
 func ValidTopicName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w %q: must have 1 to %d characters", ErrInvalidTopicName, name, MaxTopicNameLen)
@@ -174,13 +175,20 @@ func ValidTopicName(name string) error {
 		return fmt.Errorf("%w of %d bytes %q...: must have 1 to %d characters", ErrInvalidTopicName, len(name),
 			name[:MaxTopicNameLen], limit)
 	}
+	retry := hasPrefix(name, retryTopicPrefix)
 	for i := 0; i < len(name); i++ {
-		if !topicChar(name[i]) {
+		if !topicChar(name[i]) && !(retry && name[i] == popRetrySeparatorV2) {
 			return fmt.Errorf("%w %q: character %q not allowed (use A-Z a-z 0-9 _ - %% |)", ErrInvalidTopicName, name, name[i])
 		}
 	}
 	return nil
 }
+
+// popRetrySeparatorV2 separates the group and the topic of a RocketMQ 5 pop
+// consumer's retry topic, %RETRY%<group>+<topic>, which a broker with
+// enableRetryTopicV2 creates and registers (KeyBuilder's
+// POP_RETRY_SEPARATOR_V2); in no other name is it a topic character.
+const popRetrySeparatorV2 = '+'
 
 func topicChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
