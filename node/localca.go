@@ -36,7 +36,7 @@ func (n *Node) localHosts() []string {
 }
 
 // localCredentials ensures the local CA's certificates, logs what it
-// issued and returns the files the node serves.
+// issued and points creds at its files, which the node serves.
 func (n *Node) localCredentials(creds *pki.ServerCredentials) error {
 	local, err := pki.EnsureLocal(n.cfg.DataDir, n.localHosts())
 	if err != nil {
