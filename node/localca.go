@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgereg/edgereg/wire/pki"
@@ -23,12 +24,23 @@ const localRenewRetry = time.Minute
 // operator's, comes within pki.RenewBefore of expiry. The node serves the
 // local CA's files through its Reloader, which takes the renewed pair as
 // it takes any change of them. Only trustLoop's goroutine uses it.
+//
+// Files changed under the node (a pair its CA did not sign, or a damaged
+// one, written over node.crt and node.key) are given to the local CA as at
+// a start: the Reloader tells of every reload it tried (filesChanged), and
+// check has the local CA look at them again at once. Served as they were,
+// a foreign pair failed every client's handshake.
 type localRenewal struct {
 	n              *Node
+	changed        atomic.Bool // the Reloader found the files changed; set by filesChanged
 	operatorExpiry time.Time
-	next           time.Time // no look before this
+	next           time.Time // no look for expiry before this
 	lastErr        string    // the failure last logged
 }
+
+// filesChanged notes that the Reloader found the files changed, whether it
+// could take them or not. Called with the Reloader's lock held.
+func (r *localRenewal) filesChanged() { r.changed.Store(true) }
 
 // localHosts are the names the node certificate of the local CA covers.
 func (n *Node) localHosts() []string {
@@ -50,12 +62,15 @@ func (n *Node) localCredentials(creds *pki.ServerCredentials) error {
 	return nil
 }
 
-// check renews the local CA's certificates when one is due.
+// check renews the local CA's certificates when one is due, and has the
+// local CA look at its files again when they changed.
 func (r *localRenewal) check(now time.Time) {
-	if now.Before(r.next) || !r.due(now) {
-		return
+	if !r.changed.Swap(false) {
+		if now.Before(r.next) || !r.due(now) {
+			return
+		}
+		r.next = now.Add(localRenewRetry)
 	}
-	r.next = now.Add(localRenewRetry)
 	local, err := pki.EnsureLocal(r.n.cfg.DataDir, r.n.localHosts())
 	if err != nil {
 		if msg := err.Error(); msg != r.lastErr {

@@ -138,3 +138,99 @@ func TestDamagedLocalKeyIsReplacedAloud(t *testing.T) {
 		t.Errorf("a damaged node.key was replaced without a warning naming it:\n%s", logs)
 	}
 }
+
+// TestForeignCertificateOverLocalOneIsReplaced: since the node serves the
+// local CA's files through its Reloader (so that it serves what renewal
+// writes), a pair written over node.crt and node.key that its CA did not
+// sign, or that does not cover the node's hosts, was served as it was, and
+// every client's handshake failed. A start re-issues such a pair; so does
+// the running node as soon as the files change, and the node's clients go
+// on connecting.
+func TestForeignCertificateOverLocalOneIsReplaced(t *testing.T) {
+	logs := &syncBuffer{}
+	tn := startNode(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	operator, pool, err := pki.LocalOperator(tn.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ping := func() error {
+		conf := pki.ClientConfig(&operator, pool, "")
+		conf.ClientSessionCache = nil
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: conf})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Ping(ctx)
+		return err
+	}
+	if err := ping(); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.EnsureLocal(t.TempDir(), nil) // another CA
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := other.WriteCredential(pki.Request{Role: pki.RoleNode, Name: "node", Validity: 365 * 24 * time.Hour}, dir, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"node.key", "node.crt"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pki.TLSDir(tn.dir), f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The Reloader takes files a second after they last changed; by the
+	// time it has, and a second more, the node must have replaced them.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), `reason="not valid under this CA`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the node never re-issued the foreign pair written over its own:\n%s", logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 0; ; i++ {
+		err := ping()
+		if err == nil {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("clients still fail after the foreign pair was replaced: %v\n%s", err, logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if leaf := readLeaf(t, filepath.Join(pki.TLSDir(tn.dir), "node.crt")); leaf.CheckSignatureFrom(tn.local.CA) != nil {
+		t.Error("node.crt on disk is not signed by the node's CA")
+	}
+}
+
+// TestLocalKeyDamagedWhileRunningIsReplaced: a node.key damaged under a
+// running node (the Reloader cannot take it, and keeps the pair it
+// serves) is re-issued at once, with a warning, rather than left for the
+// next start to find.
+func TestLocalKeyDamagedWhileRunningIsReplaced(t *testing.T) {
+	logs := &syncBuffer{}
+	tn := startNode(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	key := filepath.Join(pki.TLSDir(tn.dir), "node.key")
+	if err := os.WriteFile(key, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), `level=WARN msg="local CA issued a certificate in place of a damaged one"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the damaged node.key was never re-issued:\n%s", logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	readLeaf(t, filepath.Join(pki.TLSDir(tn.dir), "node.crt")) // loads with its key
+}

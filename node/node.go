@@ -251,6 +251,9 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 		RevocationFile: n.cfg.RevocationFile, AllowAnonymous: n.cfg.AllowAnonymousClients,
 		KeyExchange: n.keyExchange(),
 		OnReload: func(err error) {
+			if n.renewal != nil { // the local CA's files: it looks at them again
+				n.renewal.filesChanged()
+			}
 			// Called with the Reloader's lock held, one call at a time.
 			// A file that stays broken is looked at every second: say so
 			// once per breakage, not once a second.
