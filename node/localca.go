@@ -75,7 +75,7 @@ func (r *localRenewal) check(now time.Time) {
 	if err != nil {
 		if msg := err.Error(); msg != r.lastErr {
 			r.lastErr = msg
-			r.n.log.Error("local CA: cannot renew a certificate about to expire; trying again every minute", "err", err)
+			r.n.log.Error("local CA: cannot check or re-issue its certificates; trying again when its files change, and every minute once one is about to expire", "err", err)
 		}
 		return
 	}
