@@ -162,23 +162,20 @@ func runGateway(cmd *cobra.Command, g *globals, gf *gatewayFlags) error {
 	case <-ctx.Done():
 	}
 	logger.Info("gateway shutting down", "shutdown_timeout", gf.shutdown.String())
-	sctx, cancel := context.WithTimeout(now, gf.shutdown)
-	defer cancel()
-	unlog := context.AfterFunc(now, func() {
-		logger.Warn("second signal: stopping now, without waiting for the requests in progress")
+	err = stopGracefully(now, gf.shutdown, logger, func(ctx context.Context) error {
+		err := srv.Shutdown(ctx)
+		if admin != nil {
+			admin.Shutdown(ctx)
+		}
+		return err
 	})
-	defer unlog() // before release ends now
-	err = srv.Shutdown(sctx)
+	// The gateway's own failure (exit 1), as a node's stop past it is,
+	// not a client's "no node answered in time" (exit 4).
 	switch {
-	case err != nil && now.Err() != nil:
-		err = nodeFailure{fmt.Errorf("stopped by a second signal before the requests in progress finished: %w", err)}
+	case errors.Is(err, errSecondSignal):
+		err = nodeFailure{err}
 	case err != nil:
-		// The gateway's own failure (exit 1), as a node's stop past it is,
-		// not a client's "no node answered in time" (exit 4).
 		err = nodeFailure{fmt.Errorf("requests still in progress after --shutdown-timeout %s: %w", gf.shutdown, err)}
-	}
-	if admin != nil {
-		admin.Shutdown(sctx)
 	}
 	if serr := <-served; !errors.Is(serr, remoting.ErrServerClosed) {
 		err = errors.Join(err, serr)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding"
 	"errors"
 	"fmt"
@@ -209,16 +208,7 @@ func runNode(cmd *cobra.Command, g *globals, nf *nodeFlags) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(now, nf.shutdown)
-	defer cancel()
-	unlog := context.AfterFunc(now, func() {
-		logger.Warn("second signal: stopping now, without waiting for the requests in progress")
-	})
-	defer unlog() // before release ends now
-	if err := n.Shutdown(sctx); err != nil {
-		if now.Err() != nil {
-			return fmt.Errorf("stopped by a second signal before the requests in progress finished: %w", err)
-		}
+	if err := stopGracefully(now, nf.shutdown, logger, n.Shutdown); err != nil {
 		return err
 	}
 	if err := <-served; !errors.Is(err, node.ErrClosed) {
