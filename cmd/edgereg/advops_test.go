@@ -2,13 +2,11 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -386,25 +383,7 @@ func TestNoAgreementClaimedWhenNoNodeAnswered(t *testing.T) {
 // removed.
 func TestPolicyLsShowsSavedPolicyNotRestored(t *testing.T) {
 	dir := t.TempDir()
-	start := func() (addr string, stop func()) {
-		n, err := node.New(node.Config{Addr: "127.0.0.1:0", AdminAddr: node.AdminOff, DataDir: dir, WarmUp: -1,
-			PolicyCallTimeout: testPolicyCallTimeout, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go n.Serve()
-		var once sync.Once
-		stop = func() {
-			once.Do(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				n.Shutdown(ctx)
-			})
-		}
-		t.Cleanup(stop)
-		return n.Addr().String(), stop
-	}
-	addr, stop := start()
+	addr, stop := cliNodeIn(t, dir)
 	env := []string{"EDGEREG_NODES=" + addr, "EDGEREG_DATA=" + dir, "EDGEREG_TIMEOUT=60s"}
 	module := filepath.Join("..", "..", "testdata", "wasm", "jitter-threshold.wasm")
 	if out, stderr, code := run(t, env, "policy", "push", module, "--hook", "expiry"); code != 0 {
@@ -421,7 +400,7 @@ func TestPolicyLsShowsSavedPolicyNotRestored(t *testing.T) {
 	if err := os.WriteFile(saved, append(b, 0), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr, _ = start()
+	addr, _ = cliNodeIn(t, dir)
 	env[0] = "EDGEREG_NODES=" + addr
 	type lsOut []struct {
 		Policies []policyOut `json:"policies"`

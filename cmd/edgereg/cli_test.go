@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -78,18 +79,27 @@ const testPolicyCallTimeout = 2 * time.Second
 func cliNode(t *testing.T) (addr, dir string) {
 	t.Helper()
 	dir = t.TempDir()
+	addr, _ = cliNodeIn(t, dir)
+	return addr, dir
+}
+
+// cliNodeIn starts a node on dir, stopped by stop or when the test ends,
+// so a test can start another on the same directory.
+func cliNodeIn(t *testing.T, dir string) (addr string, stop func()) {
+	t.Helper()
 	n, err := node.New(node.Config{Addr: "127.0.0.1:0", AdminAddr: node.AdminOff, DataDir: dir, WarmUp: -1,
 		PolicyCallTimeout: testPolicyCallTimeout, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go n.Serve()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		n.Shutdown(ctx)
 	})
-	return n.Addr().String(), dir
+	t.Cleanup(stop)
+	return n.Addr().String(), stop
 }
 
 func registerBroker(t *testing.T, addr, dir string, reg *wire.Register) {

@@ -254,11 +254,7 @@ func TestGatewaySecondSignalCutsShutdownShort(t *testing.T) {
 	gw.cmd.Process.Signal(syscall.SIGINT)
 	waitLog(t, gw, `"msg":"gateway shutting down"`)
 	gw.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-gw.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("gateway did not stop:\n%s", gw.logs)
-	}
+	gw.waitEnd(t, 60*time.Second, "gateway did not stop")
 	if code := gw.cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(gw.logs.String(), "second signal") {
 		t.Errorf("gateway stopped by a second signal: exit %d (want %d) and logs naming the second signal:\n%s", code, exitFailure, gw.logs)
 	}
@@ -276,11 +272,7 @@ func TestGatewayOneSignalStopsQuietly(t *testing.T) {
 		"--admin-addr", "off", "--log-format", "json")
 	waitLog(t, gw, `"msg":"gateway listening for RocketMQ remoting"`)
 	gw.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-gw.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("gateway did not stop on SIGTERM:\n%s", gw.logs)
-	}
+	gw.waitEnd(t, 60*time.Second, "gateway did not stop on SIGTERM")
 	if gw.err != nil || strings.Contains(gw.logs.String(), "second signal") || !strings.Contains(gw.logs.String(), `"msg":"gateway stopped`) {
 		t.Errorf("gateway stopped by one SIGTERM: %v, logs:\n%s\nwant exit 0, \"gateway stopped\" and no second-signal line", gw.err, gw.logs)
 	}

@@ -120,11 +120,7 @@ func TestSecondSignalCutsShutdownShort(t *testing.T) {
 	n.cmd.Process.Signal(syscall.SIGINT)
 	waitLog(t, n, `"msg":"node shutting down"`)
 	n.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-n.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("a second SIGINT did not cut the 1h --shutdown-timeout short:\n%s", n.logs)
-	}
+	n.waitEnd(t, 60*time.Second, "a second SIGINT did not cut the 1h --shutdown-timeout short")
 	if code := n.cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(n.logs.String(), "second signal") {
 		t.Errorf("node stopped by a second signal: exit %d (want %d) and logs naming the second signal:\n%s", code, exitFailure, n.logs)
 	}
@@ -136,11 +132,7 @@ func TestOneSignalStopsQuietly(t *testing.T) {
 	n := startProcess(t, "node", "--data", t.TempDir(), "--addr", freeUDPAddr(t), "--admin-addr", "off", "--log-format", "json")
 	waitLog(t, n, `"msg":"node started"`)
 	n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("node did not stop on SIGTERM:\n%s", n.logs)
-	}
+	n.waitEnd(t, 60*time.Second, "node did not stop on SIGTERM")
 	if n.err != nil || strings.Contains(n.logs.String(), "second signal") || !strings.Contains(n.logs.String(), `"msg":"node stopped"`) {
 		t.Errorf("node stopped by one SIGTERM: %v, logs:\n%s\nwant exit 0, \"node stopped\" and no second-signal line", n.err, n.logs)
 	}

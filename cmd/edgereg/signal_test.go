@@ -54,6 +54,17 @@ func startProcess(t *testing.T, args ...string) *process {
 	return p
 }
 
+// waitEnd waits up to within for p to end, and fails the test with why
+// (what did not happen) and p's logs if it does not.
+func (p *process) waitEnd(t *testing.T, within time.Duration, why string) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("%s:\n%s", why, p.logs)
+	}
+}
+
 // waitExit waits for a process to end after a signal.
 func waitExit(t *testing.T, what string, p *process) {
 	t.Helper()
@@ -127,11 +138,7 @@ func TestBrokerAgentThatNeverRegisteredSaysSo(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	agent.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-agent.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the agent did not stop after SIGTERM")
-	}
+	agent.waitEnd(t, 20*time.Second, "the agent did not stop after SIGTERM")
 	logs := agent.logs.String()
 	if strings.Contains(logs, "unregistered") || !strings.Contains(logs, "no node had registered the broker") {
 		t.Errorf("an agent no node ever registered says at its stop:\n%s", logs)
@@ -186,11 +193,7 @@ func TestBrokerAgentSaysWhenItCouldNotUnregister(t *testing.T) {
 			n.cmd.Process.Signal(nodeStop)
 			<-n.done
 			agent.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-agent.done:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the agent did not stop after SIGTERM")
-			}
+			agent.waitEnd(t, 30*time.Second, "the agent did not stop after SIGTERM")
 			logs := agent.logs.String()
 			if agent.err == nil || strings.Contains(logs, "broker agent stopped: unregistered") || !strings.Contains(logs, "not unregistered") {
 				t.Errorf("an agent whose node was down at its stop: exit %v, stderr:\n%s", agent.err, logs)
