@@ -366,7 +366,7 @@ func (w *streamWriter) writeBudgeted(a *answer, buf []byte, size int64) error {
 			switch {
 			case w.failed != nil:
 			case w.s.Context().Err() != nil: // the stream or its connection closed
-				w.failed = context.Cause(w.s.Context())
+				w.failLocked(context.Cause(w.s.Context()))
 			default:
 				w.timedOutLocked(os.ErrDeadlineExceeded)
 			}
@@ -433,12 +433,25 @@ func (w *streamWriter) writeLocked(buf []byte) error {
 	w.s.SetWriteDeadline(time.Now().Add(w.timeout))
 	_, err := w.s.Write(buf)
 	if err != nil {
-		w.failed = err
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			w.timedOutLocked(err)
-		}
+		w.failLocked(err)
 	}
 	return err
+}
+
+// failLocked ends a stream that could not be written: every later write
+// fails with err, and the node stops reading it too (STOP_SENDING 0x21),
+// so that the peer learns its later requests are dropped and the stream
+// ends, with its request loop and any watch on it, rather than be read on
+// with nothing ever written to it (a watcher that sent STOP_SENDING kept
+// its watch, and its share of the watch budgets). A write that timed out
+// ends it both ways (timedOutLocked).
+func (w *streamWriter) failLocked(err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.timedOutLocked(err)
+		return
+	}
+	w.failed = err
+	w.s.CancelRead(codeStreamAbort)
 }
 
 // routesAnswerBound is at least the size of the frame, length prefix
@@ -529,9 +542,10 @@ func (n *Node) serveStream(cs *connState, s *quic.Stream, wd *readWatchdog, kept
 		}
 		if err != nil {
 			// The peer stopped reading (STOP_SENDING), or the write timed
-			// out (then the stream is reset already): stop reading too, so
-			// that the peer learns its later requests were dropped and the
-			// stream ends rather than fill the node's buffers unread.
+			// out: the writer stopped reading the stream then (failLocked).
+			// An answer that could not be encoded ends it here the same
+			// way, so that the peer learns its later requests were dropped
+			// and the stream ends rather than fill the node's buffers unread.
 			s.CancelRead(codeStreamAbort)
 			return
 		}

@@ -815,20 +815,10 @@ func (wt *watcher) push() {
 	}
 	defer wt.recoverPanic()
 	if !wt.flush(false) {
-		wt.streamFailed()
+		// The stream failed (and stopped being read: failLocked):
+		// nobody pushes to it again.
+		wt.setSlow()
 	}
-}
-
-// streamFailed stops pushing to a stream whose write failed, and stops
-// reading it: the peer stopped reading (STOP_SENDING), or the write timed
-// out (the stream is reset already). Reading on would keep the watch, its
-// topics counted against the connection's and the node's watch budgets,
-// for as long as the peer kept its side open, with nothing ever pushed;
-// ended, the request loop returns and closes the watcher, as it does when
-// an answer's write fails.
-func (wt *watcher) streamFailed() {
-	wt.setSlow() // nobody pushes to it again
-	wt.w.s.CancelRead(codeStreamAbort)
 }
 
 // recoverPanic ends the watch stream, not the node, when pushing to it
@@ -863,7 +853,6 @@ func (wt *watcher) catchUp() {
 	if rest := wt.rest; rest != nil {
 		wt.rest = nil
 		if wt.w.finishLocked(rest) != nil { // unlocks w.mu, even in a panic
-			wt.streamFailed()
 			return
 		}
 		wt.delivered(wt.restTopic, wt.restVersion, wt.restSeen)
@@ -873,7 +862,6 @@ func (wt *watcher) catchUp() {
 		ok := wt.flush(true)
 		wt.flushMu.Unlock()
 		if !ok {
-			wt.streamFailed()
 			return
 		}
 		wt.pendMu.Lock()
@@ -1200,7 +1188,7 @@ func (w *streamWriter) writeSoon(buf []byte, wait time.Duration) (int, error) {
 			return n, nil // w.mu is the caller's now
 		}
 	default:
-		w.failed = err
+		w.failLocked(err)
 		w.mu.Unlock()
 		return 0, err
 	}
