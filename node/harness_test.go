@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
@@ -130,4 +131,33 @@ func registration(cluster, group string, id int64, addr string, topics ...string
 		r.Topics = append(r.Topics, wire.TopicConfig{Name: t, ReadQueues: 8, WriteQueues: 8, Perm: wire.PermRead | wire.PermWrite})
 	}
 	return r
+}
+
+// servedLeaf dials tn afresh, with a full handshake (no session cache),
+// as the holder of cert trusting pool, pings it and returns the
+// certificate the node served.
+func (tn *testNode) servedLeaf(cert *tls.Certificate, pool *x509.CertPool) (*x509.Certificate, error) {
+	var mu sync.Mutex
+	var leaf *x509.Certificate
+	conf := pki.ClientConfig(cert, pool, "")
+	conf.ClientSessionCache = nil
+	conf.VerifyConnection = func(cs tls.ConnectionState) error {
+		mu.Lock()
+		leaf = cs.PeerCertificates[0]
+		mu.Unlock()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: conf})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if _, err := c.Ping(ctx); err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return leaf, nil
 }

@@ -1,19 +1,15 @@
 package node
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
 )
 
@@ -26,40 +22,12 @@ import (
 // node.key a certificate of the node's CA that expires in a day.
 func TestLocalCertificateRenewedWhileRunning(t *testing.T) {
 	logs := &syncBuffer{}
-	tn := startNode(t, func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	})
+	tn := startNode(t, logTo(logs))
 	operator, pool, err := pki.LocalOperator(tn.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// served dials afresh and returns the certificate the node served.
-	served := func() (*x509.Certificate, error) {
-		var mu sync.Mutex
-		var leaf *x509.Certificate
-		conf := pki.ClientConfig(&operator, pool, "")
-		conf.ClientSessionCache = nil // a full handshake each time
-		conf.VerifyConnection = func(cs tls.ConnectionState) error {
-			mu.Lock()
-			leaf = cs.PeerCertificates[0]
-			mu.Unlock()
-			return nil
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: conf})
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		if _, err := c.Ping(ctx); err != nil {
-			return nil, err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return leaf, nil
-	}
-	first, err := served()
+	first, err := tn.servedLeaf(&operator, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +42,7 @@ func TestLocalCertificateRenewedWhileRunning(t *testing.T) {
 	seen := map[string]bool{}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		leaf, err := served()
+		leaf, err := tn.servedLeaf(&operator, pool)
 		if err != nil {
 			t.Fatalf("handshake while the certificate was renewed: %v\n%s", err, logs)
 		}
@@ -130,9 +98,7 @@ func TestDamagedLocalKeyIsReplacedAloud(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	startNodeIn(t, dir, "127.0.0.1:0", func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	})
+	startNodeIn(t, dir, "127.0.0.1:0", logTo(logs))
 	if !strings.Contains(logs.String(), `level=WARN msg="local CA issued a certificate in place of a damaged one"`) ||
 		!strings.Contains(logs.String(), "node.crt") || !strings.Contains(logs.String(), "cannot be loaded") {
 		t.Errorf("a damaged node.key was replaced without a warning naming it:\n%s", logs)
@@ -148,24 +114,13 @@ func TestDamagedLocalKeyIsReplacedAloud(t *testing.T) {
 // on connecting.
 func TestForeignCertificateOverLocalOneIsReplaced(t *testing.T) {
 	logs := &syncBuffer{}
-	tn := startNode(t, func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	})
+	tn := startNode(t, logTo(logs))
 	operator, pool, err := pki.LocalOperator(tn.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ping := func() error {
-		conf := pki.ClientConfig(&operator, pool, "")
-		conf.ClientSessionCache = nil
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: conf})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_, err = c.Ping(ctx)
+		_, err := tn.servedLeaf(&operator, pool)
 		return err
 	}
 	if err := ping(); err != nil {
@@ -218,9 +173,7 @@ func TestForeignCertificateOverLocalOneIsReplaced(t *testing.T) {
 // next start to find.
 func TestLocalKeyDamagedWhileRunningIsReplaced(t *testing.T) {
 	logs := &syncBuffer{}
-	tn := startNode(t, func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	})
+	tn := startNode(t, logTo(logs))
 	key := filepath.Join(pki.TLSDir(tn.dir), "node.key")
 	if err := os.WriteFile(key, []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)

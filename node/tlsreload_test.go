@@ -1,16 +1,13 @@
 package node
 
 import (
-	"context"
 	"crypto/tls"
 	"math/big"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/edgereg/edgereg/wire/client"
 	"github.com/edgereg/edgereg/wire/pki"
 )
 
@@ -48,29 +45,11 @@ func TestNodeReloadsCredentials(t *testing.T) {
 	}
 	// ping dials afresh and returns the serial the node served.
 	ping := func() (*big.Int, error) {
-		var mu sync.Mutex
-		var serial *big.Int
-		conf := pki.ClientConfig(&reader, ca.CAPool, "")
-		conf.ClientSessionCache = nil // a full handshake each time
-		conf.VerifyConnection = func(cs tls.ConnectionState) error {
-			mu.Lock()
-			serial = cs.PeerCertificates[0].SerialNumber
-			mu.Unlock()
-			return nil
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := client.Dial(ctx, tn.Addr().String(), client.Config{TLS: conf})
+		leaf, err := tn.servedLeaf(&reader, ca.CAPool)
 		if err != nil {
 			return nil, err
 		}
-		defer c.Close()
-		if _, err := c.Ping(ctx); err != nil {
-			return nil, err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return serial, nil
+		return leaf.SerialNumber, nil
 	}
 	first, err := ping()
 	if err != nil {
