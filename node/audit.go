@@ -58,7 +58,16 @@ func (n *Node) handshakeFailed(a *admitted, cause error) {
 	}
 	reason := "other"
 	var te *quic.TransportError
+	var ae *quic.ApplicationError
 	switch {
+	case errors.As(cause, &ae) && ae.Remote:
+		// The peer closed the connection on purpose before the node had
+		// read its last flight: a client that only checks that the node
+		// answers, or one that gave up. Nothing failed, so it is not
+		// among the failures an operator alerts on, nor worth a warning.
+		n.stats.tlsFailures.WithLabelValues("closed").Inc()
+		n.log.Debug("peer closed during the handshake", "remote", a.remote, "err", errString(cause))
+		return
 	case errors.As(cause, &te) && te.ErrorCode.IsCryptoError():
 		reason = "tls"
 	case handshakeTimedOut(cause): // what admission counts as evidence of spoofing

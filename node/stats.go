@@ -56,8 +56,8 @@ func newStats(n *Node) *stats {
 		s.refused.WithLabelValues(r) // present at 0, so alerts see the series
 	}
 	s.replaced = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_connections_replaced_total", Help: "Connections closed because a newer connection with the same certificate took their slot, or a peer with a certificate took an anonymous peer's."})
-	s.tlsFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_tls_handshake_failures_total", Help: "Handshakes that did not complete, by reason: tls (refused certificate or protocol), timeout, other."}, []string{"reason"})
-	for _, r := range []string{"tls", "timeout", "other"} {
+	s.tlsFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgereg_tls_handshake_failures_total", Help: "Handshakes that did not complete, by reason: tls (refused certificate or protocol), timeout, closed (the peer closed the connection itself before the handshake ended: a probe, a client giving up), other."}, []string{"reason"})
+	for _, r := range []string{"tls", "timeout", "closed", "other"} {
 		s.tlsFailures.WithLabelValues(r)
 	}
 	s.validations = prometheus.NewCounter(prometheus.CounterOpts{Name: "edgereg_address_validations_total", Help: "New peers asked to prove their source address with a QUIC Retry: handshakes in progress reached half of --max-conns, or handshakes have been timing out (what spoofed source addresses cause)."})
