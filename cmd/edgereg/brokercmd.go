@@ -91,7 +91,8 @@ func newBrokerCmd(g *globals) *cobra.Command {
 		Long: `Run a broker agent until interrupted. It registers the broker and its topics with
 every node in parallel, heartbeats, re-registers with a node that restarts or asks
 for it, follows changes of the node list, and unregisters from every node on
-SIGINT, SIGTERM or SIGHUP. It is a simulator for demos and tests, and a reference for
+SIGINT, SIGTERM or SIGHUP; a second signal stops it at once, exit 1, leaving a node
+that has not answered to expire the broker. It is a simulator for demos and tests, and a reference for
 broker authors (see the wire/broker package).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -171,14 +172,25 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), stopSignals...)
-	defer stop()
+	// The first signal stops the agent, which unregisters from every node
+	// (each bounded by the request timeout); a second one, from an
+	// operator who will not wait for a node gone quiet, ends it at once.
+	ctx, now, release := stopOnSignals(cmd.Context())
+	defer release()
+	context.AfterFunc(ctx, func() { logger.Info("broker agent stopping: unregistering from every node") })
 	logger.Info("broker agent starting", "cluster", bf.id.Cluster, "broker", bf.id.BrokerName, "id", bf.id.BrokerID,
 		"addr", bf.id.Addr, "topics", len(topics))
 	// Run returns the nodes' refusals when every node refused the broker
 	// for good (not authorized for its group, invalid, conflict): the
 	// agent then exits non-zero with the nodes' messages.
-	err = r.Run(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	select {
+	case err = <-ran:
+	case <-now.Done():
+		logger.Warn("second signal: stopping now, without waiting for every node to unregister the broker")
+		return fmt.Errorf("broker %s: %w (a node that missed the unregistration routes to it until its lease runs out)", bf.id.BrokerName, errSecondSignal)
+	}
 	if errors.Is(err, broker.ErrRefused) {
 		return fmt.Errorf("broker %s refused by every node: %w", bf.id.BrokerName, err)
 	}

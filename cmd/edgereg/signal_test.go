@@ -201,3 +201,30 @@ func TestBrokerAgentSaysWhenItCouldNotUnregister(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokerAgentSecondSignalCutsUnregisterShort: a stopped agent
+// unregisters from every node, each bounded by the request timeout; its
+// signal handler swallowed a second Ctrl-C meanwhile, so an operator
+// whose node had gone quiet waited the timeout out. As the node and the
+// gateway do, the agent stops at the second signal, says so and exits 1:
+// a node it did not reach keeps the broker until its lease runs out.
+func TestBrokerAgentSecondSignalCutsUnregisterShort(t *testing.T) {
+	dir, nodeAddr := t.TempDir(), freeUDPAddr(t)
+	n := startProcess(t, "node", "--data", dir, "--addr", nodeAddr, "--admin-addr", "off", "--warm-up", "-1s", "--log-format", "json")
+	waitLog(t, n, `"msg":"node started"`)
+	agent := startProcess(t, "broker", "--data", dir, "--nodes", nodeAddr, "--cluster", "C",
+		"--name", "broker-s", "--id", "0", "--addr", "10.0.0.9:10911", "--topics", "quiet", "--log-format", "json")
+	waitLog(t, agent, `"msg":"registered with node"`)
+	// The node stops answering, without closing anything: the agent's
+	// unregistration waits for it.
+	n.cmd.Process.Signal(syscall.SIGSTOP)
+	defer n.cmd.Process.Signal(syscall.SIGCONT)
+	agent.cmd.Process.Signal(syscall.SIGTERM)
+	waitLog(t, agent, `"msg":"broker agent stopping: unregistering from every node"`)
+	agent.cmd.Process.Signal(syscall.SIGTERM)
+	agent.waitEnd(t, 30*time.Second, "the agent did not stop after a second SIGTERM")
+	logs := agent.logs.String()
+	if code := agent.cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(logs, "second signal") {
+		t.Errorf("agent stopped by a second signal while unregistering: exit %d (want %d) and logs naming the second signal:\n%s", code, exitFailure, logs)
+	}
+}
