@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,7 +42,10 @@ func printConfigJSON(t *testing.T, env []string, args ...string) map[string]conf
 func TestPrintConfigSourcesAndEffectiveValues(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "edgereg.yaml")
 	os.WriteFile(file, []byte("# node settings\nmax-conns: 500\nhost:\n  - a.example\n  - b.example\n"), 0o600)
-	m := printConfigJSON(t, []string{"EDGEREG_EXPIRY_THRESHOLD=5m"}, "--scan-interval", "2s", "--config", file)
+	// The child's default workers follow its GOMAXPROCS: make it this
+	// test's, which go test -cpu sets in this process only.
+	procs := "GOMAXPROCS=" + strconv.Itoa(runtime.GOMAXPROCS(0))
+	m := printConfigJSON(t, []string{"EDGEREG_EXPIRY_THRESHOLD=5m", procs}, "--scan-interval", "2s", "--config", file)
 	want := map[string]configEntry{
 		"expiry-threshold": {Value: "5m0s", Source: "EDGEREG_EXPIRY_THRESHOLD"},
 		"scan-interval":    {Value: "2s", Source: "flag --scan-interval"},
