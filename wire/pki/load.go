@@ -6,10 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"time"
 )
 
 // ErrNoLocalCA means a data directory has no local CA yet.
 var ErrNoLocalCA = errors.New("no local CA")
+
+// testHookPairMismatch, when set, runs after each read of a pair whose
+// key does not match its certificate.
+var testHookPairMismatch func()
 
 // LoadCredentials loads a certificate and key (PEM) and a CA bundle to trust.
 // Errors name the file that could not be used.
@@ -67,5 +73,39 @@ func LocalOperator(dataDir string) (tls.Certificate, *x509.CertPool, error) {
 			"%w in %s: start a node first (edgereg node --data %s) or pass --cert/--key/--ca",
 			ErrNoLocalCA, dir, dataDir)
 	}
-	return LoadCredentials(filepath.Join(dir, "operator.crt"), filepath.Join(dir, "operator.key"), caFile)
+	return loadPairSettled(filepath.Join(dir, "operator.crt"), filepath.Join(dir, "operator.key"), caFile)
+}
+
+// pairReads is how often loadPairSettled reads a pair whose key does not
+// match its certificate, pairPause apart, before that is an error.
+const (
+	pairReads = 5
+	pairPause = 50 * time.Millisecond
+)
+
+// loadPairSettled is LoadCredentials for a pair the local CA may be
+// renewing meanwhile: it writes the key, then the certificate, each file
+// replaced whole, so a reader between the two writes finds a new key with
+// the old certificate. Such a pair is read again: the second write follows
+// within milliseconds, where a pair that never matches stays an error.
+func loadPairSettled(certFile, keyFile, caFile string) (tls.Certificate, *x509.CertPool, error) {
+	for i := 1; ; i++ {
+		cert, pool, err := LoadCredentials(certFile, keyFile, caFile)
+		if err == nil || !isPairMismatch(err) {
+			return cert, pool, err
+		}
+		if testHookPairMismatch != nil {
+			testHookPairMismatch()
+		}
+		if i == pairReads {
+			return cert, pool, err
+		}
+		time.Sleep(pairPause)
+	}
+}
+
+// isPairMismatch reports whether err is crypto/tls refusing a key that is
+// not the certificate's (it has no error value of its own for it).
+func isPairMismatch(err error) bool {
+	return strings.Contains(err.Error(), "private key does not match public key")
 }
