@@ -91,9 +91,9 @@ func newBrokerCmd(g *globals) *cobra.Command {
 		Long: `Run a broker agent until interrupted. It registers the broker and its topics with
 every node in parallel, heartbeats, re-registers with a node that restarts or asks
 for it, follows changes of the node list, and unregisters from every node on
-SIGINT, SIGTERM or SIGHUP; a second signal stops it at once, exit 1, leaving a node
-that has not answered to expire the broker. It is a simulator for demos and tests, and a reference for
-broker authors (see the wire/broker package).`,
+SIGINT, SIGTERM or SIGHUP; a second signal stops it at once, exit 1, leaving a
+node that has not answered to expire the broker. It is a simulator for demos and
+tests, and a reference for broker authors (see the wire/broker package).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := refuseAgentSettings(cmd.Flags()); err != nil {
