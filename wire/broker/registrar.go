@@ -441,8 +441,13 @@ func (r *Registrar) shutdown(ctx context.Context, unregister bool) error {
 		// Nothing to unregister: saying "unregistered" would claim a
 		// registration no node ever acknowledged.
 		r.log.Info("broker registrar stopped: no node had registered the broker", "nodes", len(sessions), "refused", refused)
+	case unregister && len(errs) > 0:
+		// Not "unregistered": each node that missed it routes to the
+		// broker until the lease runs out.
+		r.log.Warn("broker not unregistered from every node", "nodes", len(sessions)-refused, "failed", len(errs),
+			"refused", refused, "err", errors.Join(errs...))
 	case unregister:
-		r.log.Info("broker unregistered", "nodes", len(sessions)-refused, "failed", len(errs), "refused", refused)
+		r.log.Info("broker unregistered", "nodes", len(sessions)-refused, "refused", refused)
 	}
 	return errors.Join(errs...)
 }

@@ -1,8 +1,10 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -681,6 +683,8 @@ func TestStopWithOneNodeBlackHoled(t *testing.T) {
 	p := newProxy(t, addrs[1])
 	cfg := testConfig(t, ca, nodes.Static(addrs[0], p.Addr()))
 	cfg.ProbeInterval = -1 // nothing notices the cut before Stop
+	var logs lockedBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	r := startRegistrar(t, cfg)
 	if err := r.WaitSynced(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -708,6 +712,30 @@ func TestStopWithOneNodeBlackHoled(t *testing.T) {
 	if _, ok := lease(tns[1], brokerAddr); !ok {
 		t.Error("the black-holed node lost the lease: the cut did not hold")
 	}
+	// The log said "broker unregistered", at info level, with failed=1
+	// for the node that still holds the broker.
+	if out := logs.String(); strings.Contains(out, `msg="broker unregistered"`) ||
+		!strings.Contains(out, `level=WARN msg="broker not unregistered from every node"`) {
+		t.Errorf("a Stop that missed a node logged:\n%s", out)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the registrar's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestDroppedSessionReportsNothingAfterReAdd: a session calls
