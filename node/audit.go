@@ -60,7 +60,7 @@ func (n *Node) handshakeFailed(a *admitted, cause error) {
 	var te *quic.TransportError
 	var ae *quic.ApplicationError
 	switch {
-	case errors.As(cause, &ae) && ae.Remote:
+	case errors.As(cause, &ae) && ae.Remote, errors.As(cause, &te) && te.Remote && peerHungUp(te.ErrorCode):
 		// The peer closed the connection on purpose before the node had
 		// read its last flight: a client that only checks that the node
 		// answers, or one that gave up. Nothing failed, so it is not
@@ -75,6 +75,13 @@ func (n *Node) handshakeFailed(a *admitted, cause error) {
 	}
 	n.stats.tlsFailures.WithLabelValues(reason).Inc()
 	n.warn.tls.Warn("TLS handshake failed", "reason", reason, "remote", a.remote, "err", errString(cause))
+}
+
+// peerHungUp reports whether a peer's transport close is a deliberate
+// one: an application's close sent before its 1-RTT keys (RFC 9000
+// §10.2.3 turns it into APPLICATION_ERROR), or NO_ERROR.
+func peerHungUp(code quic.TransportErrorCode) bool {
+	return code == quic.ApplicationErrorErrorCode || code == quic.NoError
 }
 
 func errString(err error) string {
