@@ -6,6 +6,7 @@
 package nodetest
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -19,6 +20,27 @@ import (
 	"github.com/edgereg/edgereg/node"
 	"github.com/edgereg/edgereg/wire/pki"
 )
+
+// LogBuffer is a logger's output, written by the goroutines under test
+// while the test reads it.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // Logger discards logs unless EDGEREG_TEST_LOG is set.
 func Logger() *slog.Logger {

@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgereg/edgereg/node/nodetest"
 	"github.com/edgereg/edgereg/node/registry"
 	"github.com/edgereg/edgereg/wire"
 	"github.com/edgereg/edgereg/wire/broker"
@@ -683,7 +683,7 @@ func TestStopWithOneNodeBlackHoled(t *testing.T) {
 	p := newProxy(t, addrs[1])
 	cfg := testConfig(t, ca, nodes.Static(addrs[0], p.Addr()))
 	cfg.ProbeInterval = -1 // nothing notices the cut before Stop
-	var logs lockedBuffer
+	var logs nodetest.LogBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	r := startRegistrar(t, cfg)
 	if err := r.WaitSynced(ctxT(t)); err != nil {
@@ -718,24 +718,6 @@ func TestStopWithOneNodeBlackHoled(t *testing.T) {
 		!strings.Contains(out, `level=WARN msg="broker not unregistered from every node"`) {
 		t.Errorf("a Stop that missed a node logged:\n%s", out)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the registrar's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestDroppedSessionReportsNothingAfterReAdd: a session calls

@@ -1,35 +1,14 @@
 package gateway_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/edgereg/edgereg/node/nodetest"
 	"github.com/edgereg/edgereg/wire/gateway"
 	"github.com/edgereg/edgereg/wire/pki"
 )
-
-// logBuffer is a logger's output, written by the gateway's goroutines while
-// the test reads it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestNodeThatDoesNotAnswerIsLogged: a gateway whose credential every node
 // refused (another CA's), or whose WAN was cut, logged "listening" and
@@ -38,7 +17,7 @@ func (b *logBuffer) String() string {
 // answering the gateway's probes is logged with the reason, once, and
 // again when it answers.
 func TestNodeThatDoesNotAnswerIsLogged(t *testing.T) {
-	var logs logBuffer
+	var logs nodetest.LogBuffer
 	other := nodetest.NewCA(t) // not the nodes' CA
 	s := startSite(t, 1, func(c *gateway.Config) {
 		c.TLS = other.TLS(t, pki.RoleBroker, "gateway")
