@@ -177,7 +177,7 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 	// operator who will not wait for a node gone quiet, ends it at once.
 	ctx, now, release := stopOnSignals(cmd.Context())
 	defer release()
-	context.AfterFunc(ctx, func() { logger.Info("broker agent stopping: unregistering from every node") })
+	unlog := context.AfterFunc(ctx, func() { logger.Info("broker agent stopping: unregistering from every node") })
 	logger.Info("broker agent starting", "cluster", bf.id.Cluster, "broker", bf.id.BrokerName, "id", bf.id.BrokerID,
 		"addr", bf.id.Addr, "topics", len(topics))
 	// Run returns the nodes' refusals when every node refused the broker
@@ -187,6 +187,7 @@ func runBroker(cmd *cobra.Command, g *globals, bf *brokerFlags) error {
 	go func() { ran <- r.Run(ctx) }()
 	select {
 	case err = <-ran:
+		unlog() // ended by the nodes' refusals, or stopped: not to be said at release
 	case <-now.Done():
 		logger.Warn("second signal: stopping now, without waiting for every node to unregister the broker")
 		return fmt.Errorf("broker %s: %w (a node that missed the unregistration routes to it until its lease runs out)", bf.id.BrokerName, errSecondSignal)
