@@ -11,18 +11,23 @@ import (
 // SystemTopicPrefix marks RocketMQ's system topics (TopicValidator).
 const SystemTopicPrefix = "rmq_sys_"
 
-// systemTopics are RocketMQ's system topics that lack the prefix.
+// systemTopics are RocketMQ's system topics that lack the prefix
+// (TopicValidator.SYSTEM_TOPIC_SET as of 5.3, whose RocksDB stores added
+// the last three).
 var systemTopics = map[string]bool{
-	"TBW102":                       true,
-	"SCHEDULE_TOPIC_XXXX":          true,
-	"BenchmarkTest":                true,
-	"RMQ_SYS_TRANS_HALF_TOPIC":     true,
-	"RMQ_SYS_TRACE_TOPIC":          true,
-	"RMQ_SYS_TRANS_OP_HALF_TOPIC":  true,
-	"TRANS_CHECK_MAX_TIME_TOPIC":   true,
-	"SELF_TEST_TOPIC":              true,
-	"OFFSET_MOVED_EVENT":           true,
-	"rocketmq-broker-cluster-name": true,
+	"TBW102":                              true,
+	"SCHEDULE_TOPIC_XXXX":                 true,
+	"BenchmarkTest":                       true,
+	"RMQ_SYS_TRANS_HALF_TOPIC":            true,
+	"RMQ_SYS_TRACE_TOPIC":                 true,
+	"RMQ_SYS_TRANS_OP_HALF_TOPIC":         true,
+	"TRANS_CHECK_MAX_TIME_TOPIC":          true,
+	"SELF_TEST_TOPIC":                     true,
+	"OFFSET_MOVED_EVENT":                  true,
+	"rocketmq-broker-cluster-name":        true,
+	"CHECKPOINT_TOPIC":                    true,
+	"RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC":    true,
+	"RMQ_SYS_ROCKSDB_TRANS_OP_HALF_TOPIC": true,
 }
 
 // IsSystemTopic reports whether name is one of RocketMQ's system topics.

@@ -694,3 +694,27 @@ func checkInvariants(t testing.TB, r *Registry) {
 		}
 	}
 }
+
+// TestIsSystemTopicMatchesTopicValidator checks IsSystemTopic against
+// RocketMQ 5.3's TopicValidator.SYSTEM_TOPIC_SET and its rmq_sys_ prefix:
+// a 5.3 broker that keeps transactions or offsets in RocksDB registers
+// CHECKPOINT_TOPIC and the RMQ_SYS_ROCKSDB_TRANS_* topics, which
+// getSystemTopicList lists with the others.
+func TestIsSystemTopicMatchesTopicValidator(t *testing.T) {
+	for _, name := range []string{
+		"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
+		"RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+		"SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "CHECKPOINT_TOPIC",
+		"RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC", "RMQ_SYS_ROCKSDB_TRANS_OP_HALF_TOPIC",
+		"rmq_sys_SYNC_BROKER_MEMBER_b1", "rmq_sys_wheel_timer",
+	} {
+		if !IsSystemTopic(name) {
+			t.Errorf("IsSystemTopic(%q) = false, want true (TopicValidator.isSystemTopic)", name)
+		}
+	}
+	for _, name := range []string{"orders", "checkpoint_topic", "RMQ_SYS_", "%RETRY%g", "%DLQ%g", "Rmq_sys_x"} {
+		if IsSystemTopic(name) {
+			t.Errorf("IsSystemTopic(%q) = true, want false", name)
+		}
+	}
+}
