@@ -11,9 +11,10 @@ import (
 // SystemTopicPrefix marks RocketMQ's system topics (TopicValidator).
 const SystemTopicPrefix = "rmq_sys_"
 
-// systemTopics are RocketMQ's system topics that lack the prefix
-// (TopicValidator.SYSTEM_TOPIC_SET as of 5.3, whose RocksDB stores added
-// the last three).
+// systemTopics are RocketMQ's system topics that lack the prefix:
+// TopicValidator.SYSTEM_TOPIC_SET as of 5.3 (whose RocksDB stores added
+// the last three), and rocketmq-broker-cluster-name, which TopicValidator
+// does not list but edgereg has counted since its first release.
 var systemTopics = map[string]bool{
 	"TBW102":                              true,
 	"SCHEDULE_TOPIC_XXXX":                 true,
